@@ -1,0 +1,61 @@
+package zklock
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Sentinel errors. Match them with [errors.Is]: every error zklock returns
+// wraps one of these, a context error, or a ZooKeeper error from
+// github.com/go-zookeeper/zk.
+var (
+	// ErrInvalidArgument reports bad input (a malformed path, maxLeases < 1,
+	// n out of range, a nil client, no servers...). It is returned before any
+	// ZooKeeper call is made.
+	ErrInvalidArgument = errors.New("zklock: invalid argument")
+
+	// ErrLocked is returned by TryAcquire when the lock is held by others, or
+	// no lease is free.
+	ErrLocked = errors.New("zklock: locked")
+
+	// ErrReleased is the error of a lease that was released, and the error of
+	// a second [Lease.Release].
+	ErrReleased = errors.New("zklock: lease released")
+
+	// ErrSessionExpired reports that the ZooKeeper session ended while the
+	// lease was held: the server has deleted its node, and someone else may
+	// hold the lock now.
+	ErrSessionExpired = errors.New("zklock: session expired")
+
+	// ErrConnectionSuspended reports that the connection to ZooKeeper was
+	// lost while the lease was held. The holder can no longer prove that it
+	// holds, so the lease counts as lost at once, before the server could
+	// expire the session and let anyone else acquire.
+	ErrConnectionSuspended = errors.New("zklock: connection suspended")
+
+	// ErrClientClosed reports that the [Client] was closed.
+	ErrClientClosed = errors.New("zklock: client closed")
+
+	// ErrUnknownNode is returned by an acquire that finds, under its lock
+	// path, a child whose name is not a lock node of a format zklock
+	// understands (zklock, Apache Curator or kazoo). zklock cannot tell where
+	// such a node stands in the queue, so it refuses rather than risk two
+	// holders. See the README's section on mixed fleets.
+	ErrUnknownNode = errors.New("zklock: unknown node under lock path")
+)
+
+// invalidf returns an error wrapping ErrInvalidArgument.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// isRetryable reports whether err is a ZooKeeper error that may go away by
+// itself: the connection dropped, or no server answered. Everything else
+// (no auth, bad ACL, bad arguments...) is permanent.
+func isRetryable(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) ||
+		errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionMoved)
+}

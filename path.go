@@ -1,0 +1,48 @@
+package zklock
+
+import (
+	"strings"
+)
+
+// validatePath checks a lock path the way ZooKeeper would, and more: the
+// path must be absolute, not the root, without a trailing slash, empty or
+// relative elements, and not under /zookeeper (the server's own subtree).
+func validatePath(p string) error {
+	switch {
+	case p == "":
+		return invalidf("empty lock path")
+	case p[0] != '/':
+		return invalidf("lock path %q is relative", p)
+	case p == "/":
+		return invalidf("lock path %q is the root", p)
+	case strings.HasSuffix(p, "/"):
+		return invalidf("lock path %q has a trailing slash", p)
+	case strings.Contains(p, "//"):
+		return invalidf("lock path %q has an empty element", p)
+	case p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/"):
+		return invalidf("lock path %q is under /zookeeper, which the server reserves", p)
+	}
+	for _, el := range strings.Split(p[1:], "/") {
+		if el == "." || el == ".." {
+			return invalidf("lock path %q has a relative element %q", p, el)
+		}
+	}
+	for _, r := range p {
+		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) ||
+			(r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+			return invalidf("lock path %q has a character ZooKeeper rejects (%U)", p, r)
+		}
+	}
+	return nil
+}
+
+// parents returns the ancestors of p, outermost first, ending with p itself.
+func parents(p string) []string {
+	var out []string
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			out = append(out, p[:i])
+		}
+	}
+	return append(out, p)
+}

@@ -1,0 +1,61 @@
+package zklock
+
+import "context"
+
+// Semaphore is a distributed counting semaphore on a ZooKeeper path: at
+// most maxLeases leases are held at once, granted in first-come-first-served
+// order. A release always wakes the first waiter, and only it.
+//
+// Its layout (nodes `_c_<uuid>-lease-<seq>` directly under the path) is
+// zklock's own: Apache Curator's InterProcessSemaphoreV2 and kazoo's
+// Semaphore use other layouts and do not interoperate with it.
+//
+// maxLeases is not stored in ZooKeeper: every participant must use the same
+// value. A Semaphore is safe for concurrent use. The zero value is not
+// usable: use [NewSemaphore].
+type Semaphore struct {
+	lock *Lock
+	max  int
+}
+
+// NewSemaphore returns a semaphore of maxLeases leases on path. It validates
+// its arguments (maxLeases < 1 and the rest wrap ErrInvalidArgument) and
+// makes no ZooKeeper call.
+func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*Semaphore, error) {
+	if maxLeases < 1 {
+		return nil, invalidf("maxLeases %d is less than 1", maxLeases)
+	}
+	l, err := newLock(c, path, semaphoreDriver{maxLeases}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Semaphore{lock: l, max: maxLeases}, nil
+}
+
+// Acquire waits for one lease; see [Lock.Acquire].
+func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) { return s.lock.Acquire(ctx) }
+
+// TryAcquire takes a lease if one is free and nobody is queued ahead;
+// otherwise it returns an error wrapping ErrLocked and leaves no node
+// behind.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) { return s.lock.TryAcquire(ctx) }
+
+// AcquireN waits for n leases at once: all n, or none. The n nodes are
+// created in one multi-operation and queue together, so the caller never
+// holds part of its request while it waits for the rest (two callers each
+// holding half of what they need can never deadlock). On failure, as with
+// Acquire, none of the n nodes is left behind. n < 1 or n > maxLeases fails
+// with ErrInvalidArgument before any ZooKeeper call. The leases share one
+// token and are released one by one.
+func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
+	if n < 1 || n > s.max {
+		return nil, invalidf("n %d is out of range [1, %d]", n, s.max)
+	}
+	return s.lock.acquire(ctx, n, false)
+}
+
+// Participants lists the holders first, then the waiters in queue order,
+// with their node data.
+func (s *Semaphore) Participants(ctx context.Context) ([]Participant, error) {
+	return s.lock.participants(ctx, func(Child) Driver { return s.lock.driver })
+}
