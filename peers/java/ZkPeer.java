@@ -1,0 +1,511 @@
+// ZkPeer: Apache Curator lock peer for zklock interoperability tests and benchmarks.
+//
+// Build and run with scripts/build-peers.sh (it writes peers/java/build/zkpeer).
+// The command line and output format are shared with peers/python/zkpeer.py:
+//
+//   zkpeer hold  --servers H:P --path /p --recipe mutex|read|write --count N --hold-ms M --id NAME
+//                [--session-ms 10000] [--start-file F] [--once-then-wait]
+//                [--acquire-timeout-ms 0] [--node-names native|curator]
+//   zkpeer bench --servers H:P --path /p --workload W1|W2|W3|W4 --clients C --duration-ms D
+//                [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
+//                [--hold-us 0]
+//
+// hold prints "ACQ <id> <recipe> <unix_nanos>" right after acquire returns, "REL <id> <recipe>
+// <unix_nanos>" right before release, "DONE <id> <count>" at the end, or "ERR <id> <message>"
+// (exit 1). bench prints one JSON object. Curator always writes Curator-format nodes, so
+// --node-names is accepted (for a uniform harness) and ignored.
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+
+public class ZkPeer {
+    private static final PrintStream OUT =
+            new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
+
+    private static String id = "peer";
+
+    /** Prints one line and flushes it at once; lines from several threads never interleave. */
+    private static synchronized void emit(String line) {
+        OUT.println(line);
+        OUT.flush();
+    }
+
+    /** Wall clock in Unix nanoseconds (microsecond resolution on Linux with Java 17). */
+    private static long unixNanos() {
+        Instant now = Instant.now();
+        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    }
+
+    private static final class UsageException extends Exception {
+        UsageException(String msg) { super(msg); }
+    }
+
+    private static final class Args {
+        final String mode;
+        final Map<String, String> opts = new HashMap<>();
+
+        Args(String[] argv) throws UsageException {
+            if (argv.length == 0) {
+                throw new UsageException("usage: zkpeer hold|bench --servers H:P --path /p ...");
+            }
+            mode = argv[0];
+            for (int i = 1; i < argv.length; i++) {
+                String a = argv[i];
+                if (!a.startsWith("--")) {
+                    throw new UsageException("unexpected argument: " + a);
+                }
+                String key = a.substring(2);
+                String val;
+                int eq = key.indexOf('=');
+                if (eq >= 0) {
+                    val = key.substring(eq + 1);
+                    key = key.substring(0, eq);
+                } else if (key.equals("once-then-wait")) {
+                    val = "true";
+                } else {
+                    if (i + 1 >= argv.length) {
+                        throw new UsageException("missing value for --" + key);
+                    }
+                    val = argv[++i];
+                }
+                opts.put(key, val);
+            }
+        }
+
+        String str(String key, String def) throws UsageException {
+            String v = opts.get(key);
+            if (v == null) {
+                if (def == null) {
+                    throw new UsageException("missing required option --" + key);
+                }
+                return def;
+            }
+            return v;
+        }
+
+        int integer(String key, Integer def) throws UsageException {
+            String v = opts.get(key);
+            if (v == null) {
+                if (def == null) {
+                    throw new UsageException("missing required option --" + key);
+                }
+                return def;
+            }
+            try {
+                return Integer.parseInt(v);
+            } catch (NumberFormatException e) {
+                throw new UsageException("--" + key + " wants an integer, got " + v);
+            }
+        }
+
+        boolean flag(String key) {
+            String v = opts.get(key);
+            return v != null && !v.equals("false") && !v.equals("0");
+        }
+    }
+
+    public static void main(String[] argv) {
+        int rc;
+        try {
+            Args args = new Args(argv);
+            id = args.str("id", "peer");
+            switch (args.mode) {
+                case "hold":
+                    hold(args);
+                    break;
+                case "bench":
+                    bench(args);
+                    break;
+                default:
+                    throw new UsageException("unknown mode " + args.mode + " (want hold or bench)");
+            }
+            rc = 0;
+        } catch (Throwable t) {
+            String msg = t.getClass().getSimpleName() + ": " + t.getMessage();
+            emit("ERR " + id + " " + msg.replace('\n', ' ').replace('\r', ' '));
+            rc = 1;
+        }
+        // Curator and ZooKeeper leave non-daemon threads behind when something failed.
+        System.exit(rc);
+    }
+
+    private static CuratorFramework newClient(String servers, int sessionMs) throws Exception {
+        CuratorFramework client = CuratorFrameworkFactory.builder()
+                .connectString(servers)
+                .sessionTimeoutMs(sessionMs)
+                .connectionTimeoutMs(Math.min(sessionMs, 15000))
+                .retryPolicy(new ExponentialBackoffRetry(100, 10, 2000))
+                .build();
+        client.start();
+        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
+            client.close();
+            throw new IllegalStateException("could not connect to " + servers + " within 30s");
+        }
+        return client;
+    }
+
+    private static InterProcessLock newLock(CuratorFramework client, String path, String recipe) throws UsageException {
+        switch (recipe) {
+            case "mutex":
+                return new InterProcessMutex(client, path);
+            case "read":
+                return new InterProcessReadWriteLock(client, path).readLock();
+            case "write":
+                return new InterProcessReadWriteLock(client, path).writeLock();
+            default:
+                throw new UsageException("--recipe wants mutex, read or write, got " + recipe);
+        }
+    }
+
+    private static void acquire(InterProcessLock lock, int timeoutMs, String path) throws Exception {
+        if (timeoutMs > 0) {
+            if (!lock.acquire(timeoutMs, TimeUnit.MILLISECONDS)) {
+                throw new IllegalStateException("acquire timed out after " + timeoutMs + "ms on " + path);
+            }
+        } else {
+            lock.acquire();
+        }
+    }
+
+    // ---------------------------------------------------------------- hold
+
+    private static void hold(Args args) throws Exception {
+        String servers = args.str("servers", null);
+        String path = args.str("path", null);
+        String recipe = args.str("recipe", null);
+        int sessionMs = args.integer("session-ms", 10000);
+        int timeoutMs = args.integer("acquire-timeout-ms", 0);
+        boolean onceThenWait = args.flag("once-then-wait");
+        int count = onceThenWait ? 1 : args.integer("count", null);
+        int holdMs = onceThenWait ? 0 : args.integer("hold-ms", null);
+        String startFile = args.opts.get("start-file");
+        String nodeNames = args.str("node-names", "native");
+        if (!nodeNames.equals("native") && !nodeNames.equals("curator")) {
+            throw new UsageException("--node-names wants native or curator, got " + nodeNames);
+        }
+        if (!recipe.equals("mutex") && !recipe.equals("read") && !recipe.equals("write")) {
+            throw new UsageException("--recipe wants mutex, read or write, got " + recipe);
+        }
+
+        CuratorFramework client = newClient(servers, sessionMs);
+        try {
+            InterProcessLock lock = newLock(client, path, recipe);
+            if (startFile != null) {
+                while (!Files.exists(Paths.get(startFile))) {
+                    Thread.sleep(2);
+                }
+            }
+            BufferedReader stdin = onceThenWait
+                    ? new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))
+                    : null;
+            for (int i = 0; i < count; i++) {
+                acquire(lock, timeoutMs, path);
+                emit("ACQ " + id + " " + recipe + " " + unixNanos());
+                if (onceThenWait) {
+                    stdin.readLine(); // a line or EOF releases the lock
+                } else if (holdMs > 0) {
+                    Thread.sleep(holdMs);
+                }
+                emit("REL " + id + " " + recipe + " " + unixNanos());
+                lock.release();
+            }
+            emit("DONE " + id + " " + count);
+        } finally {
+            client.close();
+        }
+    }
+
+    // ---------------------------------------------------------------- bench
+
+    /** A growable list of latencies in nanoseconds, one per client thread. */
+    private static final class Samples {
+        long[] v = new long[1024];
+        int n;
+
+        void add(long x) {
+            if (n == v.length) {
+                v = Arrays.copyOf(v, n * 2);
+            }
+            v[n++] = x;
+        }
+    }
+
+    /** In-process view of who holds the lock, to count exclusion violations. */
+    private static final class Occupancy {
+        final AtomicInteger holders = new AtomicInteger();
+        final AtomicInteger readers = new AtomicInteger();
+        final AtomicInteger writers = new AtomicInteger();
+        final AtomicLong violations = new AtomicLong();
+        final AtomicInteger maxReaders = new AtomicInteger();
+        final AtomicInteger maxHolders = new AtomicInteger();
+
+        static void max(AtomicInteger m, int v) {
+            int cur;
+            while (v > (cur = m.get()) && !m.compareAndSet(cur, v)) {
+                // retry
+            }
+        }
+
+        /** Called right after acquire: kind is 'm' (mutex), 'r', 'w' or 's' (semaphore). */
+        void enter(char kind, int limit) {
+            int h = holders.incrementAndGet();
+            max(maxHolders, h);
+            switch (kind) {
+                case 'm':
+                    if (h > 1) violations.incrementAndGet();
+                    break;
+                case 's':
+                    if (h > limit) violations.incrementAndGet();
+                    break;
+                case 'r': {
+                    int r = readers.incrementAndGet();
+                    max(maxReaders, r);
+                    if (writers.get() > 0) violations.incrementAndGet();
+                    break;
+                }
+                case 'w': {
+                    int w = writers.incrementAndGet();
+                    if (w > 1 || readers.get() > 0) violations.incrementAndGet();
+                    break;
+                }
+                default:
+                    throw new IllegalArgumentException("kind " + kind);
+            }
+        }
+
+        /** Called right before release. */
+        void leave(char kind) {
+            if (kind == 'r') readers.decrementAndGet();
+            if (kind == 'w') writers.decrementAndGet();
+            holders.decrementAndGet();
+        }
+    }
+
+    private static void bench(Args args) throws Exception {
+        String servers = args.str("servers", null);
+        String path = args.str("path", null);
+        String workload = args.str("workload", null).toUpperCase(Locale.ROOT);
+        int clients = args.integer("clients", 1);
+        int durationMs = args.integer("duration-ms", null);
+        int leases = args.integer("leases", 3);
+        int readPct = args.integer("read-pct", 90);
+        int sessionMs = args.integer("session-ms", 10000);
+        int timeoutMs = args.integer("acquire-timeout-ms", 10000);
+        final long holdNs = TimeUnit.MICROSECONDS.toNanos(args.integer("hold-us", 0));
+        switch (workload) {
+            case "W1":
+                clients = 1;
+                break;
+            case "W2":
+            case "W3":
+            case "W4":
+                break;
+            default:
+                throw new UsageException("--workload wants W1, W2, W3 or W4, got " + workload);
+        }
+        if (clients < 1) {
+            throw new UsageException("--clients must be at least 1");
+        }
+
+        final int nClients = clients;
+        final Occupancy occ = new Occupancy();
+        final Samples[] samples = new Samples[nClients];
+        final long[] readOps = new long[nClients];
+        final long[] writeOps = new long[nClients];
+        final long[] timeouts = new long[nClients];
+        final Throwable[] errors = new Throwable[nClients];
+        final CuratorFramework[] cfs = new CuratorFramework[nClients];
+        final CountDownLatch ready = new CountDownLatch(nClients);
+        final CountDownLatch go = new CountDownLatch(1);
+        final long[] deadline = new long[1];
+
+        Thread[] threads = new Thread[nClients];
+        for (int c = 0; c < nClients; c++) {
+            final int ci = c;
+            samples[c] = new Samples();
+            threads[c] = new Thread(() -> {
+                try {
+                    CuratorFramework client;
+                    try {
+                        client = newClient(servers, sessionMs);
+                        cfs[ci] = client;
+                    } finally {
+                        ready.countDown();
+                    }
+                    InterProcessMutex mutex = null;
+                    InterProcessReadWriteLock rw = null;
+                    InterProcessSemaphoreV2 sem = null;
+                    if (workload.equals("W3")) {
+                        rw = new InterProcessReadWriteLock(client, path);
+                    } else if (workload.equals("W4")) {
+                        sem = new InterProcessSemaphoreV2(client, path, leases);
+                    } else {
+                        mutex = new InterProcessMutex(client, path);
+                    }
+                    go.await();
+                    ThreadLocalRandom rnd = ThreadLocalRandom.current();
+                    while (System.nanoTime() < deadline[0]) {
+                        if (sem != null) {
+                            long t0 = System.nanoTime();
+                            Lease lease = sem.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+                            long t1 = System.nanoTime();
+                            if (lease == null) {
+                                timeouts[ci]++;
+                                continue;
+                            }
+                            samples[ci].add(t1 - t0);
+                            occ.enter('s', leases);
+                            pause(holdNs);
+                            occ.leave('s');
+                            sem.returnLease(lease);
+                            writeOps[ci]++;
+                            continue;
+                        }
+                        char kind;
+                        InterProcessLock lock;
+                        if (rw != null) {
+                            boolean read = rnd.nextInt(100) < readPct;
+                            kind = read ? 'r' : 'w';
+                            lock = read ? rw.readLock() : rw.writeLock();
+                        } else {
+                            kind = 'm';
+                            lock = mutex;
+                        }
+                        long t0 = System.nanoTime();
+                        boolean got = lock.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+                        long t1 = System.nanoTime();
+                        if (!got) {
+                            timeouts[ci]++;
+                            continue;
+                        }
+                        samples[ci].add(t1 - t0);
+                        occ.enter(kind, 1);
+                        pause(holdNs);
+                        occ.leave(kind);
+                        lock.release();
+                        if (kind == 'r') readOps[ci]++; else writeOps[ci]++;
+                    }
+                } catch (Throwable t) {
+                    errors[ci] = t;
+                }
+            }, "bench-client-" + c);
+            threads[c].start();
+        }
+        ready.await();
+        for (int c = 0; c < nClients; c++) {
+            if (errors[c] != null) {
+                closeAll(cfs);
+                throw new IllegalStateException("client " + c + " failed to start: " + errors[c], errors[c]);
+            }
+        }
+        long start = System.nanoTime();
+        deadline[0] = start + TimeUnit.MILLISECONDS.toNanos(durationMs);
+        go.countDown();
+        for (Thread t : threads) {
+            t.join();
+        }
+        long end = System.nanoTime();
+        closeAll(cfs);
+        for (int c = 0; c < nClients; c++) {
+            if (errors[c] != null) {
+                throw new IllegalStateException("client " + c + ": " + errors[c], errors[c]);
+            }
+        }
+
+        int total = 0;
+        for (Samples s : samples) total += s.n;
+        long[] all = new long[total];
+        int k = 0;
+        for (Samples s : samples) {
+            System.arraycopy(s.v, 0, all, k, s.n);
+            k += s.n;
+        }
+        Arrays.sort(all);
+        long reads = 0, writes = 0, tmo = 0;
+        for (int c = 0; c < nClients; c++) {
+            reads += readOps[c];
+            writes += writeOps[c];
+            tmo += timeouts[c];
+        }
+        double seconds = (end - start) / 1e9;
+        long ops = reads + writes;
+        StringBuilder sb = new StringBuilder();
+        sb.append('{');
+        sb.append("\"system\":\"curator\"");
+        sb.append(",\"workload\":\"").append(workload).append('"');
+        sb.append(",\"clients\":").append(nClients);
+        if (workload.equals("W3")) sb.append(",\"read_pct\":").append(readPct);
+        if (workload.equals("W4")) sb.append(",\"leases\":").append(leases);
+        sb.append(",\"ops\":").append(ops);
+        sb.append(",\"read_ops\":").append(reads);
+        sb.append(",\"write_ops\":").append(writes);
+        sb.append(",\"seconds\":").append(fmt(seconds));
+        sb.append(",\"ops_per_sec\":").append(fmt(seconds > 0 ? ops / seconds : 0));
+        sb.append(",\"acquire_p50_ms\":").append(fmt(percentileMs(all, 0.50)));
+        sb.append(",\"acquire_p99_ms\":").append(fmt(percentileMs(all, 0.99)));
+        sb.append(",\"violations\":").append(occ.violations.get());
+        sb.append(",\"max_concurrent_readers\":").append(occ.maxReaders.get());
+        sb.append(",\"max_concurrent_holders\":").append(occ.maxHolders.get());
+        sb.append(",\"timeouts\":").append(tmo);
+        sb.append('}');
+        emit(sb.toString());
+    }
+
+    /** Simulated work inside the critical section (widens the window the overlap counter sees). */
+    private static void pause(long ns) {
+        if (ns > 0) {
+            java.util.concurrent.locks.LockSupport.parkNanos(ns);
+        }
+    }
+
+    private static void closeAll(CuratorFramework[] cfs) {
+        for (CuratorFramework cf : cfs) {
+            if (cf != null) {
+                try {
+                    cf.close();
+                } catch (Throwable ignore) {
+                    // best effort
+                }
+            }
+        }
+    }
+
+    /** Nearest-rank percentile of sorted nanosecond samples, in milliseconds. */
+    private static double percentileMs(long[] sorted, double p) {
+        if (sorted.length == 0) {
+            return 0;
+        }
+        int rank = (int) Math.ceil(p * sorted.length);
+        int idx = Math.min(Math.max(rank - 1, 0), sorted.length - 1);
+        return sorted[idx] / 1e6;
+    }
+
+    private static String fmt(double d) {
+        return String.format(Locale.ROOT, "%.3f", d);
+    }
+}
