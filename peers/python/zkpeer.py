@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import random
-import re
 import sys
 import threading
 import time
@@ -46,8 +45,6 @@ from kazoo.retry import ForceRetryError
 CURATOR_MUTEX_PATTERNS = ["-lock-"]
 CURATOR_READ_PATTERNS = ["__WRIT__"]  # a reader waits only for writers
 CURATOR_WRITE_PATTERNS = ["__READ__", "__WRIT__"]  # a writer waits for everyone
-
-_SEQ_RE = re.compile(r"(-?\d{10})$")
 
 _out_lock = threading.Lock()
 _peer_id = "peer"
@@ -80,10 +77,9 @@ def _lower_sequence_predecessor(self, node):
     if node not in children:
         # Our ephemeral node vanished (session loss): let kazoo's retry recreate it.
         raise ForceRetryError()
-    own = _SEQ_RE.search(node)
-    if own is None:
-        raise ForceRetryError()
-    own_seq = own.group(1)
+    # Our sequence is what follows our own prefix. (A regex like "(-?\d{10})$" would be wrong:
+    # search() takes the leftmost match, "-0000000042" for "..-lock-0000000042".)
+    own_seq = node[len(self.prefix):]
     best = None
     for child in children:
         match = self._contenders_re.search(child)
