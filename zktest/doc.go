@@ -1,0 +1,82 @@
+// Package zktest runs real ZooKeeper servers in Docker containers for tests:
+// zklock's own tests and the tests of programs that use zklock, in particular
+// the ones that must break a server (pause it, stop it, restart it) to see what
+// a lock does when its session is lost.
+//
+// # Starting a server
+//
+// [Run] starts one standalone server with testcontainers-go and returns a
+// [Container] once the server answers the srvr four-letter command. Clients
+// connect to [Container.Servers]. In a test, [Start] does the same and
+// terminates the container when the test ends.
+//
+// The client port is published on 127.0.0.1 on a fixed host port, chosen free
+// when the container is created and kept for its whole life, so a client keeps
+// the same address across [Container.Stop] and [Container.Start] and can
+// reconnect to the restarted server. A local Docker engine is assumed.
+//
+// Run writes its own /conf/zoo.cfg into the container, tuned for tests:
+//
+//	tickTime=200                # sessions can expire in about a second
+//	dataDir=/data
+//	clientPort=2181
+//	maxClientCnxns=0            # no per-client connection limit
+//	maxSessionTimeout=30000     # a client's usual 10s is not clipped
+//	4lw.commands.whitelist=*    # srvr, mntr, wchs, cons for tests
+//	admin.enableServer=false
+//
+// ZooKeeper's minimum session timeout is two ticks: 400ms by default. Change
+// the tick with [WithTickTime] and any key with [WithConfig].
+//
+// # Images
+//
+// Containers run the image named by the ZKLOCK_ZK_IMAGE environment variable,
+// or else [DefaultImage]; [WithImage] overrides both. Any image that behaves
+// like the official "zookeeper" image works: it must read /conf/zoo.cfg when
+// it runs "zkServer.sh start-foreground". This repository's scripts/setup.sh
+// builds such an image offline (zklock-zookeeper:3.8) on machines that cannot
+// pull from Docker Hub, and writes the name to use to .zklock-image.
+//
+// # A shared server per test binary
+//
+// Most tests only need a server: [Servers] returns the addresses of one
+// container shared by the whole test binary, started on first use, or the
+// servers listed in ZKLOCK_TEST_SERVERS (comma-separated host:port) when that
+// variable is set, in which case no container is started at all. Tests that
+// share a server should each work under their own root path, for example one
+// derived from t.Name(). [Main] terminates the shared container when the tests
+// are over:
+//
+//	func TestMain(m *testing.M) { zktest.Main(m) }
+//
+//	func TestLock(t *testing.T) {
+//		conn, _, err := zk.Connect(zktest.Servers(t), 10*time.Second)
+//		require.NoError(t, err)
+//		t.Cleanup(conn.Close)
+//		// ...
+//	}
+//
+// A test that breaks its server must not break everyone else's: [Start]
+// always starts a container of its own, even when ZKLOCK_TEST_SERVERS is set.
+// Use [External] to skip such tests where Docker is not meant to be used.
+//
+//	func TestLockLoss(t *testing.T) {
+//		zkc := zktest.Start(t, zktest.WithTickTime(100*time.Millisecond))
+//		// connect to zkc.Servers(), take a lock, then:
+//		require.NoError(t, zkc.Pause(t.Context()))
+//		// ... the session expires and the lock is lost ...
+//		require.NoError(t, zkc.Unpause(t.Context()))
+//	}
+//
+// # Cleaning up
+//
+// Testcontainers' reaper (Ryuk) removes what a crashed test leaves behind, when
+// it can run. Where it cannot, for example offline with
+// TESTCONTAINERS_RYUK_DISABLED=true, zktest terminates every container it
+// starts: [Start] from t.Cleanup, the shared container in [Main], and, while
+// Main runs, all of them when the process receives SIGINT or SIGTERM. A test
+// binary killed any other way (go test -timeout panics) leaves its containers
+// running; they carry the label org.zkrecipes.zktest=true:
+//
+//	docker rm -f $(docker ps -aq --filter label=org.zkrecipes.zktest=true)
+package zktest

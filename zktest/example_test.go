@@ -1,0 +1,130 @@
+package zktest_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zklock/zktest"
+)
+
+// Run starts a server outside of a test, for a program or a benchmark. The
+// container is terminated even if Run fails half way.
+func ExampleRun() {
+	ctx := context.Background()
+	c, err := zktest.Run(ctx)
+	defer func() {
+		if err := c.Terminate(context.Background()); err != nil {
+			log.Print(err)
+		}
+	}()
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	conn, _, err := zk.Connect(c.Servers(), 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	path, err := conn.Create("/hello", []byte("world"), 0, zk.WorldACL(zk.PermAll))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("created", path)
+	// Output: created /hello
+}
+
+// A short tick lets sessions expire quickly: with a 50ms tick the shortest
+// session timeout ZooKeeper grants is 100ms.
+func ExampleWithTickTime() {
+	c, err := zktest.Run(context.Background(),
+		zktest.WithTickTime(50*time.Millisecond),
+		zktest.WithConfig("minSessionTimeout", "100"),
+	)
+	defer c.Terminate(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	conf, err := c.FourLetter(context.Background(), "conf")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for line := range strings.Lines(conf) {
+		if strings.HasPrefix(line, "minSessionTimeout=") {
+			fmt.Print(line)
+		}
+	}
+	// Output: minSessionTimeout=100
+}
+
+// Pausing the server is how a test makes a client lose its session: the
+// client hears nothing, and when the server runs again it expires the
+// sessions that missed their heartbeats.
+func ExampleContainer_Pause() {
+	ctx := context.Background()
+	c, err := zktest.Run(ctx)
+	defer c.Terminate(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The callback sees every event; it must not block.
+	expired := make(chan struct{}, 1)
+	conn, _, err := zk.Connect(c.Servers(), time.Second, zk.WithEventCallback(func(ev zk.Event) {
+		if ev.State == zk.StateExpired {
+			select {
+			case expired <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	if _, _, err := conn.Exists("/"); err != nil { // wait for the session
+		log.Fatal(err)
+	}
+
+	if err := c.Pause(ctx); err != nil {
+		log.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // longer than the session timeout
+	if err := c.Unpause(ctx); err != nil {
+		log.Fatal(err)
+	}
+	select {
+	case <-expired:
+		fmt.Println("session expired")
+	case <-time.After(30 * time.Second):
+		fmt.Println("session still alive")
+	}
+	// Output: session expired
+}
+
+// Stop and Start restart the server on the same address, so existing clients
+// reconnect by themselves and keep their sessions if the restart is shorter
+// than their session timeout.
+func ExampleContainer_Start() {
+	ctx := context.Background()
+	c, err := zktest.Run(ctx)
+	defer c.Terminate(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	before := c.Endpoint()
+
+	if err := c.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(c.Endpoint() == before)
+	// Output: true
+}
