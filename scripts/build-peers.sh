@@ -55,8 +55,8 @@ if ((${#missing[@]})); then
     die "install them with: apt-get install -y libcurator-recipes-java libslf4j-java zookeeper (the project's setup script does this)"
 fi
 
-command -v javac >/dev/null 2>&1 || die "javac not found (need a JDK 17, e.g. Debian package openjdk-17-jdk-headless)"
-command -v java >/dev/null 2>&1 || die "java not found (need a JDK 17, e.g. Debian package openjdk-17-jdk-headless)"
+command -v javac >/dev/null 2>&1 || die "javac not found: install the Debian package default-jdk-headless (the project's setup script does this)"
+command -v java >/dev/null 2>&1 || die "java not found: install the Debian package default-jdk-headless (the project's setup script does this)"
 [[ -r "$JAVA_SRC" ]] || die "missing $JAVA_SRC"
 [[ -r "$PY_PEER" ]] || die "missing $PY_PEER"
 
