@@ -2,7 +2,8 @@
 # setup.sh prepares this machine to run zklock's tests and demo:
 #
 #   1. installs what is missing (Debian): docker.io, mmdebstrap and zookeeper to
-#      build an image offline, a JDK, and the interop peers Curator and kazoo;
+#      build an image offline, a JDK, the interop peers Curator and kazoo, and
+#      make;
 #   2. starts a Docker engine in the background if none answers;
 #   3. chooses the ZooKeeper image the tests use, building it offline if needed,
 #      writes its name to .zklock-image and prints it on stdout.
@@ -62,6 +63,7 @@ install_packages() {
 		installed "$pkg" || missing+=("$pkg")
 	done
 	command -v javac >/dev/null || missing+=(default-jdk-headless)
+	command -v make >/dev/null || missing+=(make)
 
 	if [[ ${#missing[@]} -eq 0 ]]; then
 		log "packages: all present"
