@@ -68,6 +68,12 @@
 //		require.NoError(t, zkc.Unpause(t.Context()))
 //	}
 //
+// # Faults without Docker
+//
+// [Faults] breaks a single client's connections instead of the server: it
+// drops, delays or blackholes the traffic of one zk.Conn, which needs no
+// container of its own.
+//
 // # Cleaning up
 //
 // Testcontainers' reaper (Ryuk) removes what a crashed test leaves behind, when
