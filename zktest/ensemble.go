@@ -1,0 +1,294 @@
+package zktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+	"github.com/testcontainers/testcontainers-go/network"
+)
+
+// EnsembleSize is the number of servers in an [Ensemble]: the smallest
+// ensemble that survives the loss of one server.
+const EnsembleSize = 3
+
+// ErrNoLeader is what [Ensemble.Leader] wraps when no server says it leads.
+var ErrNoLeader = errors.New("zktest: no leader")
+
+// Ensemble is a replicated ZooKeeper service of [EnsembleSize] servers, each
+// in its own container, on a private Docker network of their own. Started by
+// [RunEnsemble] or [StartEnsemble].
+//
+// Each server is a [Container]: its client port is published on a fixed
+// 127.0.0.1 port, so clients reconnect to the same address after
+// [Container.Stop] and [Container.Start], and it can be paused, stopped and
+// started on its own. Leader election and quorum traffic stay on the private
+// network. Stopping one server leaves a quorum; stopping two leaves none, and
+// the last one stops serving.
+//
+// An Ensemble's methods are safe for concurrent use, with the same caveat as
+// [Container]'s about changing the state of one server from several
+// goroutines at once.
+type Ensemble struct {
+	nodes   []*Container // index i is server id i+1
+	network *testcontainers.DockerNetwork
+}
+
+// RunEnsemble starts an ensemble of [EnsembleSize] servers and returns once
+// every server answers srvr as leader or follower, that is once the ensemble
+// has elected a leader and every follower has joined it. The servers start
+// in parallel (a lone quorum member never serves), so starting an ensemble
+// takes about as long as starting one server.
+//
+// opts apply to every server as they do to [Run]: [WithImage], [WithTickTime]
+// and [WithConfig] (which can override the ensemble's defaults below, but
+// not the server list), [WithCustomizers]. Each server gets zktest's zoo.cfg
+// plus:
+//
+//	server.N=zkN:2888:3888;2181  # N = 1..3, zkN its alias on the private network
+//	quorumListenOnAllIPs=true    # a restarted container may change its address
+//	initLimit=25                 # 5s at the default tick, for slow CI machines
+//	syncLimit=10                 # a follower is dropped after 2s of silence
+//	cnxTimeout=1000              # election connects give up on a dead peer after 1s
+//	fastleader.maxNotificationInterval=1000 # and re-vote at least every second
+//
+// and /data/myid (ZOO_MY_ID is set too, for images that write it from the
+// environment). The last two are ZooKeeper system properties, which it
+// accepts in zoo.cfg without their "zookeeper." prefix; they keep a
+// re-election after [Ensemble.KillLeader] to about a second.
+//
+// ctx bounds the whole start. On failure RunEnsemble returns an error and,
+// if anything was created, the partial ensemble too, for the caller to
+// terminate:
+//
+//	e, err := zktest.RunEnsemble(ctx)
+//	defer e.Terminate(context.Background()) // nil-safe
+//	if err != nil { ... }
+func RunEnsemble(ctx context.Context, opts ...Option) (*Ensemble, error) {
+	return runEnsemble(ctx, nil, opts)
+}
+
+func runEnsemble(ctx context.Context, logger tclog.Logger, opts []Option) (*Ensemble, error) {
+	netOpts := []network.NetworkCustomizer{network.WithLabels(map[string]string{labelKey: "true"})}
+	nw, err := network.New(ctx, netOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("zktest: ensemble network: %w", err)
+	}
+	e := &Ensemble{network: nw, nodes: make([]*Container, EnsembleSize)}
+
+	var servers [][2]string
+	for id := 1; id <= EnsembleSize; id++ {
+		servers = append(servers, [2]string{"server." + strconv.Itoa(id), alias(id) + ":2888:3888;2181"})
+	}
+	errs := make([]error, EnsembleSize)
+	var wg sync.WaitGroup
+	for i := range EnsembleSize {
+		id := i + 1
+		nodeOpts := []Option{
+			WithConfig("initLimit", "25"),
+			WithConfig("syncLimit", "10"),
+			WithConfig("cnxTimeout", "1000"),
+			WithConfig("fastleader.maxNotificationInterval", "1000"),
+		}
+		if logger != nil {
+			nodeOpts = append(nodeOpts, withLogger(logger))
+		}
+		nodeOpts = append(nodeOpts, opts...)
+		for _, kv := range servers {
+			nodeOpts = append(nodeOpts, WithConfig(kv[0], kv[1]))
+		}
+		nodeOpts = append(nodeOpts,
+			WithConfig("quorumListenOnAllIPs", "true"),
+			WithCustomizers(
+				network.WithNetwork([]string{alias(id)}, nw),
+				testcontainers.WithEnv(map[string]string{"ZOO_MY_ID": strconv.Itoa(id)}),
+				testcontainers.WithFiles(testcontainers.ContainerFile{
+					Reader:            strings.NewReader(strconv.Itoa(id) + "\n"),
+					ContainerFilePath: "/data/myid",
+					FileMode:          0o644,
+				}),
+			),
+		)
+		wg.Go(func() {
+			c, err := Run(ctx, nodeOpts...)
+			e.nodes[i] = c
+			if err != nil {
+				errs[i] = fmt.Errorf("zktest: ensemble server %d: %w", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// alias is the name of server id on the ensemble's network.
+func alias(id int) string { return "zk" + strconv.Itoa(id) }
+
+// StartEnsemble starts an ensemble for the test, as [RunEnsemble] does, and
+// terminates it when the test and its subtests end. It stops the test if
+// the ensemble does not start. Like [Start], it always starts containers,
+// even when ZKLOCK_TEST_SERVERS is set.
+func StartEnsemble(tb testing.TB, opts ...Option) *Ensemble {
+	tb.Helper()
+	e, err := runEnsemble(tb.Context(), tclog.TestLogger(tb), opts)
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.Terminate(ctx); err != nil {
+			tb.Errorf("zktest: terminate ensemble: %v", err)
+		}
+	})
+	if err != nil {
+		tb.Fatalf("zktest: start ensemble: %v", err)
+	}
+	return e
+}
+
+// Servers returns the client endpoints of every server, in server order,
+// for zk.Connect or zklock.Connect. A client connects to one of them, and
+// moves to another when its server fails.
+func (e *Ensemble) Servers() []string {
+	servers := make([]string, len(e.nodes))
+	for i, c := range e.nodes {
+		servers[i] = c.Endpoint()
+	}
+	return servers
+}
+
+// Node returns server i (0 <= i < [EnsembleSize]; its ZooKeeper id is i+1),
+// to stop, start, pause or query it on its own. It returns nil for an index
+// out of range.
+func (e *Ensemble) Node(i int) *Container {
+	if i < 0 || i >= len(e.nodes) {
+		return nil
+	}
+	return e.nodes[i]
+}
+
+// Nodes returns every server, in order.
+func (e *Ensemble) Nodes() []*Container {
+	return append([]*Container(nil), e.nodes...)
+}
+
+// Leader returns the index of the server that leads the ensemble, asking
+// every server with srvr. While the ensemble elects a leader (after
+// [Ensemble.KillLeader], or while a quorum is down) no server says it leads:
+// Leader asks again every 100ms until one does or ctx is done, and then
+// returns an error wrapping ErrNoLeader and ctx's error. Servers that are
+// stopped or paused do not answer and are skipped; each is given at most a
+// second to answer.
+func (e *Ensemble) Leader(ctx context.Context) (int, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		i, modes := e.leader(ctx)
+		if i >= 0 {
+			return i, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("%w (modes: %s): %w", ErrNoLeader, strings.Join(modes, ", "), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// leader asks every server for its mode once. It returns the leader's index,
+// or -1 and what each server said.
+func (e *Ensemble) leader(ctx context.Context) (int, []string) {
+	modes := make([]string, len(e.nodes))
+	var wg sync.WaitGroup
+	for i, c := range e.nodes {
+		wg.Go(func() {
+			probe, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			out, err := c.FourLetter(probe, "srvr")
+			switch {
+			case err != nil:
+				modes[i] = "unreachable"
+			case strings.Contains(out, "Mode: "):
+				_, modes[i], _ = strings.Cut(out, "Mode: ")
+				modes[i], _, _ = strings.Cut(modes[i], "\n")
+			default:
+				modes[i] = "not serving"
+			}
+		})
+	}
+	wg.Wait()
+	for i, m := range modes {
+		if m == "leader" {
+			return i, modes
+		}
+	}
+	return -1, modes
+}
+
+// Kill kills server i at once (SIGKILL, as a crash or an OOM kill would):
+// its clients see their connections reset, and if it led, the others elect
+// a new leader. [Container.Start] on [Ensemble.Node](i) brings it back, on
+// the same endpoint, as a follower.
+func (e *Ensemble) Kill(ctx context.Context, i int) error {
+	c := e.Node(i)
+	if c == nil {
+		return fmt.Errorf("zktest: kill server %d: no such server (0..%d)", i, len(e.nodes)-1)
+	}
+	err := c.withDocker(ctx, func(cli *testcontainers.DockerClient) error {
+		_, err := cli.ContainerKill(ctx, c.ctr.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("zktest: kill %s: %w", c.endpoint, err)
+	}
+	return nil
+}
+
+// KillLeader finds the leader with [Ensemble.Leader] (waiting, bounded by
+// ctx, if an election is under way), kills it with [Ensemble.Kill] and
+// returns its index, so the caller can start it again:
+//
+//	i, err := e.KillLeader(ctx)
+//	// ... the remaining two elect a new leader; clients move over ...
+//	err = e.Node(i).Start(ctx)
+func (e *Ensemble) KillLeader(ctx context.Context) (int, error) {
+	i, err := e.Leader(ctx)
+	if err != nil {
+		return -1, fmt.Errorf("zktest: kill leader: %w", err)
+	}
+	if err := e.Kill(ctx, i); err != nil {
+		return -1, err
+	}
+	return i, nil
+}
+
+// Terminate stops and removes every server, concurrently, then the
+// network. It is safe to call on a nil or partially started Ensemble.
+func (e *Ensemble) Terminate(ctx context.Context) error {
+	if e == nil {
+		return nil
+	}
+	errs := make([]error, len(e.nodes))
+	var wg sync.WaitGroup
+	for i, c := range e.nodes {
+		wg.Go(func() { errs[i] = c.Terminate(ctx) })
+	}
+	wg.Wait()
+	if e.network != nil {
+		if err := e.network.Remove(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("zktest: remove ensemble network: %w", err))
+		} else {
+			e.network = nil
+		}
+	}
+	return errors.Join(errs...)
+}
