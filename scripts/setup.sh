@@ -51,6 +51,16 @@ installed() {
 
 docker_answers() { docker info >/dev/null 2>&1; }
 
+# started_dockerd prints the pid of the dockerd an earlier run of this script
+# started, if that process is still a dockerd.
+started_dockerd() {
+	local pid
+	[[ -s $DOCKERD_PIDFILE ]] || return 1
+	pid=$(<"$DOCKERD_PIDFILE")
+	[[ $(cat "/proc/$pid/comm" 2>/dev/null) == dockerd ]] || return 1
+	echo "$pid"
+}
+
 install_packages() {
 	local missing=()
 	# Any working Docker engine will do (docker-ce, a remote DOCKER_HOST):
@@ -91,9 +101,8 @@ start_docker() {
 	fi
 
 	if ! docker_answers; then
-		local pid=
-		[[ -s $DOCKERD_PIDFILE ]] && pid=$(<"$DOCKERD_PIDFILE")
-		if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+		local pid
+		if pid=$(started_dockerd); then
 			log "docker: dockerd (pid $pid) is still starting"
 		elif pgrep -x dockerd >/dev/null; then
 			log "docker: a dockerd not started by this script is running; waiting for it"
@@ -106,8 +115,13 @@ start_docker() {
 		fi
 	fi
 
-	local deadline=$((SECONDS + 60))
+	local deadline=$((SECONDS + 60)) pid
+	pid=$(started_dockerd) || pid=
 	until docker_answers; do
+		if [[ -n $pid ]] && ! started_dockerd >/dev/null; then
+			tail -n 20 "$DOCKERD_LOG" >&2 2>/dev/null || true
+			die "docker: dockerd (pid $pid) exited; see $DOCKERD_LOG"
+		fi
 		if ((SECONDS >= deadline)); then
 			tail -n 20 "$DOCKERD_LOG" >&2 2>/dev/null || true
 			die "docker: no answer from 'docker info' after 60s"

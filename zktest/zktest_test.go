@@ -161,8 +161,9 @@ func TestServersSharesOneContainer(t *testing.T) {
 	require.Len(t, servers, 1)
 	require.Equal(t, servers, zktest.Servers(t))
 
+	// Ephemeral: the shared server outlives this test (and -count runs).
 	conn := connect(t, servers, 10*time.Second)
-	_, err := conn.Create("/shared", nil, 0, zk.WorldACL(zk.PermAll))
+	_, err := conn.Create("/shared", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 	require.NoError(t, err)
 }
 
