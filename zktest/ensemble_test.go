@@ -48,6 +48,15 @@ func TestEnsembleSurvivesItsLeader(t *testing.T) {
 	require.NoError(t, err)
 	session := conn.SessionID()
 
+	// Sessions are the ensemble's: one killed through any server is over
+	// everywhere.
+	victim, f, _ := faultyConn(t, servers, 10*time.Second)
+	node := ephemeral(t, victim)
+	require.NoError(t, f.ExpireSession(ctx))
+	_, err = conn.Sync(node) // catch up with the leader
+	require.NoError(t, err)
+	require.False(t, exists(t, conn, node))
+
 	killed := time.Now()
 	old, err := e.KillLeader(ctx)
 	require.NoError(t, err)

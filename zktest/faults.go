@@ -44,6 +44,7 @@ type Faults struct {
 	dropAfter   int32 // opcode; 0: off
 	closed      bool
 	wg          sync.WaitGroup
+	wire        wire // what the handshakes said (expire.go)
 }
 
 // NewFaults returns a healthy transport that dials with dial (net.DialTimeout
@@ -82,7 +83,7 @@ func (f *Faults) dialFn(network, addr string, timeout time.Duration) (net.Conn, 
 		return nil, err
 	}
 	client, inner := net.Pipe()
-	fc := &faultConn{f: f, client: client, inner: inner, real: real}
+	fc := &faultConn{f: f, client: client, inner: inner, real: real, addr: addr}
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -175,6 +176,8 @@ type faultConn struct {
 	client, inner, real net.Conn
 	once                sync.Once
 	muted               atomic.Bool // replies are lost from now on
+	addr                string      // the server dialed
+	hs                  handshake   // the server's first reply; only toClient's pump uses it
 }
 
 func (c *faultConn) close() {
@@ -216,6 +219,11 @@ func (c *faultConn) pump(src, dst net.Conn, toServer bool) {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}
+				if !toServer {
+					c.observe(buf[:n])
+				}
+			} else if !toServer {
+				c.hs.lost() // the client never reads this part of the reply
 			}
 			if drop {
 				// Let the server read the request before the reset.

@@ -1,0 +1,187 @@
+package zktest_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zkrecipes/zklock/zktest"
+)
+
+// states records a connection's session states, in order, with when each
+// came.
+type states struct {
+	mu  sync.Mutex
+	seq []zk.State
+	at  []time.Time
+}
+
+func (s *states) callback(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq = append(s.seq, ev.State)
+	s.at = append(s.at, time.Now())
+}
+
+// first returns when state first came after since (zero if it has not).
+func (s *states) first(state zk.State, since time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, st := range s.seq {
+		if st == state && !s.at[i].Before(since) {
+			return s.at[i]
+		}
+	}
+	return time.Time{}
+}
+
+// faultyConn connects through a fresh Faults and waits for the session.
+func faultyConn(t *testing.T, servers []string, timeout time.Duration) (*zk.Conn, *zktest.Faults, *states) {
+	t.Helper()
+	f := zktest.NewFaults(nil)
+	st := &states{}
+	conn, _, err := zk.Connect(servers, timeout, zk.WithDialer(f.Dialer()),
+		zk.WithEventCallback(st.callback), zk.WithLogInfo(false))
+	require.NoError(t, err)
+	t.Cleanup(f.Close)
+	t.Cleanup(conn.Close) // before f.Close: cleanups run last-in first-out
+	require.Eventually(t, func() bool { return conn.State() == zk.StateHasSession },
+		30*time.Second, 10*time.Millisecond, "no session with %v", servers)
+	return conn, f, st
+}
+
+func ephemeral(t *testing.T, conn *zk.Conn) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	path, err := conn.Create("/"+t.Name()+"-"+hex.EncodeToString(b[:]), nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	return path
+}
+
+func exists(t *testing.T, conn *zk.Conn, path string) bool {
+	t.Helper()
+	ok, _, err := conn.Exists(path)
+	require.NoError(t, err)
+	return ok
+}
+
+// ExpireSession ends the session on the server, and returns once the
+// client has been told, long before its ten-second timeout.
+func TestExpireSession(t *testing.T) {
+	t.Parallel()
+	servers := zktest.Servers(t)
+	conn, f, st := faultyConn(t, servers, 10*time.Second)
+	observer := connect(t, servers, 10*time.Second)
+	node := ephemeral(t, conn)
+	id := conn.SessionID()
+	require.Equal(t, id, f.SessionID(), "Faults reads the session from the handshake")
+
+	start := time.Now()
+	require.NoError(t, f.ExpireSession(t.Context()))
+	told := time.Since(start)
+	require.False(t, exists(t, observer, node), "the server deleted the session's ephemeral node")
+	require.Eventually(t, func() bool { return !st.first(zk.StateExpired, start).IsZero() },
+		5*time.Second, 5*time.Millisecond, "the client reports StateExpired")
+	require.Eventually(t, func() bool { s := conn.SessionID(); return s != 0 && s != id },
+		10*time.Second, 5*time.Millisecond, "the client gets a new session")
+	renewed := time.Since(start)
+	require.Equal(t, conn.SessionID(), f.SessionID())
+	t.Logf("told after %v, new session after %v", told.Round(time.Millisecond), renewed.Round(time.Millisecond))
+	require.Less(t, renewed, 5*time.Second, "well under the session timeout")
+
+	// The new session works and can be expired in turn.
+	node = ephemeral(t, conn)
+	require.NoError(t, f.ExpireSession(t.Context()))
+	require.False(t, exists(t, observer, node))
+}
+
+// KillSession needs no path through the client's own transport: it works
+// while the client is partitioned, and the client hears after the heal.
+func TestKillSessionWhilePartitioned(t *testing.T) {
+	t.Parallel()
+	servers := zktest.Servers(t)
+	conn, f, st := faultyConn(t, servers, 10*time.Second)
+	observer := connect(t, servers, 10*time.Second)
+	node := ephemeral(t, conn)
+	id := conn.SessionID()
+
+	f.Partition()
+	f.Drop()
+	require.Eventually(t, func() bool { return conn.State() != zk.StateHasSession },
+		5*time.Second, 5*time.Millisecond, "the client noticed the drop")
+	start := time.Now()
+	require.NoError(t, f.KillSession(t.Context()))
+	require.False(t, exists(t, observer, node), "gone as soon as KillSession returns")
+	require.True(t, st.first(zk.StateExpired, start).IsZero(), "the client cannot hear it yet")
+
+	f.Heal()
+	require.Eventually(t, func() bool { s := conn.SessionID(); return s != 0 && s != id },
+		10*time.Second, 5*time.Millisecond, "the client gets a new session after the heal")
+	require.False(t, st.first(zk.StateExpired, start).IsZero())
+	require.NoError(t, f.KillSession(t.Context()), "the new session can be killed too")
+}
+
+// PartitionUntilExpired makes the client live through a real expiry: it
+// disconnects before the server expires the session, and is told after.
+func TestPartitionUntilExpired(t *testing.T) {
+	t.Parallel()
+	servers := zktest.Servers(t)
+	const timeout = time.Second
+	conn, f, st := faultyConn(t, servers, timeout)
+	observer := connect(t, servers, 10*time.Second)
+	node := ephemeral(t, conn)
+	id := conn.SessionID()
+
+	start := time.Now()
+	require.NoError(t, f.PartitionUntilExpired(t.Context()))
+	took := time.Since(start)
+	require.False(t, f.Partitioned())
+	require.False(t, exists(t, observer, node))
+	require.Eventually(t, func() bool { return !st.first(zk.StateExpired, start).IsZero() },
+		5*time.Second, 5*time.Millisecond, "the client reports StateExpired")
+	disconnected := st.first(zk.StateDisconnected, start)
+	require.False(t, disconnected.IsZero())
+	require.True(t, disconnected.Before(st.first(zk.StateExpired, start)), "disconnected first")
+	require.Less(t, disconnected.Sub(start), timeout, "the client noticed the silence before the server could expire it")
+	require.Eventually(t, func() bool { s := conn.SessionID(); return s != 0 && s != id },
+		10*time.Second, 5*time.Millisecond, "the client gets a new session")
+	t.Logf("expired and told after %v", took.Round(time.Millisecond))
+}
+
+// A partition healed early leaves the session alive, and
+// PartitionUntilExpired says so rather than pretend.
+func TestPartitionUntilExpiredReportsSurvival(t *testing.T) {
+	t.Parallel()
+	conn, f, _ := faultyConn(t, zktest.Servers(t), 2*time.Second)
+	id := conn.SessionID()
+	done := make(chan error, 1)
+	go func() { done <- f.PartitionUntilExpired(t.Context()) }()
+	require.Eventually(t, f.Partitioned, 5*time.Second, time.Millisecond)
+	f.Heal() // long before the server expires anything
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "healed early")
+	case <-time.After(30 * time.Second):
+		t.Fatal("PartitionUntilExpired did not return")
+	}
+	require.Equal(t, id, conn.SessionID())
+}
+
+func TestExpireSessionWithoutSession(t *testing.T) {
+	t.Parallel()
+	f := zktest.NewFaults(nil)
+	defer f.Close()
+	require.Zero(t, f.SessionID())
+	require.ErrorContains(t, f.ExpireSession(t.Context()), "no session")
+	require.ErrorContains(t, f.KillSession(t.Context()), "no session")
+	require.ErrorContains(t, f.PartitionUntilExpired(t.Context()), "no session")
+}
