@@ -80,7 +80,7 @@ func (s *serving) WaitUntilReady(ctx context.Context, target wait.StrategyTarget
 
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("zktest: not serving on %s after %v: %w%s",
+			return fmt.Errorf("zktest: not serving on %s (waited up to %v): %w%s",
 				s.addr, s.timeout, errors.Join(ctx.Err(), last), logTail(target))
 		case <-ticker.C:
 		}

@@ -155,8 +155,8 @@ func Run(ctx context.Context, opts ...Option) (*Container, error) {
 			return c, err
 		}
 		// Another process bound the port after freePort checked it.
-		if err := c.Terminate(context.WithoutCancel(ctx)); err != nil {
-			return nil, err
+		if terr := c.Terminate(context.WithoutCancel(ctx)); terr != nil {
+			return c, errors.Join(err, terr)
 		}
 	}
 }
