@@ -671,9 +671,9 @@ type goRun struct {
 }
 
 const (
-	goHold   = time.Millisecond
-	peerHold = "1"                    // --hold-ms
-	peerWait = "--acquire-timeout-ms" // a stuck peer fails instead of hanging
+	goHold        = time.Millisecond
+	peerHoldMs    = "1"
+	peerTimeoutMs = "20000" // a stuck peer fails with ERR instead of hanging
 )
 
 // contend runs peers and Go participants on one lock path and returns every
@@ -692,7 +692,8 @@ func contend(t *testing.T, lang peerLang, path string, peers []peerRun, gos []go
 		pwg, gwg  sync.WaitGroup
 	)
 	for _, pr := range peers {
-		args := append([]string{"--count", strconv.Itoa(pr.count), "--hold-ms", peerHold, peerWait, "20000"}, lang.args...)
+		args := append([]string{"--count", strconv.Itoa(pr.count), "--hold-ms", peerHoldMs,
+			"--acquire-timeout-ms", peerTimeoutMs}, lang.args...)
 		p := startPeer(t, lang, pr.id, path, pr.recipe, args...)
 		pwg.Go(func() {
 			holds, err := p.collect(lang.name, func() { startOnce.Do(func() { close(started) }) })
