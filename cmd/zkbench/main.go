@@ -1,0 +1,372 @@
+// Command zkbench measures zklock against the other ways to lock on
+// ZooKeeper, side by side in one run, against one server:
+//
+//	go run ./cmd/zkbench [flags]
+//
+// Systems: zklock; go-zookeeper's own zk.Lock (same binary; mutex only);
+// Apache Curator 5.4 and kazoo 2.8 through the bench mode of the peers in
+// peers/ (built by scripts/build-peers.sh, which zkbench runs if the Java
+// peer is not built). Every client has its own session.
+//
+// Workloads:
+//
+//	W0     raw floor: create ephemeral-sequential, getChildren, delete in a loop,
+//	       1 client, raw go-zookeeper: what one uncontended lock cycle needs
+//	W1     1 client, acquire+release of a free mutex
+//	W2     8 clients contending on one mutex, with an overlap check
+//	W3     8 clients on one RW lock, 90% reads
+//	W4     8 clients on a semaphore of 3 leases
+//	scale  N waiters queued on one mutex (8, 64, 256): ZooKeeper requests per
+//	       handoff from the server's mntr counters, client heap and goroutines
+//	       per waiting Acquire (zklock and zk.Lock)
+//
+// For each workload the systems run one after the other, the order rotating
+// from one workload to the next. Acquire latency is from calling acquire to
+// its return; percentiles are nearest-rank, as the peers compute them.
+// "violations" counts acquisitions that broke exclusion, seen in-process
+// (all clients of a system live in one process).
+//
+// The server is the one in ZKLOCK_TEST_SERVERS if set, or else a throwaway
+// container started with zktest.Run (run `bash scripts/setup.sh` first and
+// set ZKLOCK_ZK_IMAGE=$(cat .zklock-image) TESTCONTAINERS_RYUK_DISABLED=true).
+// The container runs with forceSync=no unless -fsync is given.
+//
+// zkbench prints a table, the issue's target ratios with PASS or MISS, and
+// writes the results as JSON and a bar chart (SVG).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	duration       time.Duration
+	workloads      []string
+	systems        []string
+	clients        int
+	leases         int
+	readPct        int
+	hold           time.Duration
+	acquireTimeout time.Duration
+	scaleNs        []int
+	scaleSessions  int
+	jsonOut        string
+	chartOut       string
+	fsync          bool
+	viaProxy       bool
+	warmup         time.Duration
+	python         string
+}
+
+var allWorkloads = []string{"W0", "W1", "W2", "W3", "W4", "scale"}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var cfg config
+	var workloads, systems, scaleNs string
+	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "how long each system runs each workload")
+	flag.StringVar(&workloads, "workloads", strings.Join(allWorkloads, ","), "workloads to run, comma-separated")
+	flag.StringVar(&systems, "systems", strings.Join(allSystems, ","), "systems to compare, comma-separated ("+strings.Join(allSystems, ", ")+"); W0 always runs raw go-zookeeper")
+	flag.IntVar(&cfg.clients, "clients", 8, "clients (sessions) in W2, W3 and W4")
+	flag.IntVar(&cfg.leases, "leases", 3, "semaphore leases in W4")
+	flag.IntVar(&cfg.readPct, "read-pct", 90, "percentage of reads in W3")
+	flag.DurationVar(&cfg.hold, "hold", 0, "how long each acquisition is held (0: released at once)")
+	flag.DurationVar(&cfg.acquireTimeout, "acquire-timeout", 10*time.Second, "an acquire slower than this counts as a timeout")
+	flag.StringVar(&scaleNs, "scale", "8,64,256", "waiter counts of the scale workload")
+	flag.IntVar(&cfg.scaleSessions, "scale-sessions", 8, "sessions the scale workload's waiters share")
+	flag.StringVar(&cfg.jsonOut, "json", "docs/bench/results.json", "write results as JSON here, relative to the repository root (empty: don't)")
+	flag.StringVar(&cfg.chartOut, "chart", "docs/bench/throughput.svg", "draw the throughput chart here, relative to the repository root (empty: don't)")
+	flag.BoolVar(&cfg.fsync, "fsync", false, "keep the container's transaction-log fsync on (default: forceSync=no)")
+	flag.BoolVar(&cfg.viaProxy, "proxy", false, "reach the container through Docker's published 127.0.0.1 port (docker-proxy) instead of its bridge IP")
+	flag.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "warm the server up (its JIT) for this long before measuring")
+	flag.StringVar(&cfg.python, "python", "/usr/bin/python3", "the Python with kazoo 2.8, for the kazoo peer")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: zkbench [flags]\n\nCompares zklock with zk.Lock, Curator and kazoo on one ZooKeeper.\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		flag.Usage()
+		return 2
+	}
+	var err error
+	if cfg.workloads, err = parseList(workloads, allWorkloads); err != nil {
+		return usage(err)
+	}
+	if cfg.systems, err = parseList(systems, knownSystems); err != nil {
+		return usage(err)
+	}
+	for s := range strings.SplitSeq(scaleNs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return usage(fmt.Errorf("-scale: %q is not a positive count", s))
+		}
+		cfg.scaleNs = append(cfg.scaleNs, n)
+	}
+	if cfg.duration <= 0 || cfg.clients < 1 || cfg.leases < 1 || cfg.readPct < 0 || cfg.readPct > 100 || cfg.scaleSessions < 1 {
+		return usage(fmt.Errorf("-duration, -clients, -leases and -scale-sessions must be positive, -read-pct 0..100"))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench(ctx, cfg, os.Stdout)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "zkbench: %v\n", err)
+		return 1
+	}
+	root := repoRoot()
+	if cfg.jsonOut != "" {
+		if err := writeJSON(resolve(root, cfg.jsonOut), rep); err != nil {
+			fmt.Fprintf(os.Stderr, "zkbench: %v\n", err)
+			return 1
+		}
+		fmt.Printf("\nwrote %s\n", cfg.jsonOut)
+	}
+	if cfg.chartOut != "" {
+		if err := writeFile(resolve(root, cfg.chartOut), []byte(chartSVG(rep))); err != nil {
+			fmt.Fprintf(os.Stderr, "zkbench: %v\n", err)
+			return 1
+		}
+		fmt.Printf("wrote %s\n", cfg.chartOut)
+	}
+	return 0
+}
+
+func usage(err error) int {
+	fmt.Fprintf(os.Stderr, "zkbench: %v\n", err)
+	return 2
+}
+
+// parseList splits a comma-separated list and checks every item against
+// known (case-insensitively), keeping known's spelling and order of
+// appearance in s.
+func parseList(s string, known []string) ([]string, error) {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := slices.IndexFunc(known, func(k string) bool { return strings.EqualFold(k, item) })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown %q (want some of %s)", item, strings.Join(known, ","))
+		}
+		if !slices.Contains(out, known[i]) {
+			out = append(out, known[i])
+		}
+	}
+	return out, nil
+}
+
+func resolve(root, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+func writeJSON(path string, rep *report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(path, append(b, '\n'))
+}
+
+// report is everything one run measured; it is the JSON document.
+type report struct {
+	Date         string        `json:"date"`
+	Machine      machine       `json:"machine"`
+	Server       serverInfo    `json:"server"`
+	Config       configInfo    `json:"config"`
+	Results      []Result      `json:"results"`
+	Scale        []ScaleResult `json:"scale,omitempty"`
+	Ratios       []Ratio       `json:"ratios"`
+	TotalSeconds float64       `json:"total_seconds"`
+}
+
+type serverInfo struct {
+	Source  string   `json:"source"`
+	Version string   `json:"version"`
+	Servers []string `json:"servers"`
+}
+
+type configInfo struct {
+	DurationMs       int64    `json:"duration_ms"`
+	Workloads        []string `json:"workloads"`
+	Systems          []string `json:"systems"`
+	Clients          int      `json:"clients"`
+	Leases           int      `json:"leases"`
+	ReadPct          int      `json:"read_pct"`
+	HoldUs           int64    `json:"hold_us"`
+	AcquireTimeoutMs int64    `json:"acquire_timeout_ms"`
+	ScaleWaiters     []int    `json:"scale_waiters"`
+	ScaleSessions    int      `json:"scale_sessions"`
+}
+
+// systemsFor returns the systems that have the workload's recipe, in the
+// order they run: rotated by the workload's index so no system always runs
+// first (right after the previous workload) or last.
+func systemsFor(workload string, index int, systems []string) []string {
+	if workload == "W0" {
+		if slices.Contains(systems, sysRawGet) {
+			return []string{sysRaw, sysRawGet}
+		}
+		return []string{sysRaw}
+	}
+	var out []string
+	for _, s := range systems {
+		if s == sysGozk && workload != "W1" && workload != "W2" {
+			continue // zk.Lock has no RW lock and no semaphore
+		}
+		if s == sysRawGet {
+			continue
+		}
+		out = append(out, s)
+	}
+	if len(out) > 0 {
+		k := index % len(out)
+		out = slices.Concat(out[k:], out[:k])
+	}
+	return out
+}
+
+func bench(ctx context.Context, cfg config, out *os.File) (*report, error) {
+	began := time.Now()
+	root := repoRoot()
+	rep := &report{
+		Date:    began.UTC().Format(time.RFC3339),
+		Machine: describeMachine(),
+		Config: configInfo{
+			DurationMs:       cfg.duration.Milliseconds(),
+			Workloads:        cfg.workloads,
+			Systems:          cfg.systems,
+			Clients:          cfg.clients,
+			Leases:           cfg.leases,
+			ReadPct:          cfg.readPct,
+			HoldUs:           cfg.hold.Microseconds(),
+			AcquireTimeoutMs: cfg.acquireTimeout.Milliseconds(),
+			ScaleWaiters:     cfg.scaleNs,
+			ScaleSessions:    cfg.scaleSessions,
+		},
+	}
+	fmt.Fprintf(out, "zkbench: %d × %s, %s, %s, load %s\n", rep.Machine.NumCPU, rep.Machine.CPU, rep.Machine.OS, rep.Machine.Go, rep.Machine.LoadAvg)
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	srv, err := startServer(sctx, cfg.fsync, cfg.viaProxy)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("start ZooKeeper: %w", err)
+	}
+	defer srv.stop()
+	rep.Server = serverInfo{Source: srv.source, Version: srv.version, Servers: srv.servers}
+	fmt.Fprintf(out, "ZooKeeper %s at %s (%s); %v per system per workload\n\n",
+		srv.version, strings.Join(srv.servers, ","), srv.source, cfg.duration)
+
+	p := &peers{root: root, python: cfg.python}
+	runID := began.UTC().Format("20060102T150405")
+	base := "/zkbench/" + runID
+	if cfg.warmup > 0 {
+		// A fresh server runs its request path interpreted at first: let
+		// its JIT compile it before the first measurement.
+		fmt.Fprintf(out, "  warming the server up for %v\n", cfg.warmup)
+		for _, w := range []struct {
+			sys, workload string
+			clients       int
+		}{{sysRaw, "W0", 1}, {sysZklock, "W2", cfg.clients}} {
+			r := runGo(ctx, w.sys, runSpec{
+				workload: w.workload, path: fmt.Sprintf("%s/warmup-%s", base, w.sys), servers: srv.servers,
+				clients: w.clients, duration: cfg.warmup / 2, acquireTimeout: cfg.acquireTimeout, leases: cfg.leases,
+				serverCPU: srv.cpu,
+			})
+			if r.Error != "" {
+				return nil, fmt.Errorf("warm-up: %s", r.Error)
+			}
+		}
+	}
+	for wi, w := range cfg.workloads {
+		if w == "scale" {
+			continue
+		}
+		for _, sys := range systemsFor(w, wi, cfg.systems) {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			clients := cfg.clients
+			if w == "W0" || w == "W1" {
+				clients = 1
+			}
+			spec := runSpec{
+				workload:       w,
+				path:           fmt.Sprintf("%s/%s-%s", base, strings.ToLower(w), sys),
+				servers:        srv.servers,
+				clients:        clients,
+				duration:       cfg.duration,
+				acquireTimeout: cfg.acquireTimeout,
+				hold:           cfg.hold,
+				readPct:        cfg.readPct,
+				leases:         cfg.leases,
+				serverCPU:      srv.cpu,
+			}
+			fmt.Fprintf(out, "  %-6s %-22s ", w, systemLabel(sys))
+			var r Result
+			switch sys {
+			case sysCurator, sysKazoo:
+				r = p.run(ctx, sys, spec)
+			default:
+				r = runGo(ctx, sys, spec)
+			}
+			if r.Error != "" {
+				fmt.Fprintf(out, "error: %s\n", r.Error)
+			} else {
+				fmt.Fprintf(out, "%9.1f ops/s\n", r.OpsPerSec)
+			}
+			rep.Results = append(rep.Results, r)
+		}
+	}
+	if slices.Contains(cfg.workloads, "scale") {
+		for _, n := range cfg.scaleNs {
+			for _, sys := range []string{sysZklock, sysGozk} {
+				if !slices.Contains(cfg.systems, sys) {
+					continue
+				}
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				path := fmt.Sprintf("%s/scale-%d-%s", base, n, sys)
+				fmt.Fprintf(out, "  scale  %-22s N=%-4d ", systemLabel(sys), n)
+				r := runScale(ctx, sys, srv.servers, path, n, min(cfg.scaleSessions, n))
+				if r.Error != "" {
+					fmt.Fprintf(out, "error: %s\n", r.Error)
+				} else {
+					fmt.Fprintf(out, "%.2f requests/handoff\n", r.RequestsPerHandoff)
+				}
+				rep.Scale = append(rep.Scale, r)
+			}
+		}
+	}
+	rep.Ratios = ratios(rep)
+	rep.TotalSeconds = time.Since(began).Seconds()
+	printReport(out, rep)
+	return rep, nil
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zkrecipes/zklock/zktest"
+)
+
+// One ZooKeeper for the test binary (or ZKLOCK_TEST_SERVERS).
+func TestMain(m *testing.M) { zktest.Main(m) }
+
+// TestSmoke runs every workload of the Go systems briefly against a real
+// server. It checks that they run, count and exclude; never how fast.
+func TestSmoke(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := "/zkbench-test/" + strings.ReplaceAll(t.Name(), "/", "-") + fmt.Sprint(time.Now().UnixNano())
+	cases := []struct{ workload, sys string }{
+		{"W0", sysRaw}, {"W0", sysRawGet},
+		{"W1", sysZklock}, {"W1", sysGozk},
+		{"W2", sysZklock}, {"W2", sysGozk},
+		{"W3", sysZklock},
+		{"W4", sysZklock},
+	}
+	for _, tc := range cases {
+		t.Run(tc.workload+"/"+tc.sys, func(t *testing.T) {
+			clients := 3
+			if tc.workload == "W0" || tc.workload == "W1" {
+				clients = 1
+			}
+			r := runGo(ctx, tc.sys, runSpec{
+				workload:       tc.workload,
+				path:           fmt.Sprintf("%s/%s-%s", base, tc.workload, tc.sys),
+				servers:        servers,
+				clients:        clients,
+				duration:       300 * time.Millisecond,
+				acquireTimeout: 10 * time.Second,
+				readPct:        50,
+				leases:         2,
+				serverCPU:      noCPU,
+			})
+			require.Empty(t, r.Error)
+			require.Positive(t, r.Ops)
+			require.Equal(t, r.Ops, r.ReadOps+r.WriteOps)
+			require.Zero(t, r.Violations)
+			require.Zero(t, r.TokenRegressions)
+			require.Zero(t, r.Timeouts)
+			require.Positive(t, r.OpsPerSec)
+			require.LessOrEqual(t, r.AcquireP50Ms, r.AcquireP99Ms)
+			// Every cycle needs at least a create and a delete.
+			require.GreaterOrEqual(t, r.WritesPerOp, 1.9)
+			switch tc.workload {
+			case "W3":
+				require.Positive(t, r.ReadOps)
+				require.Positive(t, r.MaxConcurrentReaders)
+			case "W4":
+				require.LessOrEqual(t, r.MaxConcurrentHolders, 2)
+			}
+		})
+	}
+}
+
+func TestSmokeScale(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := fmt.Sprintf("/zkbench-test/scale-%d", time.Now().UnixNano())
+	for _, sys := range []string{sysZklock, sysGozk} {
+		t.Run(sys, func(t *testing.T) {
+			r := runScale(ctx, sys, servers, base+"/"+sys, 6, 3)
+			require.Empty(t, r.Error)
+			require.Equal(t, 6, r.Handoffs)
+			// Each handoff is at least the holder's delete.
+			require.GreaterOrEqual(t, r.WritesPerHandoff, 0.99)
+			require.Positive(t, r.HandoffsPerSec)
+			require.GreaterOrEqual(t, r.GoroutinesPerWaiter, 1.0)
+		})
+	}
+}
