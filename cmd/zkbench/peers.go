@@ -52,8 +52,8 @@ type Result struct {
 	ClientCPUUsPerOp float64 `json:"client_cpu_us_per_op"`
 	ServerCPUUsPerOp float64 `json:"server_cpu_us_per_op"`
 
-	Note                 string  `json:"note,omitempty"`
-	Error                string  `json:"error,omitempty"`
+	Note  string `json:"note,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // peers knows how to start the Java (Curator) and Python (kazoo) peers.
