@@ -135,3 +135,26 @@ func TestUnknownNodeRefused(t *testing.T) {
 	require.ErrorIs(t, err, zklock.ErrUnknownNode)
 	require.Len(t, children(t, c, path), 2, "our node is gone again")
 }
+
+// Another library's semaphore on the path (Curator's InterProcessSemaphoreV2
+// keeps "locks" and "leases" children; kazoo's Semaphore plain 32-hex
+// nodes) makes Semaphore.Acquire refuse: it cannot count their holders.
+func TestSemaphoreRefusesForeignLayout(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	for _, foreign := range []string{"leases", "0123456789abcdef0123456789abcdef"} {
+		path := lockPath(t)
+		s, err := zklock.NewSemaphore(c, path, 2)
+		require.NoError(t, err)
+		l, err := s.Acquire(ctxT(t)) // creates the path
+		require.NoError(t, err)
+		release(t, l)
+		_, err = c.Conn().Create(path+"/"+foreign, nil, 0, zk.WorldACL(zk.PermAll))
+		require.NoError(t, err)
+		_, err = s.Acquire(ctxT(t))
+		require.ErrorIs(t, err, zklock.ErrUnknownNode, foreign)
+		require.Equal(t, []string{foreign}, children(t, c, path), "no node of ours left")
+		_, err = s.Participants(ctxT(t))
+		require.ErrorIs(t, err, zklock.ErrUnknownNode)
+	}
+}

@@ -87,7 +87,7 @@ func TestSortChildrenMatchesCurator(t *testing.T) {
 				}
 				return ki < kj
 			})
-			kids, err := sortChildren(names)
+			kids, err := sortChildren(names, nil)
 			require.NoError(t, err)
 			got := make([]string, len(kids))
 			for i, k := range kids {
@@ -101,14 +101,22 @@ func TestSortChildrenMatchesCurator(t *testing.T) {
 func TestSortChildrenMixed(t *testing.T) {
 	kazoo := "0123456789abcdef0123456789abcdef__lock__0000000002"
 	names := []string{curatorNode(uuidN(1), "lock-", 3), "leases", kazoo, curatorNode(uuidN(2), "lock-", 1)}
-	kids, err := sortChildren(names)
+	kids, err := sortChildren(names, nil)
 	require.NoError(t, err)
 	require.Len(t, kids, 3, "plain nodes are dropped")
 	require.Equal(t, []int64{1, 2, 3}, []int64{kids[0].Seq, kids[1].Seq, kids[2].Seq})
 	require.Equal(t, kazoo, kids[1].Name)
 
-	_, err = sortChildren(append(names, "foo-0000000009"))
+	_, err = sortChildren(append(names, "foo-0000000009"), nil)
 	require.ErrorIs(t, err, ErrUnknownNode)
+
+	leases := []string{curatorNode(uuidN(1), "lease-", 1), "plain"}
+	for _, foreign := range []string{"leases", "locks", "0123456789abcdef0123456789abcdef"} {
+		_, err = sortChildren(append(leases, foreign), foreignSemaphore)
+		require.ErrorIs(t, err, ErrUnknownNode, foreign)
+	}
+	_, err = sortChildren(append(leases, "0123456789abcdef0123456789abcdeX"), foreignSemaphore)
+	require.NoError(t, err)
 }
 
 // queue builds sorted children from a compact description: each letter is a

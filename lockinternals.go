@@ -54,6 +54,7 @@ type Lock struct {
 	path   string
 	driver Driver
 	data   []byte
+	refuse func(name string) bool // plain children that make the path unusable
 }
 
 // NewLock returns a lock on path with the policy d. It validates its
@@ -272,7 +273,7 @@ func (p *participant) find(session int64) ([]string, error) {
 		}
 		return nil, nil
 	}
-	kids, err := sortChildren(ours)
+	kids, err := sortChildren(ours, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +369,7 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 			}
 			p.token, haveToken = stat.Czxid, true
 		}
-		kids, err := sortChildren(names)
+		kids, err := sortChildren(names, l.refuse)
 		if err != nil {
 			p.abandon()
 			return nil, err
@@ -638,7 +639,7 @@ func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Par
 	if err != nil {
 		return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
 	}
-	kids, err := sortChildren(names)
+	kids, err := sortChildren(names, l.refuse)
 	if err != nil {
 		return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
 	}

@@ -128,19 +128,42 @@ func parseSeq(name string) (int64, bool) {
 	return n, true
 }
 
+// foreignSemaphore reports a plain child that belongs to another library's
+// semaphore on the same path: Curator's InterProcessSemaphoreV2 keeps its
+// nodes under "locks" and "leases", kazoo's Semaphore writes one node per
+// holder named by a 32-hex-digit id. A zklock Semaphore cannot count those
+// holders, so it refuses the path rather than grant too many leases.
+func foreignSemaphore(name string) bool {
+	if name == "locks" || name == "leases" {
+		return true
+	}
+	if len(name) != kazooIDLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !(name[i] >= '0' && name[i] <= '9' || name[i] >= 'a' && name[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // sortChildren parses and orders the children of a lock path, the way
 // Curator orders them: by sequence number. For every node Curator itself
 // writes, Curator's key (the text after the lock name) is exactly the
 // ten-digit sequence, so the two orders agree; kazoo's nodes are ordered by
 // their sequence too, which is how kazoo orders them. Plain nodes without a
-// sequence suffix are dropped; a sequential node of an unknown format is an
-// error wrapping ErrUnknownNode.
-func sortChildren(names []string) ([]Child, error) {
+// sequence suffix are dropped, unless refuse says they must not be there; a
+// sequential node of an unknown format is an error wrapping ErrUnknownNode.
+func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 	kids := make([]Child, 0, len(names))
 	for _, name := range names {
 		ch, ok, err := parseChild(name)
 		if err != nil {
 			return nil, err
+		}
+		if !ok && refuse != nil && refuse(name) {
+			return nil, fmt.Errorf("%w: %q (another library's semaphore layout)", ErrUnknownNode, name)
 		}
 		if ok {
 			kids = append(kids, ch)

@@ -8,7 +8,10 @@ import "context"
 //
 // Its layout (nodes `_c_<uuid>-lease-<seq>` directly under the path) is
 // zklock's own: Apache Curator's InterProcessSemaphoreV2 and kazoo's
-// Semaphore use other layouts and do not interoperate with it.
+// Semaphore use other layouts and do not interoperate with it. Finding
+// theirs on its path (Curator's "locks" and "leases" children, kazoo's
+// 32-hex-digit lease nodes), Acquire fails with ErrUnknownNode rather than
+// grant leases it cannot count.
 //
 // maxLeases is not stored in ZooKeeper: every participant must use the same
 // value. A Semaphore is safe for concurrent use. The zero value is not
@@ -29,6 +32,7 @@ func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*S
 	if err != nil {
 		return nil, err
 	}
+	l.refuse = foreignSemaphore
 	return &Semaphore{lock: l, max: maxLeases}, nil
 }
 
