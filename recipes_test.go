@@ -20,45 +20,85 @@ func TestMutexExclusion(t *testing.T) {
 	const clients, cycles = 8, 25
 	path := lockPath(t)
 	var (
-		inside     atomic.Int32
-		violations atomic.Int32
-		mu         sync.Mutex
-		tokens     []int64
-		wg         sync.WaitGroup
+		inside, violations atomic.Int32
+		mu                 sync.Mutex
+		tokens             []int64
 	)
-	for i := 0; i < clients; i++ {
+	hammer(t, clients, cycles, func() (func(context.Context) ([]*zklock.Lease, error), error) {
 		m, err := zklock.NewMutex(connect(t), path)
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < cycles; j++ {
-				l, err := m.Acquire(ctxT(t))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if inside.Add(1) != 1 {
-					violations.Add(1)
-				}
-				mu.Lock()
-				tokens = append(tokens, l.Token())
-				mu.Unlock()
-				inside.Add(-1)
-				if err := l.Release(ctxT(t)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		return one(m.Acquire), err
+	}, func([]*zklock.Lease) func() {
+		if inside.Add(1) != 1 {
+			violations.Add(1)
+		}
+		return func() { inside.Add(-1) }
+	}, func(ls []*zklock.Lease) {
+		mu.Lock()
+		tokens = append(tokens, ls[0].Token())
+		mu.Unlock()
+	})
 	require.Zero(t, violations.Load(), "two holders at once")
 	require.Len(t, tokens, clients*cycles)
 	for i := 1; i < len(tokens); i++ {
 		require.Greater(t, tokens[i], tokens[i-1], "tokens must strictly increase across holders")
 	}
 	require.Empty(t, children(t, connect(t), path), "no node left behind")
+}
+
+// hammer runs clients goroutines, each with its own acquire function from
+// open (each its own Client), doing cycles of acquire, enter (which returns
+// its exit), release. record runs inside the critical section. It fails the
+// test if the goroutines do not all finish in time.
+func hammer(t *testing.T, clients, cycles int,
+	open func() (func(context.Context) ([]*zklock.Lease, error), error),
+	enter func([]*zklock.Lease) func(), record func([]*zklock.Lease),
+) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		acquire, err := open()
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < cycles; j++ {
+				ls, err := acquire(ctxT(t))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				exit := enter(ls)
+				if record != nil {
+					record(ls)
+				}
+				exit()
+				for _, l := range ls {
+					if err := l.Release(ctxT(t)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * long):
+		t.Fatal("contending clients did not finish: deadlock?")
+	}
+}
+
+// one adapts a single-lease acquire to hammer.
+func one(acquire func(context.Context) (*zklock.Lease, error)) func(context.Context) ([]*zklock.Lease, error) {
+	return func(ctx context.Context) ([]*zklock.Lease, error) {
+		l, err := acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []*zklock.Lease{l}, nil
+	}
 }
 
 func TestMutexFIFO(t *testing.T) {
@@ -291,35 +331,19 @@ func TestSemaphoreBound(t *testing.T) {
 	const max, clients, cycles = 2, 6, 10
 	path := lockPath(t)
 	var inside, peak, over atomic.Int32
-	var wg sync.WaitGroup
-	for i := 0; i < clients; i++ {
+	hammer(t, clients, cycles, func() (func(context.Context) ([]*zklock.Lease, error), error) {
 		s, err := zklock.NewSemaphore(connect(t), path, max)
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < cycles; j++ {
-				l, err := s.Acquire(ctxT(t))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				n := inside.Add(1)
-				if n > max {
-					over.Add(1)
-				}
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				time.Sleep(2 * time.Millisecond) // hold a little, so holders overlap
-				inside.Add(-1)
-				if err := l.Release(ctxT(t)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		return one(s.Acquire), err
+	}, func([]*zklock.Lease) func() {
+		n := inside.Add(1)
+		if n > max {
+			over.Add(1)
+		}
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(2 * time.Millisecond) // hold a little, so holders overlap
+		return func() { inside.Add(-1) }
+	}, nil)
 	require.Zero(t, over.Load(), "more than maxLeases holders")
 	require.EqualValues(t, max, peak.Load(), "all leases were used")
 }
@@ -362,43 +386,21 @@ func TestSemaphoreAcquireN(t *testing.T) {
 	t.Parallel()
 	const max, n, clients, cycles = 3, 2, 3, 5
 	path := lockPath(t)
-	var inside, over atomic.Int32
-	var wg sync.WaitGroup
-	for i := 0; i < clients; i++ {
+	var inside, over, wrong atomic.Int32
+	hammer(t, clients, cycles, func() (func(context.Context) ([]*zklock.Lease, error), error) {
 		s, err := zklock.NewSemaphore(connect(t), path, max)
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < cycles; j++ {
-				ls, err := s.AcquireN(ctxT(t), n)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(ls) != n {
-					t.Errorf("got %d leases, want %d", len(ls), n)
-				}
-				if inside.Add(n) > max {
-					over.Add(1)
-				}
-				time.Sleep(2 * time.Millisecond)
-				inside.Add(-n)
-				for _, l := range ls {
-					if err := l.Release(ctxT(t)); err != nil {
-						t.Error(err)
-					}
-				}
-			}
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(2 * long):
-		t.Fatal("AcquireN deadlocked")
-	}
+		return func(ctx context.Context) ([]*zklock.Lease, error) { return s.AcquireN(ctx, n) }, err
+	}, func(ls []*zklock.Lease) func() {
+		if len(ls) != n {
+			wrong.Add(1)
+		}
+		if inside.Add(n) > max {
+			over.Add(1)
+		}
+		time.Sleep(2 * time.Millisecond)
+		return func() { inside.Add(-n) }
+	}, nil)
+	require.Zero(t, wrong.Load(), "AcquireN returned a part")
 	require.Zero(t, over.Load())
 	require.Empty(t, children(t, connect(t), path))
 }
