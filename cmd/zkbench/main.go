@@ -27,9 +27,12 @@
 // (all clients of a system live in one process).
 //
 // The server is the one in ZKLOCK_TEST_SERVERS if set, or else a throwaway
-// container started with zktest.Run (run `bash scripts/setup.sh` first and
-// set ZKLOCK_ZK_IMAGE=$(cat .zklock-image) TESTCONTAINERS_RYUK_DISABLED=true).
-// The container runs with forceSync=no unless -fsync is given.
+// container started with zktest.Run (run `bash scripts/setup.sh` first),
+// with the image in ZKLOCK_ZK_IMAGE or, if unset, the one setup.sh wrote to
+// .zklock-image; testcontainers' reaper is off unless
+// TESTCONTAINERS_RYUK_DISABLED says otherwise, and zkbench terminates the
+// container itself. The container runs with forceSync=no unless -fsync is
+// given, and clients reach it at its bridge IP unless -proxy is given.
 //
 // zkbench prints a table, the issue's target ratios with PASS or MISS, and
 // writes the results as JSON and a bar chart (SVG).
@@ -40,9 +43,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +72,9 @@ type config struct {
 	fsync          bool
 	viaProxy       bool
 	warmup         time.Duration
+	rounds         int
+	serverCgroup   string
+	heapProfiles   string
 	python         string
 }
 
@@ -86,13 +95,16 @@ func run() int {
 	flag.IntVar(&cfg.readPct, "read-pct", 90, "percentage of reads in W3")
 	flag.DurationVar(&cfg.hold, "hold", 0, "how long each acquisition is held (0: released at once)")
 	flag.DurationVar(&cfg.acquireTimeout, "acquire-timeout", 10*time.Second, "an acquire slower than this counts as a timeout")
+	flag.IntVar(&cfg.rounds, "rounds", 1, "split each run into this many rounds, alternating the order (forward, reverse, ...); -duration is the total")
 	flag.StringVar(&scaleNs, "scale", "8,64,256", "waiter counts of the scale workload")
 	flag.IntVar(&cfg.scaleSessions, "scale-sessions", 8, "sessions the scale workload's waiters share")
 	flag.StringVar(&cfg.jsonOut, "json", "docs/bench/results.json", "write results as JSON here, relative to the repository root (empty: don't)")
 	flag.StringVar(&cfg.chartOut, "chart", "docs/bench/throughput.svg", "draw the throughput chart here, relative to the repository root (empty: don't)")
 	flag.BoolVar(&cfg.fsync, "fsync", false, "keep the container's transaction-log fsync on (default: forceSync=no)")
 	flag.BoolVar(&cfg.viaProxy, "proxy", false, "reach the container through Docker's published 127.0.0.1 port (docker-proxy) instead of its bridge IP")
-	flag.DurationVar(&cfg.warmup, "warmup", 2*time.Second, "warm the server up (its JIT) for this long before measuring")
+	flag.DurationVar(&cfg.warmup, "warmup", 15*time.Second, "warm the server up (its JIT) for this long before measuring")
+	flag.StringVar(&cfg.serverCgroup, "server-container", "", "with ZKLOCK_TEST_SERVERS: the full id of the Docker container that runs that server, to read its CPU use")
+	flag.StringVar(&cfg.heapProfiles, "scale-heapprofile", "", "write a heap profile of each scale run's waiting state to this prefix (PREFIX-SYSTEM-N.pprof)")
 	flag.StringVar(&cfg.python, "python", "/usr/bin/python3", "the Python with kazoo 2.8, for the kazoo peer")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: zkbench [flags]\n\nCompares zklock with zk.Lock, Curator and kazoo on one ZooKeeper.\n\n")
@@ -117,10 +129,13 @@ func run() int {
 		}
 		cfg.scaleNs = append(cfg.scaleNs, n)
 	}
-	if cfg.duration <= 0 || cfg.clients < 1 || cfg.leases < 1 || cfg.readPct < 0 || cfg.readPct > 100 || cfg.scaleSessions < 1 {
-		return usage(fmt.Errorf("-duration, -clients, -leases and -scale-sessions must be positive, -read-pct 0..100"))
+	if cfg.duration <= 0 || cfg.rounds < 1 || cfg.clients < 1 || cfg.leases < 1 || cfg.readPct < 0 || cfg.readPct > 100 || cfg.scaleSessions < 1 {
+		return usage(fmt.Errorf("-duration, -rounds, -clients, -leases and -scale-sessions must be positive, -read-pct 0..100"))
 	}
 
+	if cfg.heapProfiles != "" {
+		runtime.MemProfileRate = 1 // every allocation, for exact profiles
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench(ctx, cfg, os.Stdout)
@@ -197,6 +212,7 @@ func writeJSON(path string, rep *report) error {
 // report is everything one run measured; it is the JSON document.
 type report struct {
 	Date         string        `json:"date"`
+	Commit       string        `json:"commit,omitempty"` // of the repository zkbench ran in`
 	Machine      machine       `json:"machine"`
 	Server       serverInfo    `json:"server"`
 	Config       configInfo    `json:"config"`
@@ -214,6 +230,8 @@ type serverInfo struct {
 
 type configInfo struct {
 	DurationMs       int64    `json:"duration_ms"`
+	Rounds           int      `json:"rounds"`
+	WarmupMs         int64    `json:"warmup_ms"`
 	Workloads        []string `json:"workloads"`
 	Systems          []string `json:"systems"`
 	Clients          int      `json:"clients"`
@@ -225,41 +243,68 @@ type configInfo struct {
 	ScaleSessions    int      `json:"scale_sessions"`
 }
 
-// systemsFor returns the systems that have the workload's recipe, in the
-// order they run: rotated by the workload's index so no system always runs
-// first (right after the previous workload) or last.
-func systemsFor(workload string, index int, systems []string) []string {
-	if workload == "W0" {
-		if slices.Contains(systems, sysRawGet) {
-			return []string{sysRaw, sysRawGet}
-		}
-		return []string{sysRaw}
-	}
-	var out []string
-	for _, s := range systems {
-		if s == sysGozk && workload != "W1" && workload != "W2" {
-			continue // zk.Lock has no RW lock and no semaphore
-		}
-		if s == sysRawGet {
+// entry is one system's run of one workload.
+type entry struct{ workload, sys string }
+
+// schedule returns one round's runs, in groups that run back to back. W0
+// (raw go-zookeeper) runs in W1's group, since W1 is judged against it.
+// Within a group the order rotates from one group to the next, so no
+// system always runs first (right after another workload) or last; odd
+// rounds run every group in reverse, so a drift in the machine's load
+// affects all systems alike.
+func schedule(workloads, systems []string, round int) [][]entry {
+	var groups [][]entry
+	for _, w := range workloads {
+		if w == "scale" || w == "W0" && slices.Contains(workloads, "W1") {
 			continue
 		}
-		out = append(out, s)
+		var g []entry
+		if w == "W0" || w == "W1" {
+			g = append(g, entry{"W0", sysRaw})
+			for _, s := range []string{sysRawGet, sysRawMult} {
+				if slices.Contains(systems, s) {
+					g = append(g, entry{"W0", s})
+				}
+			}
+			if w == "W1" && !slices.Contains(workloads, "W0") {
+				g = g[:0]
+			}
+		}
+		if w != "W0" {
+			for _, s := range systems {
+				if s == sysGozk && w != "W1" && w != "W2" {
+					continue // zk.Lock has no RW lock and no semaphore
+				}
+				if s == sysRawGet || s == sysRawMult {
+					continue
+				}
+				g = append(g, entry{w, s})
+			}
+		}
+		if len(g) == 0 {
+			continue
+		}
+		k := len(groups) % len(g)
+		g = slices.Concat(g[k:], g[:k])
+		if round%2 == 1 {
+			slices.Reverse(g)
+		}
+		groups = append(groups, g)
 	}
-	if len(out) > 0 {
-		k := index % len(out)
-		out = slices.Concat(out[k:], out[:k])
-	}
-	return out
+	return groups
 }
 
-func bench(ctx context.Context, cfg config, out *os.File) (*report, error) {
+func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 	began := time.Now()
 	root := repoRoot()
 	rep := &report{
 		Date:    began.UTC().Format(time.RFC3339),
+		Commit:  gitCommit(root),
 		Machine: describeMachine(),
 		Config: configInfo{
 			DurationMs:       cfg.duration.Milliseconds(),
+			Rounds:           cfg.rounds,
+			WarmupMs:         cfg.warmup.Milliseconds(),
 			Workloads:        cfg.workloads,
 			Systems:          cfg.systems,
 			Clients:          cfg.clients,
@@ -273,12 +318,15 @@ func bench(ctx context.Context, cfg config, out *os.File) (*report, error) {
 	}
 	fmt.Fprintf(out, "zkbench: %d × %s, %s, %s, load %s\n", rep.Machine.NumCPU, rep.Machine.CPU, rep.Machine.OS, rep.Machine.Go, rep.Machine.LoadAvg)
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	srv, err := startServer(sctx, cfg.fsync, cfg.viaProxy)
+	srv, err := startServer(sctx, root, cfg.fsync, cfg.viaProxy)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("start ZooKeeper: %w", err)
 	}
 	defer srv.stop()
+	if cfg.serverCgroup != "" {
+		srv.cpu = containerCPU(cfg.serverCgroup)
+	}
 	rep.Server = serverInfo{Source: srv.source, Version: srv.version, Servers: srv.servers}
 	fmt.Fprintf(out, "ZooKeeper %s at %s (%s); %v per system per workload\n\n",
 		srv.version, strings.Join(srv.servers, ","), srv.source, cfg.duration)
@@ -287,61 +335,63 @@ func bench(ctx context.Context, cfg config, out *os.File) (*report, error) {
 	runID := began.UTC().Format("20060102T150405")
 	base := "/zkbench/" + runID
 	if cfg.warmup > 0 {
-		// A fresh server runs its request path interpreted at first: let
-		// its JIT compile it before the first measurement.
-		fmt.Fprintf(out, "  warming the server up for %v\n", cfg.warmup)
-		for _, w := range []struct {
-			sys, workload string
-			clients       int
-		}{{sysRaw, "W0", 1}, {sysZklock, "W2", cfg.clients}} {
-			r := runGo(ctx, w.sys, runSpec{
-				workload: w.workload, path: fmt.Sprintf("%s/warmup-%s", base, w.sys), servers: srv.servers,
-				clients: w.clients, duration: cfg.warmup / 2, acquireTimeout: cfg.acquireTimeout, leases: cfg.leases,
-				serverCPU: srv.cpu,
-			})
-			if r.Error != "" {
-				return nil, fmt.Errorf("warm-up: %s", r.Error)
+		if err := warmUp(ctx, out, cfg, srv, base); err != nil {
+			return nil, err
+		}
+	}
+	runs := map[entry][]Result{}
+	var order []entry
+	for round := range cfg.rounds {
+		if cfg.rounds > 1 {
+			fmt.Fprintf(out, "  round %d of %d\n", round+1, cfg.rounds)
+		}
+		for _, group := range schedule(cfg.workloads, cfg.systems, round) {
+			for _, e := range group {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				clients := cfg.clients
+				if e.workload == "W0" || e.workload == "W1" {
+					clients = 1
+				}
+				spec := runSpec{
+					workload:       e.workload,
+					path:           fmt.Sprintf("%s/%s-%s-%d", base, strings.ToLower(e.workload), e.sys, round),
+					servers:        srv.servers,
+					clients:        clients,
+					duration:       cfg.duration / time.Duration(cfg.rounds),
+					acquireTimeout: cfg.acquireTimeout,
+					hold:           cfg.hold,
+					readPct:        cfg.readPct,
+					leases:         cfg.leases,
+					serverCPU:      srv.cpu,
+				}
+				fmt.Fprintf(out, "  %-6s %-22s ", e.workload, systemLabel(e.sys))
+				var r Result
+				switch e.sys {
+				case sysCurator, sysKazoo:
+					r = p.run(ctx, e.sys, spec)
+				default:
+					r = runGo(ctx, e.sys, spec)
+				}
+				if r.Error != "" {
+					fmt.Fprintf(out, "error: %s\n", r.Error)
+				} else {
+					fmt.Fprintf(out, "%9.1f ops/s\n", r.OpsPerSec)
+				}
+				if _, ok := runs[e]; !ok {
+					order = append(order, e)
+				}
+				runs[e] = append(runs[e], r)
 			}
 		}
 	}
-	for wi, w := range cfg.workloads {
-		if w == "scale" {
-			continue
-		}
-		for _, sys := range systemsFor(w, wi, cfg.systems) {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+	// Report in workload order, systems in the order they first ran.
+	for _, w := range cfg.workloads {
+		for _, e := range order {
+			if e.workload == w {
+				rep.Results = append(rep.Results, mergeRounds(runs[e]))
 			}
-			clients := cfg.clients
-			if w == "W0" || w == "W1" {
-				clients = 1
-			}
-			spec := runSpec{
-				workload:       w,
-				path:           fmt.Sprintf("%s/%s-%s", base, strings.ToLower(w), sys),
-				servers:        srv.servers,
-				clients:        clients,
-				duration:       cfg.duration,
-				acquireTimeout: cfg.acquireTimeout,
-				hold:           cfg.hold,
-				readPct:        cfg.readPct,
-				leases:         cfg.leases,
-				serverCPU:      srv.cpu,
-			}
-			fmt.Fprintf(out, "  %-6s %-22s ", w, systemLabel(sys))
-			var r Result
-			switch sys {
-			case sysCurator, sysKazoo:
-				r = p.run(ctx, sys, spec)
-			default:
-				r = runGo(ctx, sys, spec)
-			}
-			if r.Error != "" {
-				fmt.Fprintf(out, "error: %s\n", r.Error)
-			} else {
-				fmt.Fprintf(out, "%9.1f ops/s\n", r.OpsPerSec)
-			}
-			rep.Results = append(rep.Results, r)
 		}
 	}
 	if slices.Contains(cfg.workloads, "scale") {
@@ -355,7 +405,11 @@ func bench(ctx context.Context, cfg config, out *os.File) (*report, error) {
 				}
 				path := fmt.Sprintf("%s/scale-%d-%s", base, n, sys)
 				fmt.Fprintf(out, "  scale  %-22s N=%-4d ", systemLabel(sys), n)
-				r := runScale(ctx, sys, srv.servers, path, n, min(cfg.scaleSessions, n))
+				hp := ""
+				if cfg.heapProfiles != "" {
+					hp = fmt.Sprintf("%s-%s-%d.pprof", cfg.heapProfiles, sys, n)
+				}
+				r := runScale(ctx, sys, srv.servers, path, n, min(cfg.scaleSessions, n), hp)
 				if r.Error != "" {
 					fmt.Fprintf(out, "error: %s\n", r.Error)
 				} else {
@@ -369,4 +423,57 @@ func bench(ctx context.Context, cfg config, out *os.File) (*report, error) {
 	rep.TotalSeconds = time.Since(began).Seconds()
 	printReport(out, rep)
 	return rep, nil
+}
+
+// warmUp loads the server until its JIT has compiled the request path: a
+// fresh server spends two to four times more CPU per request for its first
+// ten-odd seconds of load, which would penalise whichever system runs
+// first. It runs one-second slices of the workloads' requests for
+// cfg.warmup, and prints the server's CPU per op of its W2 slices, which
+// shows whether that was long enough.
+func warmUp(ctx context.Context, out io.Writer, cfg config, srv *server, base string) error {
+	const slice = time.Second
+	end := time.Now().Add(cfg.warmup)
+	mixed := []struct {
+		sys, workload string
+	}{{sysRaw, "W0"}, {sysZklock, "W3"}, {sysZklock, "W4"}, {sysGozk, "W2"}}
+	fmt.Fprintf(out, "  warming the server up for %v (server CPU µs/op of its W2 slices:", cfg.warmup)
+	defer fmt.Fprintln(out, ")")
+	for i := 0; time.Now().Before(end); i++ {
+		sys, workload := sysZklock, "W2"
+		if i%2 == 1 {
+			m := mixed[(i/2)%len(mixed)]
+			sys, workload = m.sys, m.workload
+		}
+		clients := cfg.clients
+		if workload == "W0" {
+			clients = 1
+		}
+		r := runGo(ctx, sys, runSpec{
+			workload: workload, path: fmt.Sprintf("%s/warmup-%d", base, i), servers: srv.servers,
+			clients: clients, duration: min(slice, time.Until(end)), acquireTimeout: cfg.acquireTimeout,
+			leases: cfg.leases, readPct: cfg.readPct, serverCPU: srv.cpu,
+		})
+		if r.Error != "" {
+			return fmt.Errorf("warm-up: %s", r.Error)
+		}
+		if sys == sysZklock && workload == "W2" && r.ServerCPUUsPerOp > 0 {
+			fmt.Fprintf(out, " %.0f", r.ServerCPUUsPerOp)
+		}
+	}
+	return nil
+}
+
+// gitCommit describes the checkout zkbench runs in: the commit, and
+// "+dirty" if files differ from it. Empty if git cannot tell.
+func gitCommit(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += "+dirty"
+	}
+	return c
 }

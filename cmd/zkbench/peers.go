@@ -52,8 +52,11 @@ type Result struct {
 	ClientCPUUsPerOp float64 `json:"client_cpu_us_per_op"`
 	ServerCPUUsPerOp float64 `json:"server_cpu_us_per_op"`
 
-	Note  string `json:"note,omitempty"`
-	Error string `json:"error,omitempty"`
+	Rounds int    `json:"rounds,omitempty"`
+	Note   string `json:"note,omitempty"`
+	Error  string `json:"error,omitempty"`
+
+	lat []time.Duration // sorted acquire latencies, when known (Go systems)
 }
 
 // peers knows how to start the Java (Curator) and Python (kazoo) peers.

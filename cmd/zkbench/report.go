@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Ratio is one of the targets, measured in this run.
@@ -117,8 +118,13 @@ func ratios(rep *report) []Ratio {
 }
 
 func printReport(w io.Writer, rep *report) {
-	fmt.Fprintf(w, "\n%d × %s, %s, ZooKeeper %s (%s), %s\n\n",
-		rep.Machine.NumCPU, rep.Machine.CPU, rep.Machine.Go, rep.Server.Version, rep.Server.Source, rep.Date)
+	fmt.Fprintf(w, "\n%d × %s, %s, ZooKeeper %s (%s), %s, zklock %s\n%v per system per workload",
+		rep.Machine.NumCPU, rep.Machine.CPU, rep.Machine.Go, rep.Server.Version, rep.Server.Source, rep.Date, rep.Commit,
+		time.Duration(rep.Config.DurationMs)*time.Millisecond)
+	if rep.Config.Rounds > 1 {
+		fmt.Fprintf(w, " in %d rounds", rep.Config.Rounds)
+	}
+	fmt.Fprintf(w, ", %d clients in W2-W4, hold %vµs\n\n", rep.Config.Clients, rep.Config.HoldUs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tsystem\tclients\tops/s\tp50 ms\tp99 ms\tviolations\tread ops/s\twrite ops/s\tmax readers\ttimeouts\t")
 	for _, r := range rep.Results {
@@ -161,16 +167,15 @@ func printReport(w io.Writer, rep *report) {
 	if len(rep.Scale) > 0 {
 		fmt.Fprintf(w, "\nscale: N waiters on one mutex over %d sessions; requests per handoff from mntr deltas over the handoff chain\n\n", rep.Config.ScaleSessions)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "system\tN\trequests/handoff\treads\twrites\thandoff p50 ms\thandoff p99 ms\thandoffs/s\theap B/waiter\tstack B/waiter\tgoroutines/waiter\t")
+		fmt.Fprintln(tw, "system\tN\trequests/handoff\treads\twrites\thandoff p50 ms\thandoff p99 ms\thandoffs/s\theap B/waiter\tgoroutines/waiter\t")
 		for _, s := range rep.Scale {
 			if s.Error != "" {
-				fmt.Fprintf(tw, "%s\t%d\terror: %s\t\t\t\t\t\t\t\t\t\n", systemLabel(s.System), s.Waiters, short(s.Error))
+				fmt.Fprintf(tw, "%s\t%d\terror: %s\t\t\t\t\t\t\t\t\n", systemLabel(s.System), s.Waiters, short(s.Error))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.2f\t\n",
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%.2f\t\n",
 				systemLabel(s.System), s.Waiters, s.RequestsPerHandoff, s.ReadsPerHandoff, s.WritesPerHandoff,
-				s.HandoffP50Ms, s.HandoffP99Ms, s.HandoffsPerSec, s.HeapBytesPerWaiter, s.StackBytesPerWaiter,
-				s.GoroutinesPerWaiter)
+				s.HandoffP50Ms, s.HandoffP99Ms, s.HandoffsPerSec, s.HeapBytesPerWaiter, s.GoroutinesPerWaiter)
 		}
 		_ = tw.Flush()
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -143,7 +145,10 @@ func (s *gozkScale) close() {
 // the server received per handoff. The last waiter keeps the lock until
 // the counters are read, so exactly n handoffs are counted, each one
 // release plus whatever its successor needs to take the lock.
-func runScale(ctx context.Context, sys string, servers []string, path string, n, sessions int) ScaleResult {
+//
+// If heapProfile is not empty, a heap profile of the waiting state is
+// written there.
+func runScale(ctx context.Context, sys string, servers []string, path string, n, sessions int, heapProfile string) ScaleResult {
 	res := ScaleResult{System: sys, Waiters: n, Sessions: sessions, Handoffs: n}
 	fail := func(err error) ScaleResult {
 		res.Error = err.Error()
@@ -173,7 +178,7 @@ func runScale(ctx context.Context, sys string, servers []string, path string, n,
 	if err != nil {
 		return fail(err)
 	}
-	runtime.GC()
+	settle()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	g0 := runtime.NumGoroutine()
@@ -250,10 +255,15 @@ func runScale(ctx context.Context, sys string, servers []string, path string, n,
 	// The last watch is set before its request returns: let the waiters
 	// settle into their wait.
 	time.Sleep(200 * time.Millisecond)
-	runtime.GC()
+	settle()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	g1 := runtime.NumGoroutine()
+	if heapProfile != "" {
+		if err := writeHeapProfile(heapProfile); err != nil {
+			return fail(err)
+		}
+	}
 	res.HeapBytesPerWaiter = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
 	res.StackBytesPerWaiter = (float64(after.StackInuse) - float64(before.StackInuse)) / float64(n)
 	res.GoroutinesPerWaiter = float64(g1-g0) / float64(n)
@@ -304,4 +314,23 @@ func runScale(ctx context.Context, sys string, servers []string, path string, n,
 	res.HandoffP50Ms = percentileMs(gaps, 0.50)
 	res.HandoffP99Ms = percentileMs(gaps, 0.99)
 	return res
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// settle collects garbage until the heap holds only live objects: a second
+// cycle frees what the first one's finalizers and sweeps released.
+func settle() {
+	runtime.GC()
+	runtime.GC()
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -87,7 +88,10 @@ func containerCPU(id string) func() (time.Duration, bool) {
 // through the port Docker publishes on 127.0.0.1: that port is served by
 // docker-proxy, a userland process that copies every packet and competes
 // with the server and the clients for this machine's CPUs.
-func startServer(ctx context.Context, fsync, viaProxy bool) (*server, error) {
+//
+// The image is ZKLOCK_ZK_IMAGE's, or else the one scripts/setup.sh chose
+// (.zklock-image at the repository root), or else zktest's default.
+func startServer(ctx context.Context, root string, fsync, viaProxy bool) (*server, error) {
 	if env := os.Getenv(serversEnv); strings.TrimSpace(env) != "" {
 		var servers []string
 		for s := range strings.SplitSeq(env, ",") {
@@ -103,7 +107,16 @@ func startServer(ctx context.Context, fsync, viaProxy bool) (*server, error) {
 		_ = os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	}
 	tclog.SetDefault(tclog.NewNoopLogger())
-	var opts []zktest.Option
+	image := os.Getenv("ZKLOCK_ZK_IMAGE")
+	if image == "" {
+		if b, err := os.ReadFile(filepath.Join(root, ".zklock-image")); err == nil {
+			image = strings.TrimSpace(string(b))
+		}
+	}
+	if image == "" {
+		image = zktest.DefaultImage
+	}
+	opts := []zktest.Option{zktest.WithImage(image)}
 	if !fsync {
 		opts = append(opts, zktest.WithConfig("forceSync", "no"))
 	}
@@ -118,10 +131,6 @@ func startServer(ctx context.Context, fsync, viaProxy bool) (*server, error) {
 	if err != nil {
 		stop()
 		return nil, err
-	}
-	image := os.Getenv("ZKLOCK_ZK_IMAGE")
-	if image == "" {
-		image = zktest.DefaultImage
 	}
 	src := "container " + image
 	if !fsync {

@@ -74,7 +74,7 @@ func TestSmokeScale(t *testing.T) {
 	base := fmt.Sprintf("/zkbench-test/scale-%d", time.Now().UnixNano())
 	for _, sys := range []string{sysZklock, sysGozk} {
 		t.Run(sys, func(t *testing.T) {
-			r := runScale(ctx, sys, servers, base+"/"+sys, 6, 3)
+			r := runScale(ctx, sys, servers, base+"/"+sys, 6, 3, "")
 			require.Empty(t, r.Error)
 			require.Equal(t, 6, r.Handoffs)
 			// Each handoff is at least the holder's delete.

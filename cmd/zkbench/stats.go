@@ -125,3 +125,61 @@ func (o *occupancy) leave(kind byte) {
 	}
 	o.holders--
 }
+
+// mergeRounds combines one system's rounds of one workload: counts add up,
+// maxima are maxima, per-op costs are weighted by ops. Percentiles are
+// exact when every round kept its latencies (Go systems) and otherwise the
+// ops-weighted mean of the rounds' percentiles (peers report only those).
+// A round that failed makes the whole result fail.
+func mergeRounds(rs []Result) Result {
+	if len(rs) == 1 {
+		return rs[0]
+	}
+	m := Result{System: rs[0].System, Workload: rs[0].Workload, Clients: rs[0].Clients,
+		ReadPct: rs[0].ReadPct, Leases: rs[0].Leases, Note: rs[0].Note, Rounds: len(rs)}
+	exact := true
+	var lat []time.Duration
+	var p50, p99, req, rd, wr, ccpu, scpu float64
+	for _, r := range rs {
+		if r.Error != "" && m.Error == "" {
+			m.Error = r.Error
+		}
+		m.Ops += r.Ops
+		m.ReadOps += r.ReadOps
+		m.WriteOps += r.WriteOps
+		m.Seconds += r.Seconds
+		m.Violations += r.Violations
+		m.TokenRegressions += r.TokenRegressions
+		m.Timeouts += r.Timeouts
+		m.MaxConcurrentReaders = max(m.MaxConcurrentReaders, r.MaxConcurrentReaders)
+		m.MaxConcurrentHolders = max(m.MaxConcurrentHolders, r.MaxConcurrentHolders)
+		if r.lat == nil {
+			exact = false
+		}
+		lat = append(lat, r.lat...)
+		n := float64(r.Ops)
+		p50 += n * r.AcquireP50Ms
+		p99 += n * r.AcquireP99Ms
+		req += n * r.RequestsPerOp
+		rd += n * r.ReadsPerOp
+		wr += n * r.WritesPerOp
+		ccpu += n * r.ClientCPUUsPerOp
+		scpu += n * r.ServerCPUUsPerOp
+	}
+	if exact {
+		slices.Sort(lat)
+		m.finish(lat)
+		m.lat = lat
+	} else {
+		m.finish(nil)
+		if m.Ops > 0 {
+			m.AcquireP50Ms, m.AcquireP99Ms = p50/float64(m.Ops), p99/float64(m.Ops)
+		}
+	}
+	if m.Ops > 0 {
+		n := float64(m.Ops)
+		m.RequestsPerOp, m.ReadsPerOp, m.WritesPerOp = req/n, rd/n, wr/n
+		m.ClientCPUUsPerOp, m.ServerCPUUsPerOp = ccpu/n, scpu/n
+	}
+	return m
+}

@@ -158,11 +158,50 @@ func TestParseList(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestSystemsFor(t *testing.T) {
-	require.Equal(t, []string{sysRaw}, systemsFor("W0", 0, allSystems))
-	require.Equal(t, []string{sysGozk, sysCurator, sysKazoo, sysZklock}, systemsFor("W1", 1, allSystems))
-	// zk.Lock has no RW lock: three systems, rotated by three.
-	require.Equal(t, []string{sysZklock, sysCurator, sysKazoo}, systemsFor("W3", 3, allSystems))
+func TestSchedule(t *testing.T) {
+	e := func(w, s string) entry { return entry{w, s} }
+	got := schedule(allWorkloads, allSystems, 0)
+	require.Equal(t, [][]entry{
+		// W0 runs with W1, which is judged against it.
+		{e("W0", sysRaw), e("W1", sysZklock), e("W1", sysGozk), e("W1", sysCurator), e("W1", sysKazoo)},
+		// Rotated by one per group.
+		{e("W2", sysGozk), e("W2", sysCurator), e("W2", sysKazoo), e("W2", sysZklock)},
+		// zk.Lock has no RW lock nor semaphore.
+		{e("W3", sysKazoo), e("W3", sysZklock), e("W3", sysCurator)},
+		{e("W4", sysZklock), e("W4", sysCurator), e("W4", sysKazoo)},
+	}, got)
+	odd := schedule(allWorkloads, allSystems, 1)
+	require.Equal(t, []entry{e("W2", sysZklock), e("W2", sysKazoo), e("W2", sysCurator), e("W2", sysGozk)}, odd[1])
+
+	require.Equal(t, [][]entry{{e("W0", sysRaw), e("W0", sysRawGet)}},
+		schedule([]string{"W0"}, []string{sysZklock, sysRawGet}, 0))
+	require.Equal(t, [][]entry{{e("W1", sysZklock)}}, schedule([]string{"W1", "scale"}, []string{sysZklock}, 0))
+}
+
+func TestMergeRounds(t *testing.T) {
+	a := Result{System: sysZklock, Workload: "W3", Ops: 10, ReadOps: 9, WriteOps: 1, Seconds: 1,
+		MaxConcurrentReaders: 2, RequestsPerOp: 4, lat: ms(1, 2, 3)}
+	b := Result{System: sysZklock, Workload: "W3", Ops: 30, ReadOps: 27, WriteOps: 3, Seconds: 1,
+		MaxConcurrentReaders: 3, Violations: 1, RequestsPerOp: 8, lat: ms(4, 5)}
+	a.finish(a.lat)
+	b.finish(b.lat)
+	m := mergeRounds([]Result{a, b})
+	require.EqualValues(t, 40, m.Ops)
+	require.Equal(t, 20.0, m.OpsPerSec)
+	require.Equal(t, 18.0, m.ReadOpsPerSec)
+	require.Equal(t, 3, m.MaxConcurrentReaders)
+	require.EqualValues(t, 1, m.Violations)
+	require.Equal(t, 7.0, m.RequestsPerOp, "weighted by ops")
+	require.Equal(t, 3.0, m.AcquireP50Ms, "exact over all samples")
+	require.Equal(t, 2, m.Rounds)
+
+	// Peers keep no samples: ops-weighted percentiles.
+	a.lat, b.lat = nil, nil
+	a.AcquireP50Ms, b.AcquireP50Ms = 1, 5
+	require.Equal(t, 4.0, mergeRounds([]Result{a, b}).AcquireP50Ms)
+
+	b.Error = "boom"
+	require.Equal(t, "boom", mergeRounds([]Result{a, b}).Error)
 }
 
 func TestRatios(t *testing.T) {
