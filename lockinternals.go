@@ -188,6 +188,14 @@ func (p *participant) enqueue(ctx context.Context) error {
 		nodes, err := p.create(prefix)
 		switch {
 		case err == nil:
+			if now := c.conn.SessionID(); now != session {
+				// The session changed while the create was in flight, so
+				// the nodes may belong to the new one: delete them if so
+				// (an orphan there would block the queue until that session
+				// ends), and create again.
+				c.discard(nodes, now)
+				continue
+			}
 			p.nodes, p.session = nodes, session
 			return nil
 		case errors.Is(err, zk.ErrNoNode):
@@ -365,7 +373,10 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 		b = nil
 		if !haveToken {
 			if stat.EphemeralOwner != p.session {
-				return nil, errRequeue // never count a node of another session
+				// Never count a node of another session; if it is the
+				// current one's, it must not stay in the queue either.
+				c.discard(p.nodes, stat.EphemeralOwner)
+				return nil, errRequeue
 			}
 			p.token, haveToken = stat.Czxid, true
 		}
