@@ -16,8 +16,9 @@ import (
 // handshakes (ConnectResponse): the session, its password, where it lives.
 // Guarded by Faults.mu.
 type wire struct {
-	session wireSession   // the last session a server granted
-	seq     uint64        // handshakes seen
+	latest  wireSession   // the last session a server granted, as soon as it is on its way
+	session wireSession   // the last session a server granted, once the client has read it
+	seq     uint64        // handshakes the client has read
 	refused uint64        // seq of the last handshake that refused an old session
 	changed chan struct{} // closed at the next handshake; nil until someone waits
 }
@@ -33,33 +34,37 @@ type wireSession struct {
 // handshake collects the first packet a server sends on a connection, its
 // ConnectResponse: int32 length, int32 protocolVersion, int32 timeOut,
 // int64 sessionId, int32 length + password bytes, and, from servers of 3.4
-// on, a readOnly byte. Only the pump towards the client touches it.
+// on, a readOnly byte. Only the writer to the client touches it.
 type handshake struct {
-	buf  []byte
-	done bool
+	buf     []byte
+	done    bool
+	replied bool // a reply followed it (see faultConn.awaitWatches)
 }
 
 // lost gives up on the connection's handshake: part of it never reached the
 // client, which will not use this connection.
 func (h *handshake) lost() { h.done, h.buf = true, nil }
 
-// observe reads the handshake out of the bytes the client has just read.
-func (c *faultConn) observe(p []byte) {
+// observe reads the handshake out of the bytes about to go to the client.
+// It records a granted session at once, so that it is known before the
+// client can act on it, and returns, for a completed handshake, what to
+// call once the client has read it.
+func (c *faultConn) observe(p []byte) (read func()) {
 	h := &c.hs
 	if h.done {
-		return
+		return nil
 	}
 	h.buf = append(h.buf, p...)
 	if len(h.buf) < 4 {
-		return
+		return nil
 	}
 	n := int(binary.BigEndian.Uint32(h.buf))
 	if n < 20 || n > 1024 {
 		h.lost() // not a ConnectResponse
-		return
+		return nil
 	}
 	if len(h.buf) < 4+n {
-		return
+		return nil
 	}
 	b := h.buf[4 : 4+n]
 	h.lost()
@@ -67,16 +72,23 @@ func (c *faultConn) observe(p []byte) {
 	timeout := time.Duration(int32(binary.BigEndian.Uint32(b[4:8]))) * time.Millisecond
 	plen := int(int32(binary.BigEndian.Uint32(b[16:20])))
 	if plen < 0 || 20+plen > len(b) {
-		return
+		return nil
 	}
-	c.f.sawHandshake(wireSession{
+	s := wireSession{
 		id:      id,
 		passwd:  append([]byte(nil), b[20:20+plen]...),
 		timeout: timeout,
 		addr:    c.addr,
-	})
+	}
+	if id != 0 {
+		c.f.mu.Lock()
+		c.f.wire.latest = s
+		c.f.mu.Unlock()
+	}
+	return func() { c.f.sawHandshake(s) }
 }
 
+// sawHandshake records a handshake the client has read.
 func (f *Faults) sawHandshake(s wireSession) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -103,17 +115,17 @@ func (f *Faults) sawHandshake(s wireSession) {
 func (f *Faults) SessionID() int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.wire.session.id
+	return f.wire.latest.id
 }
 
 // current returns the client's session and how many handshakes f has seen.
 func (f *Faults) current() (wireSession, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.wire.session.id == 0 {
+	if f.wire.latest.id == 0 {
 		return wireSession{}, 0, errors.New("zktest: no session seen yet: connect the client through Faults.Dialer first")
 	}
-	return f.wire.session, f.wire.seq, nil
+	return f.wire.latest, f.wire.seq, nil
 }
 
 // KillSession ends the client's current session on the server, as Apache

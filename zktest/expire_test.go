@@ -3,6 +3,8 @@ package zktest_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"log"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +51,7 @@ func faultyConn(t *testing.T, servers []string, timeout time.Duration) (*zk.Conn
 	f := zktest.NewFaults(nil)
 	st := &states{}
 	conn, _, err := zk.Connect(servers, timeout, zk.WithDialer(f.Dialer()),
-		zk.WithEventCallback(st.callback), zk.WithLogInfo(false))
+		zk.WithEventCallback(st.callback), zk.WithLogger(log.New(io.Discard, "", 0)))
 	require.NoError(t, err)
 	t.Cleanup(f.Close)
 	t.Cleanup(conn.Close) // before f.Close: cleanups run last-in first-out
