@@ -49,6 +49,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,6 +76,7 @@ type config struct {
 	rounds         int
 	serverCgroup   string
 	heapProfiles   string
+	cpuProfile     string
 	python         string
 }
 
@@ -102,9 +104,10 @@ func run() int {
 	flag.StringVar(&cfg.chartOut, "chart", "docs/bench/throughput.svg", "draw the throughput chart here, relative to the repository root (empty: don't)")
 	flag.BoolVar(&cfg.fsync, "fsync", false, "keep the container's transaction-log fsync on (default: forceSync=no)")
 	flag.BoolVar(&cfg.viaProxy, "proxy", false, "reach the container through Docker's published 127.0.0.1 port (docker-proxy) instead of its bridge IP")
-	flag.DurationVar(&cfg.warmup, "warmup", 15*time.Second, "warm the server up (its JIT) for this long before measuring")
+	flag.DurationVar(&cfg.warmup, "warmup", 20*time.Second, "warm the server up (its JIT) for this long before measuring")
 	flag.StringVar(&cfg.serverCgroup, "server-container", "", "with ZKLOCK_TEST_SERVERS: the full id of the Docker container that runs that server, to read its CPU use")
 	flag.StringVar(&cfg.heapProfiles, "scale-heapprofile", "", "write a heap profile of each scale run's waiting state to this prefix (PREFIX-SYSTEM-N.pprof)")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
 	flag.StringVar(&cfg.python, "python", "/usr/bin/python3", "the Python with kazoo 2.8, for the kazoo peer")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: zkbench [flags]\n\nCompares zklock with zk.Lock, Curator and kazoo on one ZooKeeper.\n\n")
@@ -135,6 +138,19 @@ func run() int {
 
 	if cfg.heapProfiles != "" {
 		runtime.MemProfileRate = 1 // every allocation, for exact profiles
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return usage(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return usage(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -289,6 +305,13 @@ func schedule(workloads, systems []string, round int) [][]entry {
 		if round%2 == 1 {
 			slices.Reverse(g)
 		}
+		// The floor brackets its group, half before and half after the
+		// systems it is the floor of, so a drift of the machine's load
+		// cannot favour either side.
+		floor := entry{"W0", sysRaw}
+		if i := slices.Index(g, floor); i >= 0 && len(g) > 1 {
+			g = slices.Concat([]entry{floor}, slices.Delete(g, i, i+1), []entry{floor})
+		}
 		groups = append(groups, g)
 	}
 	return groups
@@ -354,12 +377,16 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 				if e.workload == "W0" || e.workload == "W1" {
 					clients = 1
 				}
+				duration := cfg.duration / time.Duration(cfg.rounds)
+				if countOf(group, e) > 1 {
+					duration /= 2 // the bracketing floor: half before, half after
+				}
 				spec := runSpec{
 					workload:       e.workload,
-					path:           fmt.Sprintf("%s/%s-%s-%d", base, strings.ToLower(e.workload), e.sys, round),
+					path:           fmt.Sprintf("%s/%s-%s-%d-%d", base, strings.ToLower(e.workload), e.sys, round, len(runs[e])),
 					servers:        srv.servers,
 					clients:        clients,
-					duration:       cfg.duration / time.Duration(cfg.rounds),
+					duration:       duration,
 					acquireTimeout: cfg.acquireTimeout,
 					hold:           cfg.hold,
 					readPct:        cfg.readPct,
@@ -476,4 +503,14 @@ func gitCommit(root string) string {
 		c += "+dirty"
 	}
 	return c
+}
+
+func countOf(g []entry, e entry) int {
+	n := 0
+	for _, x := range g {
+		if x == e {
+			n++
+		}
+	}
+	return n
 }

@@ -185,7 +185,7 @@ func printReport(w io.Writer, rep *report) {
 	for _, r := range rep.Ratios {
 		val := "-"
 		if r.Status != "n/a" {
-			val = fmt.Sprintf("%.2f", r.Value)
+			val = fmt.Sprintf("%.3f", r.Value)
 			if r.Threshold >= 100 {
 				val = fmt.Sprintf("%.0f", r.Value)
 			}

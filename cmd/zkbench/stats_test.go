@@ -163,7 +163,8 @@ func TestSchedule(t *testing.T) {
 	got := schedule(allWorkloads, allSystems, 0)
 	require.Equal(t, [][]entry{
 		// W0 runs with W1, which is judged against it.
-		{e("W0", sysRaw), e("W1", sysZklock), e("W1", sysGozk), e("W1", sysCurator), e("W1", sysKazoo)},
+		// The floor brackets them: half before, half after.
+		{e("W0", sysRaw), e("W1", sysZklock), e("W1", sysGozk), e("W1", sysCurator), e("W1", sysKazoo), e("W0", sysRaw)},
 		// Rotated by one per group.
 		{e("W2", sysGozk), e("W2", sysCurator), e("W2", sysKazoo), e("W2", sysZklock)},
 		// zk.Lock has no RW lock nor semaphore.
@@ -171,10 +172,12 @@ func TestSchedule(t *testing.T) {
 		{e("W4", sysZklock), e("W4", sysCurator), e("W4", sysKazoo)},
 	}, got)
 	odd := schedule(allWorkloads, allSystems, 1)
+	require.Equal(t, []entry{e("W0", sysRaw), e("W1", sysKazoo), e("W1", sysCurator), e("W1", sysGozk), e("W1", sysZklock), e("W0", sysRaw)}, odd[0])
 	require.Equal(t, []entry{e("W2", sysZklock), e("W2", sysKazoo), e("W2", sysCurator), e("W2", sysGozk)}, odd[1])
 
-	require.Equal(t, [][]entry{{e("W0", sysRaw), e("W0", sysRawGet)}},
+	require.Equal(t, [][]entry{{e("W0", sysRaw), e("W0", sysRawGet), e("W0", sysRaw)}},
 		schedule([]string{"W0"}, []string{sysZklock, sysRawGet}, 0))
+	require.Equal(t, [][]entry{{e("W0", sysRaw)}}, schedule([]string{"W0"}, []string{sysZklock}, 0))
 	require.Equal(t, [][]entry{{e("W1", sysZklock)}}, schedule([]string{"W1", "scale"}, []string{sysZklock}, 0))
 }
 
