@@ -1,0 +1,1011 @@
+package zklock_test
+
+// TestChaos: clients contend on one Mutex and one RWMutex while a fault
+// schedule breaks their connections, their sessions and their servers, and
+// a checker proves from the recorded holds that there were never two
+// holders, that fencing tokens only grew, that the locks kept working after
+// every fault, and that nothing was left behind.
+//
+// A hold runs from Acquire returning to the earlier of Release being called
+// and the lease's Done closing; everything runs in one process, so the
+// monotonic clock orders all holds. When Done closes, the hold ends at the
+// moment the engine told the holder (see lossClock), not when the worker's
+// goroutine got round to noticing.
+//
+// Knobs: ZKLOCK_CHAOS_DURATION (faults per phase, default 40s),
+// ZKLOCK_CHAOS_SEED (replay a schedule), ZKLOCK_CHAOS_LOG (the clients' debug
+// logs on stderr), ZKLOCK_CHAOS_DEBUG (describe a lock nobody could take
+// for five seconds). Run it with -v to see its figures.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/zktest"
+)
+
+const (
+	chaosClients = 8               // each with its own session and its own Faults
+	chaosSession = 2 * time.Second // short, so that partitions expire sessions
+	// chaosFaulted bounds the clients under a client fault at once, so the
+	// others keep the locks busy.
+	chaosFaulted = 3
+	// chaosRecovery bounds how long after a fault heals the locks may take
+	// to be acquired again (by the victim, for a client fault).
+	chaosRecovery = 20 * time.Second
+	// chaosDrain bounds the wait for cleanups and watches after the run.
+	chaosDrain = 20 * time.Second
+)
+
+// chaosDuration is how long faults are injected in each phase: 40s, or
+// ZKLOCK_CHAOS_DURATION (a Go duration) for a longer soak.
+func chaosDuration(t *testing.T) time.Duration {
+	if s := os.Getenv("ZKLOCK_CHAOS_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		require.NoError(t, err, "ZKLOCK_CHAOS_DURATION")
+		return d
+	}
+	return 40 * time.Second
+}
+
+// TestChaos runs two phases: eight clients on a standalone server, with
+// partitions, forced session expiries, connection drops and server pauses;
+// then eight clients on a 3-node ensemble, with the same client faults, paused
+// servers and killed leaders. It logs one line of figures per phase and one
+// for the whole run.
+//
+// It breaks its servers, so it starts its own containers, and it is skipped
+// when ZKLOCK_TEST_SERVERS says that tests must not start any, and in -short.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: skipped in -short mode")
+	}
+	if zktest.External() {
+		t.Skip("chaos: breaks its servers, and ZKLOCK_TEST_SERVERS is set: no containers")
+	}
+	began := time.Now()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("ZKLOCK_CHAOS_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "ZKLOCK_CHAOS_SEED")
+	}
+	t.Logf("chaos: seed %d (ZKLOCK_CHAOS_SEED to replay the schedule)", seed)
+
+	// Both phases' servers start together: one JVM start instead of two.
+	ctx := t.Context()
+	var (
+		single    *zktest.Container
+		ensemble  *zktest.Ensemble
+		singleErr error
+		ensErr    error
+		wg        sync.WaitGroup
+	)
+	wg.Go(func() { single, singleErr = zktest.Run(ctx) })
+	wg.Go(func() { ensemble, ensErr = zktest.RunEnsemble(ctx) })
+	wg.Wait()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, errors.Join(single.Terminate(ctx), ensemble.Terminate(ctx)))
+	})
+	require.NoError(t, singleErr, "standalone server")
+	require.NoError(t, ensErr, "ensemble")
+	t.Logf("chaos: servers up after %v", time.Since(began).Round(time.Millisecond))
+
+	// Everything started from here on must be gone at the end.
+	leaks := goleak.IgnoreCurrent()
+	total := newChaosFigures()
+
+	t.Run("standalone", func(t *testing.T) {
+		node := chaosNode{name: "server", fourLetter: single.FourLetter}
+		runChaos(t, chaosPlan{
+			name:    "standalone",
+			seed:    seed,
+			servers: single.Servers(),
+			nodes:   []chaosNode{node},
+			serverFaults: []chaosServerFault{{
+				kind: "pause",
+				inject: func(ctx context.Context, _ *rand.Rand) (func(context.Context) error, error) {
+					return single.Unpause, single.Pause(ctx)
+				},
+			}},
+		}, total)
+	})
+	t.Run("ensemble", func(t *testing.T) {
+		var nodes []chaosNode
+		for i, c := range ensemble.Nodes() {
+			nodes = append(nodes, chaosNode{name: fmt.Sprintf("server %d", i+1), fourLetter: c.FourLetter})
+		}
+		runChaos(t, chaosPlan{
+			name:    "ensemble",
+			seed:    seed + 1,
+			servers: ensemble.Servers(),
+			nodes:   nodes,
+			serverFaults: []chaosServerFault{
+				{
+					kind: "leader-kill",
+					inject: func(ctx context.Context, _ *rand.Rand) (func(context.Context) error, error) {
+						i, err := ensemble.KillLeader(ctx)
+						if err != nil {
+							return nil, err
+						}
+						return ensemble.Node(i).Start, nil
+					},
+				},
+				{
+					kind: "pause",
+					inject: func(ctx context.Context, rng *rand.Rand) (func(context.Context) error, error) {
+						c := ensemble.Node(rng.IntN(zktest.EnsembleSize))
+						return c.Unpause, c.Pause(ctx)
+					},
+				},
+			},
+		}, total)
+	})
+
+	t.Logf("chaos: %s; %v in all", total, time.Since(began).Round(time.Second))
+	goleak.VerifyNone(t, leaks)
+}
+
+// chaosPlan is one phase: where the servers are and how to break them.
+type chaosPlan struct {
+	name         string
+	seed         uint64
+	servers      []string
+	nodes        []chaosNode // every server, for four-letter words
+	serverFaults []chaosServerFault
+}
+
+type chaosNode struct {
+	name       string
+	fourLetter func(ctx context.Context, cmd string) (string, error)
+}
+
+// chaosServerFault breaks the servers; inject returns what heals them.
+type chaosServerFault struct {
+	kind   string
+	inject func(ctx context.Context, rng *rand.Rand) (heal func(context.Context) error, err error)
+}
+
+// chaosHold is one acquisition: from Acquire returning to the earlier of Release
+// being called and the lease's Done closing.
+type chaosHold struct {
+	lock   string // "mutex" or "rw"
+	write  bool   // exclusive: the mutex, or the write side
+	client int
+	start  time.Time
+	end    time.Time
+	token  int64
+	node   string
+	lost   error     // why the lease ended before Release, if it did
+	woke   time.Time // when the worker saw Done closed, if it did
+	// stillborn: Done was closed when Acquire returned (the connection
+	// dropped between the grant and the return). It was never held.
+	stillborn bool
+}
+
+// fault is one injected fault.
+type chaosFault struct {
+	kind   string
+	victim int // the client; -1 for the servers
+	at     time.Time
+	healed time.Time
+	err    error
+}
+
+// chaosClient is one client, its transport and its two locks.
+type chaosClient struct {
+	i      int
+	c      *zklock.Client
+	f      *zktest.Faults
+	mutex  *zklock.Mutex
+	rw     *zklock.RWMutex
+	losses *lossClock
+	held   atomic.Int32 // leases its workers hold now
+	busy   atomic.Bool  // under a client fault, or not yet recovered from one
+	// lastHold is when (since chaosEpoch) the latest hold of its workers began.
+	lastHold atomic.Int64
+}
+
+// chaosEpoch is the origin of chaosClient.lastHold: a monotonic clock reading.
+var chaosEpoch = time.Now()
+
+// lossClock is a slog.Handler that timestamps the moments a Client tells
+// its leases that they are lost. The engine logs "connection lost" or
+// "session expired" in its event callback, under its lock, immediately
+// before closing the Done channels of its leases, so these timestamps are
+// when the holders learned of the loss. A worker selecting on Done wakes up
+// later, by however long the scheduler takes; ending a hold at the wake-up
+// would charge that delay to the engine. If the engine stops logging these
+// messages, holds end at the wake-up: the check gets stricter, not weaker.
+type lossClock struct {
+	mu   sync.Mutex
+	at   []time.Time
+	next slog.Handler // ZKLOCK_CHAOS_LOG: also print the client's log
+}
+
+func (h *lossClock) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *lossClock) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "zklock: connection lost") || strings.HasPrefix(r.Message, "zklock: session expired") {
+		now := time.Now()
+		h.mu.Lock()
+		h.at = append(h.at, now)
+		h.mu.Unlock()
+	}
+	if h.next != nil {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *lossClock) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *lossClock) WithGroup(string) slog.Handler      { return h }
+
+// firstAfter returns the first loss at or after t, if any.
+func (h *lossClock) firstAfter(t time.Time) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i := sort.Search(len(h.at), func(i int) bool { return !h.at[i].Before(t) })
+	if i == len(h.at) {
+		return time.Time{}, false
+	}
+	return h.at[i], true
+}
+
+// chaosRecorder collects holds, faults and anything unexpected.
+type chaosRecorder struct {
+	mu         sync.Mutex
+	holds      []chaosHold
+	faults     []chaosFault
+	unexpected []string
+	counts     map[string]int
+}
+
+func (r *chaosRecorder) add(h chaosHold) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holds = append(r.holds, h)
+}
+
+func (r *chaosRecorder) addFault(f chaosFault) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults = append(r.faults, f)
+	if f.err != nil {
+		r.unexpected = append(r.unexpected, fmt.Sprintf("fault %s of client %d: %v", f.kind, f.victim, f.err))
+	}
+}
+
+func (r *chaosRecorder) count(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts[what]++
+}
+
+func (r *chaosRecorder) fail(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unexpected = append(r.unexpected, fmt.Sprintf(format, args...))
+}
+
+func (r *chaosRecorder) snapshot() ([]chaosHold, []chaosFault) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.holds), slices.Clone(r.faults)
+}
+
+func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
+	began := time.Now()
+	duration := chaosDuration(t)
+	ctx := t.Context()
+	root := lockPath(t)
+	mutexPath, rwPath := root+"-mutex", root+"-rw"
+
+	observer, _, err := zk.Connect(plan.servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(chaosQuietLogger{}))
+	require.NoError(t, err)
+	defer observer.Close()
+	baseline, err := chaosWatches(ctx, plan.nodes)
+	require.NoError(t, err)
+
+	rec := &chaosRecorder{counts: map[string]int{}}
+	clients := make([]*chaosClient, chaosClients)
+	for i := range clients {
+		cl := &chaosClient{i: i, f: zktest.NewFaults(nil), losses: &lossClock{}}
+		if os.Getenv("ZKLOCK_CHAOS_LOG") != "" {
+			cl.losses.next = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}).
+				WithAttrs([]slog.Attr{slog.Int("client", i)})
+		}
+		cl.c, err = zklock.Connect(ctx, plan.servers,
+			zklock.WithDialer(cl.f.Dialer()),
+			zklock.WithSessionTimeout(chaosSession),
+			zklock.WithLogger(slog.New(cl.losses)))
+		require.NoError(t, err)
+		defer cl.f.Close()
+		defer cl.c.Close() // before the transport: defers run last-in first-out
+		cl.mutex, err = zklock.NewMutex(cl.c, mutexPath)
+		require.NoError(t, err)
+		cl.rw, err = zklock.NewRWMutex(cl.c, rwPath)
+		require.NoError(t, err)
+		clients[i] = cl
+	}
+
+	// Workers: two per client, one on each lock.
+	work, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var workers sync.WaitGroup
+	for _, cl := range clients {
+		for j, lock := range []string{"mutex", "rw"} {
+			rng := rand.New(rand.NewPCG(plan.seed, uint64(100+2*cl.i+j)))
+			workers.Go(func() { cl.work(work, rec, lock, rng) })
+		}
+	}
+
+	if os.Getenv("ZKLOCK_CHAOS_DEBUG") != "" {
+		workers.Go(func() {
+			chaosWatchdog(work, t, observer, rec, clients, map[string]string{"mutex": mutexPath, "rw": rwPath})
+		})
+	}
+
+	// Faults, until the deadline.
+	chaosEnd := time.Now().Add(duration)
+	var (
+		injectors sync.WaitGroup
+		serverMu  sync.RWMutex // client expiries do not run during server faults
+	)
+	injectors.Go(func() {
+		chaosClientFaults(ctx, plan.seed, chaosEnd, clients, rec, &serverMu)
+	})
+	injectors.Go(func() {
+		chaosServerFaults(ctx, plan, chaosEnd, rec, &serverMu)
+	})
+	injectors.Wait()
+	chaosDone := time.Now()
+
+	// Progress: after every fault, the locks are acquired again.
+	progressed := func() bool {
+		holds, faults := rec.snapshot()
+		for _, f := range faults {
+			if _, ok := recoveryAfter(f, holds); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(chaosRecovery)
+	for !progressed() && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	stopWork()
+	workers.Wait()
+
+	// Leftovers: every node deleted, every watch fired.
+	orphans := 0
+	for _, path := range []string{mutexPath, rwPath} {
+		var kids []string
+		ok := chaosWait(ctx, chaosDrain, func() bool {
+			kids = chaosChildren(t, observer, path)
+			return len(kids) == 0
+		})
+		if !ok {
+			orphans += len(kids)
+			t.Errorf("chaos: %s: %d orphan node(s) left: %v", path, len(kids), kids)
+		}
+	}
+	leaked := 0
+	if !chaosWait(ctx, chaosDrain, func() bool {
+		n, err := chaosWatches(ctx, plan.nodes)
+		leaked = n - baseline
+		return err == nil && n == baseline
+	}) {
+		t.Errorf("chaos: %d watch(es) left on the servers (baseline %d)", leaked, baseline)
+	}
+
+	holds, faults := rec.snapshot()
+	ph := newChaosFigures()
+	ph.orphans, ph.watchesLeaked = orphans, leaked
+	ph.check(t, holds, faults, began)
+	for k, n := range rec.counts {
+		ph.counts[k] += n
+	}
+	for _, u := range rec.unexpected {
+		t.Errorf("chaos: unexpected: %s", u)
+	}
+	ph.unexpected = len(rec.unexpected)
+	t.Logf("chaos %s: %s; faults for %v, drained after %v, %v in all", plan.name, ph,
+		duration.Round(time.Second), time.Since(chaosDone).Round(time.Millisecond), time.Since(began).Round(time.Second))
+	total.add(ph)
+}
+
+// work takes one lock over and over until ctx ends: on the RWMutex, nine
+// times in ten the read side. One acquire in ten gives up after a few
+// milliseconds (a cancelled waiter must leave no trace), one in twenty is a
+// TryAcquire.
+func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		var locker zklock.Locker = cl.mutex
+		write := true
+		if lock == "rw" {
+			if rng.IntN(10) == 0 {
+				locker = cl.rw.WriteLock()
+			} else {
+				locker, write = cl.rw.ReadLock(), false
+			}
+		}
+		timeout := 30 * time.Second
+		if rng.IntN(10) == 0 {
+			timeout = time.Duration(1+rng.IntN(30)) * time.Millisecond
+		}
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		var (
+			lease *zklock.Lease
+			err   error
+		)
+		if rng.IntN(20) == 0 {
+			lease, err = locker.TryAcquire(actx)
+		} else {
+			lease, err = locker.Acquire(actx)
+		}
+		start := time.Now()
+		cancel()
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, zklock.ErrLocked):
+				rec.count("try-locked")
+			case errors.Is(err, context.DeadlineExceeded):
+				rec.count("cancelled")
+			default:
+				rec.fail("client %d: acquire %s: %v", cl.i, lock, err)
+				chaosSleep(ctx, 10*time.Millisecond)
+			}
+			continue
+		}
+
+		h := chaosHold{lock: lock, write: write, client: cl.i, start: start, token: lease.Token(), node: lease.Node()}
+		select {
+		case <-lease.Done():
+			h.stillborn, h.end, h.lost = true, start, lease.Err()
+		default:
+			cl.held.Add(1)
+			// Mostly short holds, some long ones, and a few longer than
+			// the two thirds of the session timeout that a partitioned
+			// holder takes to notice, so that faults find holders to take
+			// leases from. Writes stay short: they stop everyone else.
+			d := time.Duration(rng.IntN(5000)) * time.Microsecond
+			switch p := rng.IntN(100); {
+			case !write && p < 3, lock == "mutex" && p < 1:
+				d = time.Duration(1000+rng.IntN(1500)) * time.Millisecond
+			case !write && p < 18, lock == "mutex" && p < 11:
+				d = time.Duration(20+rng.IntN(280)) * time.Millisecond
+			}
+			timer := time.NewTimer(d)
+			select {
+			case <-lease.Done():
+				h.end, h.lost = time.Now(), lease.Err()
+				h.woke = h.end
+			case <-timer.C:
+				h.end = time.Now() // Release is called next
+			}
+			timer.Stop()
+			if h.lost == nil {
+				select {
+				case <-lease.Done(): // closed as the timer fired
+					h.lost = lease.Err()
+				default:
+				}
+			}
+			if lost, ok := cl.losses.firstAfter(start); ok && lost.Before(h.end) {
+				switch {
+				case h.lost != nil:
+					h.end = lost // the holder learned it then; see lossClock
+				case h.end.Sub(lost) > 10*time.Millisecond:
+					// The engine closes Done microseconds after it logs.
+					rec.fail("client %d: lease %s still held %v after its client lost the connection",
+						cl.i, h.node, h.end.Sub(lost))
+				}
+			}
+			cl.held.Add(-1)
+			cl.lastHold.Store(int64(start.Sub(chaosEpoch)))
+		}
+		if h.lost != nil && !isLoss(h.lost) {
+			rec.fail("client %d: lease %s lost with %v", cl.i, h.node, h.lost)
+		}
+		rec.add(h)
+
+		// As a user would: a bounded Release, which leaves the node to the
+		// Client's cleaner if the connection is down.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		err = lease.Release(rctx)
+		rcancel()
+		if err != nil && !isLoss(err) {
+			rec.fail("client %d: release %s: %v", cl.i, h.node, err)
+		}
+		chaosSleep(ctx, time.Duration(rng.IntN(5000))*time.Microsecond)
+	}
+}
+
+func isLoss(err error) bool {
+	return errors.Is(err, zklock.ErrConnectionSuspended) || errors.Is(err, zklock.ErrSessionExpired) ||
+		errors.Is(err, zklock.ErrClientClosed)
+}
+
+// chaosClientFaults breaks one client at a time, at random moments (half the
+// time one that holds a lease), with at most chaosFaulted clients broken at
+// once:
+//   - partition: blackholed for 0.3s to 4s (beyond two seconds the server
+//     expires its session);
+//   - expire: cut off until the client has noticed, then its session is
+//     killed on the server (see below), then healed;
+//   - drop: its connection reset; it reconnects at once.
+func chaosClientFaults(ctx context.Context, seed uint64, end time.Time, clients []*chaosClient, rec *chaosRecorder, serverMu *sync.RWMutex) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var running sync.WaitGroup
+	defer running.Wait()
+	for time.Now().Before(end) {
+		if !chaosSleep(ctx, time.Duration(200+rng.IntN(1000))*time.Millisecond) {
+			return
+		}
+		var free, holding []*chaosClient
+		faulted := 0
+		for _, cl := range clients {
+			switch {
+			case cl.busy.Load():
+				faulted++
+			case cl.held.Load() > 0:
+				holding = append(holding, cl)
+				fallthrough
+			default:
+				free = append(free, cl)
+			}
+		}
+		if faulted >= chaosFaulted || len(free) == 0 {
+			continue
+		}
+		// Half the time, a client that holds a lease: the faults that
+		// matter most are the ones that take a lease from its holder.
+		if len(holding) > 0 && rng.IntN(2) == 0 {
+			free = holding
+		}
+		cl := free[rng.IntN(len(free))]
+		cl.busy.Store(true)
+		kind := []string{"partition", "partition", "expire", "expire", "drop"}[rng.IntN(5)]
+		d := time.Duration(300+rng.IntN(3700)) * time.Millisecond
+		running.Go(func() {
+			defer cl.busy.Store(false)
+			f := chaosFault{kind: kind, victim: cl.i, at: time.Now()}
+			switch kind {
+			case "partition":
+				cl.f.Partition()
+				chaosSleep(ctx, d)
+				cl.f.Heal()
+			case "expire":
+				f.err = chaosExpire(ctx, cl, serverMu)
+			case "drop":
+				cl.f.Drop()
+			}
+			f.healed = time.Now()
+			rec.addFault(f)
+			// The client is picked again only once it has recovered, so
+			// that recoveries do not add up.
+			chaosWait(ctx, chaosRecovery, func() bool {
+				return time.Duration(cl.lastHold.Load()) > f.healed.Sub(chaosEpoch)
+			})
+		})
+	}
+}
+
+// chaosExpire kills the client's session the way a real expiry happens: first
+// the client is cut off and notices (its leases end), and only then does the
+// server end the session and let others in. Killing the session of a
+// connected client instead would let another client take a lock before the
+// holder could possibly know it lost it, which no lock can prevent, and
+// which no real expiry does (a client notices the silence after two thirds
+// of its timeout; the server waits for all of it).
+func chaosExpire(ctx context.Context, cl *chaosClient, serverMu *sync.RWMutex) error {
+	serverMu.RLock() // the server that has the session must be up
+	defer serverMu.RUnlock()
+	cl.f.Partition()
+	defer cl.f.Heal()
+	cl.f.Drop()
+	if !chaosWait(ctx, 10*time.Second, func() bool {
+		return cl.c.Conn().State() != zk.StateHasSession && cl.held.Load() == 0
+	}) {
+		return fmt.Errorf("still holding %d lease(s) 10s after being cut off", cl.held.Load())
+	}
+	// A real expiry comes a third of the session timeout after the client
+	// noticed; a tenth of a second is plenty for the test's own bookkeeping.
+	chaosSleep(ctx, 100*time.Millisecond)
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return cl.f.KillSession(kctx)
+}
+
+// chaosServerFaults breaks the servers now and then, one fault at a time, each
+// for 0.5s to 3.5s: a server pause beyond the 2s session timeout expires
+// every session it has.
+func chaosServerFaults(ctx context.Context, plan chaosPlan, end time.Time, rec *chaosRecorder, serverMu *sync.RWMutex) {
+	rng := rand.New(rand.NewPCG(plan.seed, 2))
+	for {
+		if !chaosSleep(ctx, time.Duration(1500+rng.IntN(3000))*time.Millisecond) || !time.Now().Before(end) {
+			return
+		}
+		sf := plan.serverFaults[rng.IntN(len(plan.serverFaults))]
+		d := time.Duration(500+rng.IntN(3000)) * time.Millisecond
+		func() {
+			serverMu.Lock()
+			defer serverMu.Unlock()
+			f := chaosFault{kind: sf.kind, victim: -1, at: time.Now()}
+			heal, err := sf.inject(ctx, rng)
+			if err == nil {
+				chaosSleep(ctx, d)
+				hctx, cancel := context.WithTimeout(ctx, time.Minute)
+				err = heal(hctx)
+				cancel()
+			}
+			f.healed, f.err = time.Now(), err
+			rec.addFault(f)
+		}()
+	}
+}
+
+// recoveryAfter returns how long after f healed its victim (anyone, for a
+// server fault) next held a lock.
+func recoveryAfter(f chaosFault, holds []chaosHold) (time.Duration, bool) {
+	best, ok := time.Duration(0), false
+	for _, h := range holds {
+		if h.stillborn || h.start.Before(f.healed) || (f.victim >= 0 && h.client != f.victim) {
+			continue
+		}
+		if d := h.start.Sub(f.healed); !ok || d < best {
+			best, ok = d, true
+		}
+	}
+	return best, ok
+}
+
+// chaosFigures are what the chaos test reports.
+type chaosFigures struct {
+	faults        map[string]int
+	counts        map[string]int // acquisitions by kind, losses, cancels...
+	overlaps      int
+	inversions    int
+	orphans       int
+	watchesLeaked int
+	unexpected    int
+	recovery      time.Duration
+	recoveryKind  string
+	wakeLag       time.Duration // longest Done wake-up after the engine's loss
+}
+
+func newChaosFigures() *chaosFigures {
+	return &chaosFigures{faults: map[string]int{}, counts: map[string]int{}}
+}
+
+func (f *chaosFigures) add(o *chaosFigures) {
+	for k, n := range o.faults {
+		f.faults[k] += n
+	}
+	for k, n := range o.counts {
+		f.counts[k] += n
+	}
+	f.overlaps += o.overlaps
+	f.inversions += o.inversions
+	f.orphans += o.orphans
+	f.watchesLeaked += o.watchesLeaked
+	f.unexpected += o.unexpected
+	if o.recovery > f.recovery {
+		f.recovery, f.recoveryKind = o.recovery, o.recoveryKind
+	}
+	f.wakeLag = max(f.wakeLag, o.wakeLag)
+}
+
+func (f *chaosFigures) String() string {
+	kinds := make([]string, 0, len(f.faults))
+	for k := range f.faults {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var fs []string
+	for _, k := range kinds {
+		fs = append(fs, fmt.Sprintf("%s=%d", k, f.faults[k]))
+	}
+	c := f.counts
+	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, write %d; lost while held %d, lost on return %d; "+
+		"cancelled waits %d, try-locked %d); overlaps %d; token inversions %d; orphans %d; watches leaked %d; "+
+		"unexpected errors %d; longest recovery %v (%s); longest wake-up on Done %v",
+		strings.Join(fs, " "), c["mutex"]+c["read"]+c["write"], c["mutex"], c["read"], c["write"], c["lost"], c["stillborn"],
+		c["cancelled"], c["try-locked"], f.overlaps, f.inversions, f.orphans, f.watchesLeaked,
+		f.unexpected, f.recovery.Round(time.Millisecond), f.recoveryKind, f.wakeLag.Round(time.Microsecond))
+}
+
+// check runs the checker over one phase's holds and faults.
+func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFault, origin time.Time) {
+	t.Helper()
+	for _, fl := range faults {
+		f.faults[fl.kind]++
+		d, ok := recoveryAfter(fl, holds)
+		if !ok {
+			who := "anyone"
+			if fl.victim >= 0 {
+				who = fmt.Sprintf("client %d", fl.victim)
+			}
+			t.Errorf("chaos: no progress: %s never held a lock after the %s that healed at +%v",
+				who, fl.kind, fl.healed.Sub(origin).Round(time.Millisecond))
+			continue
+		}
+		if d > f.recovery {
+			f.recovery, f.recoveryKind = d, fl.kind
+		}
+		if d > chaosRecovery {
+			t.Errorf("chaos: no progress for %v after the %s that healed at +%v", d.Round(time.Millisecond),
+				fl.kind, fl.healed.Sub(origin).Round(time.Millisecond))
+		}
+		if d > 3*time.Second {
+			who := "the servers"
+			if fl.victim >= 0 {
+				who = fmt.Sprintf("client %d", fl.victim)
+			}
+			t.Logf("chaos: slow recovery: %s of %s from +%v to +%v, next hold %v later",
+				fl.kind, who, fl.at.Sub(origin).Round(time.Millisecond), fl.healed.Sub(origin).Round(time.Millisecond),
+				d.Round(time.Millisecond))
+		}
+	}
+	for _, h := range holds {
+		switch {
+		case h.lock == "mutex":
+			f.counts["mutex"]++
+		case h.write:
+			f.counts["write"]++
+		default:
+			f.counts["read"]++
+		}
+		switch {
+		case h.stillborn:
+			f.counts["stillborn"]++
+		case h.lost != nil:
+			f.counts["lost"]++
+			if !h.woke.IsZero() {
+				f.wakeLag = max(f.wakeLag, h.woke.Sub(h.end))
+			}
+		}
+	}
+	for _, lock := range []string{"mutex", "rw"} {
+		var mine []chaosHold
+		for _, h := range holds {
+			if h.lock == lock && !h.stillborn {
+				mine = append(mine, h)
+			}
+		}
+		overlaps, inversions := checkHolds(mine)
+		for i, m := range overlaps {
+			if i == 5 {
+				t.Errorf("chaos: %s: ... %d overlaps in all", lock, len(overlaps))
+				break
+			}
+			t.Errorf("chaos: %s: overlap: %s", lock, m)
+		}
+		for i, m := range inversions {
+			if i == 5 {
+				t.Errorf("chaos: %s: ... %d token inversions in all", lock, len(inversions))
+				break
+			}
+			t.Errorf("chaos: %s: token inversion: %s", lock, m)
+		}
+		f.overlaps += len(overlaps)
+		f.inversions += len(inversions)
+	}
+}
+
+// checkHolds checks the holds of one lock: no write overlaps anything, no
+// read overlaps a write, and each token is greater than the token of every
+// conflicting hold that began before it. A sweep in order of start finds
+// every overlapping pair at the later of the two.
+func checkHolds(holds []chaosHold) (overlaps, inversions []string) {
+	sort.Slice(holds, func(i, j int) bool { return holds[i].start.Before(holds[j].start) })
+	var lastAll, lastWrite *chaosHold // the earlier hold that ends last
+	var topAll, topWrite *chaosHold   // the earlier hold with the greatest token
+	describe := func(h *chaosHold) string {
+		kind := "read"
+		if h.write {
+			kind = "write"
+		}
+		reason := "released"
+		if h.lost != nil {
+			reason = h.lost.Error()
+		}
+		return fmt.Sprintf("%s by client %d, token %#x, held %v (%s), %s",
+			kind, h.client, h.token, h.end.Sub(h.start).Round(time.Microsecond), reason, h.node)
+	}
+	for i := range holds {
+		h := &holds[i]
+		ending, top := lastWrite, topWrite
+		if h.write {
+			ending, top = lastAll, topAll
+		}
+		if ending != nil && h.start.Before(ending.end) {
+			overlaps = append(overlaps, fmt.Sprintf("%s began %v before the end of %s",
+				describe(h), ending.end.Sub(h.start), describe(ending)))
+		}
+		if top != nil && h.token <= top.token {
+			inversions = append(inversions, fmt.Sprintf("%s after %s", describe(h), describe(top)))
+		}
+		if lastAll == nil || h.end.After(lastAll.end) {
+			lastAll = h
+		}
+		if topAll == nil || h.token > topAll.token {
+			topAll = h
+		}
+		if h.write {
+			if lastWrite == nil || h.end.After(lastWrite.end) {
+				lastWrite = h
+			}
+			if topWrite == nil || h.token > topWrite.token {
+				topWrite = h
+			}
+		}
+	}
+	return overlaps, inversions
+}
+
+var chaosWatchesRE = regexp.MustCompile(`Total watches:\s*(\d+)`)
+
+// chaosWatches adds up the watches every server holds (wchs).
+func chaosWatches(ctx context.Context, nodes []chaosNode) (int, error) {
+	total := 0
+	for _, n := range nodes {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		out, err := n.fourLetter(qctx, "wchs")
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+		m := chaosWatchesRE.FindStringSubmatch(out)
+		if m == nil {
+			return 0, fmt.Errorf("%s: wchs said %q", n.name, out)
+		}
+		w, _ := strconv.Atoi(m[1])
+		total += w
+	}
+	return total, nil
+}
+
+func chaosChildren(t *testing.T, conn *zk.Conn, path string) []string {
+	t.Helper()
+	_, _ = conn.Sync(path) // read what the leader has
+	kids, _, err := conn.Children(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return []string{"(" + err.Error() + ")"}
+	}
+	return kids
+}
+
+// chaosWait polls cond every 20ms until it holds or d passes.
+func chaosWait(ctx context.Context, d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if !time.Now().Before(deadline) || !chaosSleep(ctx, 20*time.Millisecond) {
+			return false
+		}
+	}
+}
+
+// chaosSleep waits d; it reports false if ctx ended first.
+func chaosSleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+type chaosQuietLogger struct{}
+
+func (chaosQuietLogger) Printf(string, ...any) {}
+
+// chaosWatchdog (ZKLOCK_CHAOS_DEBUG) describes a lock that nobody has held
+// for five seconds: its queue, with each node's owner session, and each
+// client's session and state.
+func chaosWatchdog(ctx context.Context, t *testing.T, observer *zk.Conn, rec *chaosRecorder, clients []*chaosClient, paths map[string]string) {
+	for chaosSleep(ctx, time.Second) {
+		holds, _ := rec.snapshot()
+		last := map[string]time.Time{}
+		for _, h := range holds {
+			if h.start.After(last[h.lock]) {
+				last[h.lock] = h.start
+			}
+		}
+		for lock, path := range paths {
+			if time.Since(last[lock]) < 5*time.Second {
+				continue
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "chaos: %s not held for %v; queue:", lock, time.Since(last[lock]).Round(time.Millisecond))
+			kids, _, err := observer.Children(path)
+			slices.Sort(kids)
+			sort.Slice(kids, func(i, j int) bool { return kids[i][len(kids[i])-10:] < kids[j][len(kids[j])-10:] })
+			for _, k := range kids {
+				_, st, err := observer.Get(path + "/" + k)
+				owner := int64(0)
+				if err == nil {
+					owner = st.EphemeralOwner
+				}
+				fmt.Fprintf(&b, "\n\t%s owner %#x (%v)", k, owner, err)
+			}
+			fmt.Fprintf(&b, "\n\tchildren err %v; clients:", err)
+			for _, cl := range clients {
+				fmt.Fprintf(&b, "\n\tclient %d session %#x state %v held %d faulted %v partitioned %v",
+					cl.i, cl.c.SessionID(), cl.c.Conn().State(), cl.held.Load(), cl.busy.Load(), cl.f.Partitioned())
+			}
+			t.Log(b.String())
+		}
+	}
+}
+
+// The checker must fail on what it exists to catch.
+func TestChaosChecker(t *testing.T) {
+	t.Parallel()
+	at := func(ms int) time.Time { return chaosEpoch.Add(time.Duration(ms) * time.Millisecond) }
+	w := func(from, to int, token int64) chaosHold {
+		return chaosHold{write: true, start: at(from), end: at(to), token: token}
+	}
+	r := func(from, to int, token int64) chaosHold {
+		return chaosHold{start: at(from), end: at(to), token: token}
+	}
+	for name, tc := range map[string]struct {
+		holds                []chaosHold
+		overlaps, inversions int
+	}{
+		"writes in turn":          {[]chaosHold{w(0, 10, 1), w(10, 20, 2), w(25, 30, 5)}, 0, 0},
+		"writes overlap":          {[]chaosHold{w(0, 10, 1), w(9, 20, 2)}, 1, 0},
+		"write inside a write":    {[]chaosHold{w(0, 100, 1), w(10, 20, 2), w(30, 40, 3)}, 2, 0},
+		"readers share":           {[]chaosHold{r(0, 10, 1), r(5, 15, 2), r(1, 3, 3)}, 0, 0},
+		"read overlaps a write":   {[]chaosHold{w(0, 10, 1), r(5, 15, 2)}, 1, 0},
+		"write overlaps a read":   {[]chaosHold{r(0, 10, 1), r(2, 4, 2), w(5, 15, 3)}, 1, 0},
+		"write tokens go back":    {[]chaosHold{w(0, 10, 2), w(10, 20, 1)}, 0, 1},
+		"write behind a read":     {[]chaosHold{r(0, 10, 5), w(10, 20, 3)}, 0, 1},
+		"read behind a write":     {[]chaosHold{w(0, 10, 5), r(10, 20, 3)}, 0, 1},
+		"readers in any order":    {[]chaosHold{r(0, 10, 5), r(10, 20, 3), w(20, 30, 6)}, 0, 0},
+		"equal tokens":            {[]chaosHold{w(0, 10, 4), w(10, 20, 4)}, 0, 1},
+		"end at the next's start": {[]chaosHold{w(0, 10, 1), r(10, 20, 2), r(10, 20, 3), w(20, 30, 4)}, 0, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			overlaps, inversions := checkHolds(slices.Clone(tc.holds))
+			require.Len(t, overlaps, tc.overlaps, "overlaps: %v", overlaps)
+			require.Len(t, inversions, tc.inversions, "inversions: %v", inversions)
+		})
+	}
+}
