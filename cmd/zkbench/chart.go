@@ -92,8 +92,8 @@ func chartSVG(rep *report) string {
 	p(`<text x="%d" y="52" font-size="13" fill="#444">%s</text>`+"\n", left, esc(fmt.Sprintf(
 		"%s · %d × %s · %s · %s · load %s", rep.Date, m.NumCPU, m.CPU, m.OS, m.Go, m.LoadAvg)))
 	p(`<text x="%d" y="70" font-size="13" fill="#444">%s</text>`+"\n", left, esc(fmt.Sprintf(
-		"ZooKeeper %s standalone, %s · %s per system per workload · one session per client · systems alternating",
-		rep.Server.Version, rep.Server.Source, fmtDuration(rep.Config.DurationMs))))
+		"ZooKeeper %s standalone, %s · %s × %d rounds per system per workload · one session per client · systems alternating",
+		rep.Server.Version, rep.Server.Source, fmtDuration(rep.Config.DurationMs), max(rep.Config.Rounds, 1))))
 
 	// Grid and y axis.
 	for v := 0.0; v <= ymax+step/2; v += step {

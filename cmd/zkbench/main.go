@@ -21,7 +21,9 @@
 //	       per waiting Acquire (zklock and zk.Lock)
 //
 // For each workload the systems run one after the other, the order rotating
-// from one workload to the next. Acquire latency is from calling acquire to
+// from one workload to the next and reversing from one round to the next
+// (-rounds, default 2, each -duration long, default 3s); a system's rounds
+// add up. The raw floor runs half before and half after W1's systems. Acquire latency is from calling acquire to
 // its return; percentiles are nearest-rank, as the peers compute them.
 // "violations" counts acquisitions that broke exclusion, seen in-process
 // (all clients of a system live in one process).
@@ -89,7 +91,7 @@ func main() {
 func run() int {
 	var cfg config
 	var workloads, systems, scaleNs string
-	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "how long each system runs each workload")
+	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "how long each system runs each workload, per round")
 	flag.StringVar(&workloads, "workloads", strings.Join(allWorkloads, ","), "workloads to run, comma-separated")
 	flag.StringVar(&systems, "systems", strings.Join(allSystems, ","), "systems to compare, comma-separated ("+strings.Join(allSystems, ", ")+"); W0 always runs raw go-zookeeper")
 	flag.IntVar(&cfg.clients, "clients", 8, "clients (sessions) in W2, W3 and W4")
@@ -97,7 +99,7 @@ func run() int {
 	flag.IntVar(&cfg.readPct, "read-pct", 90, "percentage of reads in W3")
 	flag.DurationVar(&cfg.hold, "hold", 0, "how long each acquisition is held (0: released at once)")
 	flag.DurationVar(&cfg.acquireTimeout, "acquire-timeout", 10*time.Second, "an acquire slower than this counts as a timeout")
-	flag.IntVar(&cfg.rounds, "rounds", 1, "split each run into this many rounds, alternating the order (forward, reverse, ...); -duration is the total")
+	flag.IntVar(&cfg.rounds, "rounds", 2, "run every workload this many times, the systems' order alternating forward and reverse, and add the rounds up")
 	flag.StringVar(&scaleNs, "scale", "8,64,256", "waiter counts of the scale workload")
 	flag.IntVar(&cfg.scaleSessions, "scale-sessions", 8, "sessions the scale workload's waiters share")
 	flag.StringVar(&cfg.jsonOut, "json", "docs/bench/results.json", "write results as JSON here, relative to the repository root (empty: don't)")
@@ -351,8 +353,8 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 		srv.cpu = containerCPU(cfg.serverCgroup)
 	}
 	rep.Server = serverInfo{Source: srv.source, Version: srv.version, Servers: srv.servers}
-	fmt.Fprintf(out, "ZooKeeper %s at %s (%s); %v per system per workload\n\n",
-		srv.version, strings.Join(srv.servers, ","), srv.source, cfg.duration)
+	fmt.Fprintf(out, "ZooKeeper %s at %s (%s); %v per system per workload in each of %d rounds\n\n",
+		srv.version, strings.Join(srv.servers, ","), srv.source, cfg.duration, cfg.rounds)
 
 	p := &peers{root: root, python: cfg.python}
 	runID := began.UTC().Format("20060102T150405")
@@ -377,7 +379,7 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 				if e.workload == "W0" || e.workload == "W1" {
 					clients = 1
 				}
-				duration := cfg.duration / time.Duration(cfg.rounds)
+				duration := cfg.duration
 				if countOf(group, e) > 1 {
 					duration /= 2 // the bracketing floor: half before, half after
 				}

@@ -118,13 +118,9 @@ func ratios(rep *report) []Ratio {
 }
 
 func printReport(w io.Writer, rep *report) {
-	fmt.Fprintf(w, "\n%d × %s, %s, ZooKeeper %s (%s), %s, zklock %s\n%v per system per workload",
+	fmt.Fprintf(w, "\n%d × %s, %s, ZooKeeper %s (%s), %s, zklock %s\n%v × %d rounds per system per workload, %d clients in W2-W4, hold %vµs\n\n",
 		rep.Machine.NumCPU, rep.Machine.CPU, rep.Machine.Go, rep.Server.Version, rep.Server.Source, rep.Date, rep.Commit,
-		time.Duration(rep.Config.DurationMs)*time.Millisecond)
-	if rep.Config.Rounds > 1 {
-		fmt.Fprintf(w, " in %d rounds", rep.Config.Rounds)
-	}
-	fmt.Fprintf(w, ", %d clients in W2-W4, hold %vµs\n\n", rep.Config.Clients, rep.Config.HoldUs)
+		time.Duration(rep.Config.DurationMs)*time.Millisecond, rep.Config.Rounds, rep.Config.Clients, rep.Config.HoldUs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tsystem\tclients\tops/s\tp50 ms\tp99 ms\tviolations\tread ops/s\twrite ops/s\tmax readers\ttimeouts\t")
 	for _, r := range rep.Results {
