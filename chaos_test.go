@@ -561,7 +561,10 @@ func isLoss(err error) bool {
 //     expires its session);
 //   - expire: cut off until the client has noticed, then its session is
 //     killed on the server (see below), then healed;
-//   - drop: its connection reset; it reconnects at once.
+//   - drop: its connection reset; it reconnects at once;
+//   - cut-reply: its next create, delete, getChildren or getData reaches
+//     the server, and the connection is reset before the reply comes back
+//     (the client cannot know whether a create or a delete happened).
 func chaosClientFaults(ctx context.Context, seed uint64, end time.Time, clients []*chaosClient, rec *chaosRecorder, serverMu *sync.RWMutex) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var running sync.WaitGroup
@@ -593,7 +596,8 @@ func chaosClientFaults(ctx context.Context, seed uint64, end time.Time, clients 
 		}
 		cl := free[rng.IntN(len(free))]
 		cl.busy.Store(true)
-		kind := []string{"partition", "partition", "expire", "expire", "drop"}[rng.IntN(5)]
+		kind := []string{"partition", "partition", "expire", "expire", "drop", "cut-reply"}[rng.IntN(6)]
+		op := []int32{zktest.OpCreate, zktest.OpDelete, zktest.OpGetChildren2, zktest.OpGetData}[rng.IntN(4)]
 		d := time.Duration(300+rng.IntN(3700)) * time.Millisecond
 		running.Go(func() {
 			defer cl.busy.Store(false)
@@ -607,6 +611,8 @@ func chaosClientFaults(ctx context.Context, seed uint64, end time.Time, clients 
 				f.err = chaosExpire(ctx, cl, serverMu)
 			case "drop":
 				cl.f.Drop()
+			case "cut-reply":
+				cl.f.DropAfter(op)
 			}
 			f.healed = time.Now()
 			rec.addFault(f)
@@ -645,13 +651,13 @@ func chaosExpire(ctx context.Context, cl *chaosClient, serverMu *sync.RWMutex) e
 	return cl.f.KillSession(kctx)
 }
 
-// chaosServerFaults breaks the servers now and then, one fault at a time, each
+// chaosServerFaults breaks the servers every 3s to 6s, one fault at a time, each
 // for 0.5s to 3.5s: a server pause beyond the 2s session timeout expires
 // every session it has.
 func chaosServerFaults(ctx context.Context, plan chaosPlan, end time.Time, rec *chaosRecorder, serverMu *sync.RWMutex) {
 	rng := rand.New(rand.NewPCG(plan.seed, 2))
 	for {
-		if !chaosSleep(ctx, time.Duration(1500+rng.IntN(3000))*time.Millisecond) || !time.Now().Before(end) {
+		if !chaosSleep(ctx, time.Duration(3000+rng.IntN(3000))*time.Millisecond) || !time.Now().Before(end) {
 			return
 		}
 		sf := plan.serverFaults[rng.IntN(len(plan.serverFaults))]
