@@ -18,8 +18,8 @@ var chartSystems = []struct{ sys, color string }{
 }
 
 var workloadTitles = map[string]string{
-	"W0": "W0 raw floor (1 client)",
-	"W1": "W1 free mutex (1 client)",
+	"W0": "W0 raw floor, 1 client",
+	"W1": "W1 free mutex, 1 client",
 	"W2": "W2 mutex, %d clients",
 	"W3": "W3 RW lock, %d clients",
 	"W4": "W4 semaphore(%d), %d clients",
@@ -59,11 +59,11 @@ func chartSVG(rep *report) string {
 	}
 
 	const (
-		width   = 980
-		height  = 520
+		width   = 1040
+		height  = 540
 		left    = 78
 		right   = 20
-		top     = 92
+		top     = 112
 		bottom  = 96
 		plotW   = width - left - right
 		plotH   = height - top - bottom
@@ -92,8 +92,10 @@ func chartSVG(rep *report) string {
 	p(`<text x="%d" y="52" font-size="13" fill="#444">%s</text>`+"\n", left, esc(fmt.Sprintf(
 		"%s · %d × %s · %s · %s · load %s", rep.Date, m.NumCPU, m.CPU, m.OS, m.Go, m.LoadAvg)))
 	p(`<text x="%d" y="70" font-size="13" fill="#444">%s</text>`+"\n", left, esc(fmt.Sprintf(
-		"ZooKeeper %s standalone, %s · %s × %d rounds per system per workload · one session per client · systems alternating",
-		rep.Server.Version, rep.Server.Source, fmtDuration(rep.Config.DurationMs), max(rep.Config.Rounds, 1))))
+		"ZooKeeper %s standalone, %s", rep.Server.Version, rep.Server.Source)))
+	p(`<text x="%d" y="88" font-size="13" fill="#444">%s</text>`+"\n", left, esc(fmt.Sprintf(
+		"%s × %d rounds per system per workload, systems alternating · one session per client · W3 %d%% reads",
+		fmtDuration(rep.Config.DurationMs), max(rep.Config.Rounds, 1), rep.Config.ReadPct)))
 
 	// Grid and y axis.
 	for v := 0.0; v <= ymax+step/2; v += step {

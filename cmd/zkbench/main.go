@@ -79,6 +79,7 @@ type config struct {
 	serverCgroup   string
 	heapProfiles   string
 	cpuProfile     string
+	from           string
 	python         string
 }
 
@@ -110,6 +111,7 @@ func run() int {
 	flag.StringVar(&cfg.serverCgroup, "server-container", "", "with ZKLOCK_TEST_SERVERS: the full id of the Docker container that runs that server, to read its CPU use")
 	flag.StringVar(&cfg.heapProfiles, "scale-heapprofile", "", "write a heap profile of each scale run's waiting state to this prefix (PREFIX-SYSTEM-N.pprof)")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
+	flag.StringVar(&cfg.from, "from", "", "run nothing: print the report of this results JSON and redraw its chart (-chart)")
 	flag.StringVar(&cfg.python, "python", "/usr/bin/python3", "the Python with kazoo 2.8, for the kazoo peer")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: zkbench [flags]\n\nCompares zklock with zk.Lock, Curator and kazoo on one ZooKeeper.\n\n")
@@ -154,6 +156,9 @@ func run() int {
 			_ = f.Close()
 		}()
 	}
+	if cfg.from != "" {
+		return redraw(cfg)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench(ctx, cfg, os.Stdout)
@@ -171,6 +176,27 @@ func run() int {
 	}
 	if cfg.chartOut != "" {
 		if err := writeFile(resolve(root, cfg.chartOut), []byte(chartSVG(rep))); err != nil {
+			fmt.Fprintf(os.Stderr, "zkbench: %v\n", err)
+			return 1
+		}
+		fmt.Printf("wrote %s\n", cfg.chartOut)
+	}
+	return 0
+}
+
+// redraw prints the report of a results JSON and redraws its chart.
+func redraw(cfg config) int {
+	b, err := os.ReadFile(cfg.from)
+	if err != nil {
+		return usage(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return usage(fmt.Errorf("%s: %w", cfg.from, err))
+	}
+	printReport(os.Stdout, &rep)
+	if cfg.chartOut != "" {
+		if err := writeFile(resolve(repoRoot(), cfg.chartOut), []byte(chartSVG(&rep))); err != nil {
 			fmt.Fprintf(os.Stderr, "zkbench: %v\n", err)
 			return 1
 		}
