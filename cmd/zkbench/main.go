@@ -20,13 +20,22 @@
 //	       handoff from the server's mntr counters, client heap and goroutines
 //	       per waiting Acquire (zklock and zk.Lock)
 //
-// For each workload the systems run one after the other, the order rotating
-// from one workload to the next and reversing from one round to the next
-// (-rounds, default 2, each -duration long, default 3s); a system's rounds
-// add up. The raw floor runs half before and half after W1's systems. Acquire latency is from calling acquire to
-// its return; percentiles are nearest-rank, as the peers compute them.
-// "violations" counts acquisitions that broke exclusion, seen in-process
-// (all clients of a system live in one process).
+// Before measuring, zkbench loads the server for -warmup (20s): a fresh
+// ZooKeeper spends two to four times more CPU per request until its JIT has
+// compiled the request path. For each workload the systems then run one
+// after the other, the order rotating from one workload to the next and
+// reversing from one round to the next (-rounds, default 2, each -duration
+// long, default 3s); a system's rounds add up. The raw floor runs half
+// before and half after W1's systems, which are judged against it.
+//
+// Acquire latency is from calling acquire to its return; percentiles are
+// nearest-rank, as the peers compute them. "violations" counts acquisitions
+// that broke exclusion, seen in-process (all clients of a system live in
+// one process); for zklock's mutex a fencing token lower than the previous
+// holder's counts too (token_regressions in the JSON). A second table gives
+// what each acquire+release cost: requests the server received and their
+// reads and writes (mntr deltas) and client and server CPU time (the bench
+// or peer process; the container's cgroup).
 //
 // The server is the one in ZKLOCK_TEST_SERVERS if set, or else a throwaway
 // container started with zktest.Run (run `bash scripts/setup.sh` first),
@@ -36,8 +45,12 @@
 // container itself. The container runs with forceSync=no unless -fsync is
 // given, and clients reach it at its bridge IP unless -proxy is given.
 //
-// zkbench prints a table, the issue's target ratios with PASS or MISS, and
-// writes the results as JSON and a bar chart (SVG).
+// zkbench prints the tables, the issue's target ratios with PASS or MISS,
+// and writes the results as JSON (-json) and a bar chart (-chart, SVG);
+// -from redraws both from an earlier JSON. For analysis, -systems also
+// takes rawget (the floor plus zklock's pipelined token read) and rawmulti
+// (the floor with the token taken from a multi's stat), -cpuprofile and
+// -scale-heapprofile write profiles.
 package main
 
 import (
@@ -94,7 +107,7 @@ func run() int {
 	var workloads, systems, scaleNs string
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "how long each system runs each workload, per round")
 	flag.StringVar(&workloads, "workloads", strings.Join(allWorkloads, ","), "workloads to run, comma-separated")
-	flag.StringVar(&systems, "systems", strings.Join(allSystems, ","), "systems to compare, comma-separated ("+strings.Join(allSystems, ", ")+"); W0 always runs raw go-zookeeper")
+	flag.StringVar(&systems, "systems", strings.Join(allSystems, ","), "systems to compare, comma-separated ("+strings.Join(allSystems, ", ")+"; for analysis also rawget, rawmulti); W0 always runs raw go-zookeeper")
 	flag.IntVar(&cfg.clients, "clients", 8, "clients (sessions) in W2, W3 and W4")
 	flag.IntVar(&cfg.leases, "leases", 3, "semaphore leases in W4")
 	flag.IntVar(&cfg.readPct, "read-pct", 90, "percentage of reads in W3")
