@@ -14,7 +14,11 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 )
 
-func fourLetter(ctx context.Context, addr, cmd string) (string, error) {
+// FourLetter sends a four-letter command (srvr, mntr, wchs, cons, ruok, ...)
+// to the ZooKeeper server at addr ("host:port") and returns its answer. ctx
+// bounds the whole exchange: a paused server never answers. The server must
+// allow the command (4lw.commands.whitelist); zktest's containers allow all.
+func FourLetter(ctx context.Context, addr, cmd string) (string, error) {
 	if len(cmd) != 4 {
 		return "", fmt.Errorf("zktest: four-letter command %q: not four letters", cmd)
 	}
@@ -68,7 +72,7 @@ func (s *serving) WaitUntilReady(ctx context.Context, target wait.StrategyTarget
 				state.Status, state.ExitCode, s.addr, logTail(target))
 		}
 		probe, cancelProbe := context.WithTimeout(ctx, time.Second)
-		out, err := fourLetter(probe, s.addr, "srvr")
+		out, err := FourLetter(probe, s.addr, "srvr")
 		cancelProbe()
 		if err == nil && strings.Contains(out, "Mode: ") {
 			return nil

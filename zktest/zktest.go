@@ -408,5 +408,5 @@ func (c *Container) Terminate(ctx context.Context) error {
 // still starting may answer "This ZooKeeper instance is not currently serving
 // requests" without an error.
 func (c *Container) FourLetter(ctx context.Context, cmd string) (string, error) {
-	return fourLetter(ctx, c.endpoint, cmd)
+	return FourLetter(ctx, c.endpoint, cmd)
 }

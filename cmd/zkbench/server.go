@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -162,26 +161,6 @@ func serverVersion(ctx context.Context, addr string) string {
 	return v
 }
 
-// fourLetter sends a four-letter command to addr and returns the answer.
-func fourLetter(ctx context.Context, addr, cmd string) (string, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("%s to %s: %w", cmd, addr, err)
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	defer stop()
-	if _, err := io.WriteString(conn, cmd); err != nil {
-		return "", fmt.Errorf("%s to %s: %w", cmd, addr, err)
-	}
-	out, err := io.ReadAll(conn)
-	if err != nil {
-		return "", fmt.Errorf("%s to %s: %w", cmd, addr, err)
-	}
-	return string(out), nil
-}
-
 // mntrStats is a parsed mntr answer.
 type mntrStats struct {
 	num map[string]float64
@@ -207,7 +186,7 @@ func parseMntr(out string) mntrStats {
 func mntr(ctx context.Context, addr string) (mntrStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := fourLetter(ctx, addr, "mntr")
+	out, err := zktest.FourLetter(ctx, addr, "mntr")
 	if err != nil {
 		return mntrStats{}, err
 	}
@@ -222,7 +201,7 @@ func mntr(ctx context.Context, addr string) (mntrStats, error) {
 func totalWatches(ctx context.Context, addr string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := fourLetter(ctx, addr, "wchs")
+	out, err := zktest.FourLetter(ctx, addr, "wchs")
 	if err != nil {
 		return 0, err
 	}
