@@ -1,8 +1,11 @@
 package zklock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -57,5 +60,17 @@ func invalidf(format string, args ...any) error {
 func isRetryable(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed) ||
 		errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionMoved)
+		errors.Is(err, zk.ErrSessionMoved) ||
+		isTransport(err)
+}
+
+// isTransport reports an error of the connection itself. go-zookeeper
+// returns it as is, not as ErrConnectionClosed, when writing a request
+// fails (a reset or closed socket): the connection is lost all the same.
+func isTransport(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // a net.Error too, but the caller's, not the connection's
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed)
 }
