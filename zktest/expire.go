@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -21,6 +22,14 @@ type wire struct {
 	seq     uint64        // handshakes the client has read
 	refused uint64        // seq of the last handshake that refused an old session
 	changed chan struct{} // closed at the next handshake; nil until someone waits
+	servers []string      // every server the client dialed, in order
+}
+
+// dialed records a server the client dialed. Faults.mu is held.
+func (w *wire) dialed(addr string) {
+	if !slices.Contains(w.servers, addr) {
+		w.servers = append(w.servers, addr)
+	}
 }
 
 type wireSession struct {
@@ -139,14 +148,54 @@ func (f *Faults) current() (wireSession, uint64, error) {
 // the client sees zk.StateDisconnected, then zk.StateExpired, then a new
 // session. If the session had ended already, KillSession returns nil.
 //
-// See [Faults.ExpireSession] for how this differs from a real expiry. ctx
-// bounds the exchange.
+// A server of an ensemble that is electing a leader, or restarting, closes
+// connections without answering, and a paused one never answers:
+// KillSession gives each server two seconds, asks the other servers the
+// client has dialed, and tries again every 100ms, for up to ten seconds or
+// until ctx is done, and then returns the last error.
+//
+// See [Faults.ExpireSession] for how this differs from a real expiry.
 func (f *Faults) KillSession(ctx context.Context) error {
 	s, _, err := f.current()
 	if err != nil {
 		return err
 	}
-	return killSession(ctx, f.dial, s)
+	return f.kill(ctx, s)
+}
+
+// kill ends session s on any server that will, trying the one that granted
+// it first.
+func (f *Faults) kill(ctx context.Context, s wireSession) error {
+	ctx, cancel := context.WithTimeout(ctx, killTimeout)
+	defer cancel()
+	f.mu.Lock()
+	servers := append([]string{s.addr}, slices.DeleteFunc(slices.Clone(f.wire.servers),
+		func(a string) bool { return a == s.addr })...)
+	f.mu.Unlock()
+	var last error
+	for {
+		for _, addr := range servers {
+			on := s
+			on.addr = addr
+			// A paused server accepts connections and never answers.
+			actx, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+			last = killSession(actx, f.dial, on)
+			cancelAttempt()
+			if last == nil {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return last
+			}
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return last
+		case <-t.C:
+		}
+	}
 }
 
 // ExpireSession expires the client's session with [Faults.KillSession] and
@@ -189,7 +238,7 @@ func (f *Faults) ExpireSession(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := killSession(ctx, f.dial, s); err != nil {
+	if err := f.kill(ctx, s); err != nil {
 		return err
 	}
 	// The client may resume the session on another server of an ensemble
@@ -273,6 +322,7 @@ const (
 	opCloseSession int32 = -11
 	closeXid       int32 = 1
 	maxPacket            = 1 << 20
+	killTimeout          = 10 * time.Second
 )
 
 // killSession takes session s over on a connection of its own and closes

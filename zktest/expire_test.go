@@ -1,6 +1,7 @@
 package zktest_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
@@ -186,4 +187,23 @@ func TestExpireSessionWithoutSession(t *testing.T) {
 	require.ErrorContains(t, f.ExpireSession(t.Context()), "no session")
 	require.ErrorContains(t, f.KillSession(t.Context()), "no session")
 	require.ErrorContains(t, f.PartitionUntilExpired(t.Context()), "no session")
+}
+
+// A server that does not answer (paused here; electing or restarting in an
+// ensemble) does not make KillSession give up at once: it tries again.
+func TestKillSessionRetriesAServerThatDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	zkc := zktest.Start(t)
+	conn, f, _ := faultyConn(t, zkc.Servers(), 20*time.Second)
+	id := conn.SessionID()
+	require.NoError(t, zkc.Pause(t.Context()))
+	unpaused := make(chan error, 1)
+	go func() {
+		time.Sleep(3 * time.Second)
+		unpaused <- zkc.Unpause(context.Background())
+	}()
+	require.NoError(t, f.KillSession(t.Context()))
+	require.NoError(t, <-unpaused)
+	require.Eventually(t, func() bool { s := conn.SessionID(); return s != 0 && s != id },
+		30*time.Second, 10*time.Millisecond, "the killed session is over")
 }

@@ -67,6 +67,7 @@ func (f *Faults) dialFn(network, addr string, timeout time.Duration) (net.Conn, 
 		f.mu.Unlock()
 		return nil, net.ErrClosed
 	}
+	f.wire.dialed(addr)
 	if f.partitioned {
 		healed := f.healed
 		f.mu.Unlock()
@@ -120,8 +121,8 @@ func (f *Faults) Drop() {
 
 // Partition blackholes the client: bytes stop flowing in both directions,
 // sockets stay open, and new dials hang until their timeout. The client
-// notices only through its own timeouts (its writes block, its reads time
-// out); the server expires the session once its timeout passes.
+// notices only through its own timeouts (its requests and heartbeats go
+// unanswered); the server expires the session once its timeout passes.
 //
 // As with TCP, bytes are held back, not lost: a connection that outlives
 // the partition delivers them, in order, once it heals. Losing bytes in the
