@@ -388,6 +388,11 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 			if _, ok := recoveryAfter(f, holds); !ok {
 				return false
 			}
+			for _, lock := range chaosLocks {
+				if _, ok := lockAfter(f, holds, lock); !ok {
+					return false
+				}
+			}
 		}
 		return true
 	}
@@ -412,7 +417,18 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		})
 		if !ok {
 			orphans += len(kids)
-			t.Errorf("chaos: %s: %d orphan node(s) left: %v", path, len(kids), kids)
+			for _, k := range kids {
+				owner := "?"
+				if _, st, err := observer.Get(path + "/" + k); err == nil {
+					owner = fmt.Sprintf("session %#x", st.EphemeralOwner)
+					for _, cl := range clients {
+						if cl.c.SessionID() == st.EphemeralOwner {
+							owner += fmt.Sprintf(" (client %d, live)", cl.i)
+						}
+					}
+				}
+				t.Errorf("chaos: orphan node %s/%s of %s", path, k, owner)
+			}
 		}
 	}
 	leaked := 0
@@ -679,6 +695,25 @@ func chaosServerFaults(ctx context.Context, plan chaosPlan, end time.Time, rec *
 	}
 }
 
+// chaosLocks are the locks every phase contends on.
+var chaosLocks = []string{"mutex", "rw"}
+
+// lockAfter returns how long after f healed anyone next held lock: a lock
+// that nobody can take any more (a node nobody deletes at the head of its
+// queue) fails here even if its victim recovered on the other lock.
+func lockAfter(f chaosFault, holds []chaosHold, lock string) (time.Duration, bool) {
+	best, ok := time.Duration(0), false
+	for _, h := range holds {
+		if h.stillborn || h.lock != lock || h.start.Before(f.healed) {
+			continue
+		}
+		if d := h.start.Sub(f.healed); !ok || d < best {
+			best, ok = d, true
+		}
+	}
+	return best, ok
+}
+
 // recoveryAfter returns how long after f healed its victim (anyone, for a
 // server fault) next held a lock.
 func recoveryAfter(f chaosFault, holds []chaosHold) (time.Duration, bool) {
@@ -771,6 +806,12 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 			t.Errorf("chaos: no progress for %v after the %s that healed at +%v", d.Round(time.Millisecond),
 				fl.kind, fl.healed.Sub(origin).Round(time.Millisecond))
 		}
+		for _, lock := range chaosLocks {
+			if d, ok := lockAfter(fl, holds, lock); !ok || d > chaosRecovery {
+				t.Errorf("chaos: no progress: nobody held the %s within %v after the %s that healed at +%v",
+					lock, chaosRecovery, fl.kind, fl.healed.Sub(origin).Round(time.Millisecond))
+			}
+		}
 		if d > 3*time.Second {
 			who := "the servers"
 			if fl.victim >= 0 {
@@ -800,7 +841,7 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 			}
 		}
 	}
-	for _, lock := range []string{"mutex", "rw"} {
+	for _, lock := range chaosLocks {
 		var mine []chaosHold
 		for _, h := range holds {
 			if h.lock == lock && !h.stillborn {
