@@ -52,6 +52,10 @@ type Client struct {
 type cleanup struct {
 	nodes   []string
 	session int64
+	// parent and prefix, when set, name the nodes instead: every child of
+	// parent whose name starts with prefix. A create whose reply was lost
+	// leaves a node whose name nobody knows but its protected id.
+	parent, prefix string
 }
 
 // Option configures a [Client].
@@ -332,7 +336,7 @@ func (c *Client) onEvent(ev zk.Event) {
 		for l := range c.leases {
 			if l.lose(ErrConnectionSuspended) {
 				c.suspended[l] = struct{}{}
-				c.cleanups = append(c.cleanups, cleanup{[]string{l.node}, l.session})
+				c.cleanups = append(c.cleanups, cleanup{nodes: []string{l.node}, session: l.session})
 			}
 		}
 		clear(c.leases)
@@ -418,23 +422,60 @@ func (c *Client) discard(nodes []string, session int64) {
 	if len(nodes) == 0 {
 		return
 	}
+	c.discardJob(cleanup{nodes: nodes, session: session})
+}
+
+// discardPrefix deletes, as discard does, every child of parent whose name
+// starts with prefix, in session: the node, if any, of a create whose
+// outcome is unknown.
+func (c *Client) discardPrefix(parent, prefix string, session int64) {
+	c.discardJob(cleanup{session: session, parent: parent, prefix: prefix})
+}
+
+func (c *Client) discardJob(job cleanup) {
 	if c.state().connected {
-		if err := c.deleteNodes(nodes, session); err == nil || !isRetryable(err) {
+		if err := c.deleteJob(job); err == nil || !isRetryable(err) {
 			if err != nil {
-				c.log.Warn("zklock: delete abandoned node", "nodes", nodes, "err", err)
+				c.log.Warn("zklock: delete abandoned node", "nodes", job.nodes, "prefix", job.prefix, "err", err)
 			}
 			return
 		}
 	}
 	c.mu.Lock()
 	if !c.closed {
-		c.cleanups = append(c.cleanups, cleanup{nodes, session})
+		c.cleanups = append(c.cleanups, job)
 		select {
 		case c.kick <- struct{}{}:
 		default:
 		}
 	}
 	c.mu.Unlock()
+}
+
+// deleteJob deletes the nodes of job, finding them first if it names them
+// by prefix.
+func (c *Client) deleteJob(job cleanup) error {
+	if job.prefix == "" {
+		return c.deleteNodes(job.nodes, job.session)
+	}
+	if c.conn.SessionID() != job.session {
+		return nil // the server deleted them when the session ended
+	}
+	_, _ = c.conn.Sync(job.parent) // see what the leader has
+	names, _, err := c.conn.Children(job.parent)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var nodes []string
+	for _, n := range names {
+		if strings.HasPrefix(n, job.prefix) {
+			nodes = append(nodes, job.parent+"/"+n)
+		}
+	}
+	return c.deleteNodes(nodes, job.session)
 }
 
 // deleteNodes deletes nodes owned by session; nodes already gone, or gone
@@ -475,7 +516,7 @@ func (c *Client) cleaner() {
 				continue
 			}
 		}
-		err := c.deleteNodes(job.nodes, job.session)
+		err := c.deleteJob(job)
 		if err == nil || !isRetryable(err) {
 			if err != nil {
 				c.log.Warn("zklock: cleanup gave up", "nodes", job.nodes, "err", err)

@@ -210,9 +210,14 @@ func (p *participant) enqueue(ctx context.Context) error {
 		}
 		// The create's fate is unknown. Only the session that sent it can
 		// own a node it made; another session means the node (if any)
-		// went with the old one.
-		if s, err := c.awaitSessionID(ctx); err != nil {
+		// went with the old one. Giving up now must not leave that node
+		// behind: only its protected id names it.
+		giveUp := func(err error) error {
+			c.discardPrefix(l.path, protectedPrefix+p.id+"-", session)
 			return err
+		}
+		if s, err := c.awaitSessionID(ctx); err != nil {
+			return giveUp(err)
 		} else if s == session {
 			found, err := p.find(session)
 			if err == nil && found != nil {
@@ -224,7 +229,7 @@ func (p *participant) enqueue(ctx context.Context) error {
 			b = c.newBackOff()
 		}
 		if err := sleep(ctx, b.NextBackOff()); err != nil {
-			return err
+			return giveUp(err)
 		}
 	}
 }

@@ -751,3 +751,37 @@ func TestClientClose(t *testing.T) {
 	c := connect(t)
 	require.Empty(t, children(t, c, path))
 }
+
+// An acquire that gives up (its ctx ends) while the fate of its create is
+// unknown, because the reply was cut off, must still delete the node the
+// create may have made: only its protected id names it. Left behind, it
+// would hold the mutex for everyone until the client closed.
+func TestGiveUpAfterLostCreateReplyLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	c := connect(t)
+	a, fa := faulty(t, 10*time.Second)
+	m, err := zklock.NewMutex(a, path)
+	require.NoError(t, err)
+	warm, err := m.Acquire(ctxT(t)) // parents exist, so the next request is the create
+	require.NoError(t, err)
+	release(t, warm)
+
+	h, err := zklock.NewMutex(c, path)
+	require.NoError(t, err)
+	held, err := h.Acquire(ctxT(t))
+	require.NoError(t, err)
+	fa.DropAfter(zktest.OpCreate)
+	// Shorter than go-zookeeper's one-second pause before reconnecting, so
+	// the acquire gives up before it can look for its node.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = m.Acquire(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	release(t, held)
+	require.Eventually(t, func() bool { return len(children(t, c, path)) == 0 }, long, 10*time.Millisecond,
+		"the cut-off create's node is deleted once the client reconnects")
+	l, err := h.Acquire(ctxT(t))
+	require.NoError(t, err, "and the mutex is free")
+	release(t, l)
+}
