@@ -71,8 +71,28 @@
 // # Faults without Docker
 //
 // [Faults] breaks a single client's connections instead of the server: it
-// drops, delays or blackholes the traffic of one zk.Conn, which needs no
+// drops, delays or partitions the traffic of one zk.Conn (a partition holds
+// bytes back as a real network does, so only timeouts notice), or cuts the
+// connection right after a given request ([Faults.DropAfter]), which needs no
 // container of its own.
+//
+// # Expiring a session
+//
+// [Faults.ExpireSession] expires the client's session on demand, in about a
+// second whatever the session timeout: like Curator's KillSession it opens a
+// second connection with the client's session id and password (read off the
+// wire) and closes that session, then waits until the client has been told.
+// [Faults.KillSession] does the first half only. [Faults.PartitionUntilExpired]
+// expires it the way a real network failure does, by partitioning the client
+// for twice the session timeout: slower, but the client goes through the
+// same sequence of events as in production (disconnect, then expiry).
+//
+// # An ensemble
+//
+// [RunEnsemble] and [StartEnsemble] start a 3-node ensemble on a private
+// Docker network, each node's client port published on 127.0.0.1. Stop,
+// start, pause or kill one node through [Ensemble.Node], or find and kill
+// the leader with [Ensemble.Leader] and [Ensemble.KillLeader].
 //
 // # Cleaning up
 //
