@@ -105,16 +105,14 @@ func TestMutexFIFO(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	first, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 
 	const waiters = 5
 	order := make(chan int, waiters)
 	for i := 0; i < waiters; i++ {
-		wm, err := zklock.NewMutex(connect(t), path)
-		require.NoError(t, err)
+		wm := newMutex(t, connect(t), path)
 		go func() {
 			l, err := wm.Acquire(ctxT(t))
 			if err != nil {
@@ -142,13 +140,11 @@ func TestTryAcquire(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	l, err := m.TryAcquire(ctxT(t))
 	require.NoError(t, err)
 
-	other, err := zklock.NewMutex(connect(t), path)
-	require.NoError(t, err)
+	other := newMutex(t, connect(t), path)
 	_, err = other.TryAcquire(ctxT(t))
 	require.ErrorIs(t, err, zklock.ErrLocked)
 	require.Len(t, children(t, c, path), 1, "a failed TryAcquire leaves no node")
@@ -164,11 +160,10 @@ func TestAcquireOnDoneContextReturnsAtOnce(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = m.Acquire(ctx)
+	_, err := m.Acquire(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	ok, _, err := c.Conn().Exists(path)
 	require.NoError(t, err)
@@ -179,13 +174,11 @@ func TestCancelledAcquireLeavesNoNode(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	held, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 
-	w, err := zklock.NewMutex(connect(t), path)
-	require.NoError(t, err)
+	w := newMutex(t, connect(t), path)
 
 	// Deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -213,15 +206,13 @@ func TestRWMutexReadersShare(t *testing.T) {
 	path := lockPath(t)
 	var leases []*zklock.Lease
 	for i := 0; i < 3; i++ {
-		rw, err := zklock.NewRWMutex(connect(t), path)
-		require.NoError(t, err)
+		rw := newRW(t, connect(t), path)
 		l, err := rw.ReadLock().TryAcquire(ctxT(t))
 		require.NoError(t, err, "readers share")
 		leases = append(leases, l)
 	}
-	rw, err := zklock.NewRWMutex(connect(t), path)
-	require.NoError(t, err)
-	_, err = rw.WriteLock().TryAcquire(ctxT(t))
+	rw := newRW(t, connect(t), path)
+	_, err := rw.WriteLock().TryAcquire(ctxT(t))
 	require.ErrorIs(t, err, zklock.ErrLocked, "a writer excludes readers")
 	parts, err := rw.Participants(ctxT(t))
 	require.NoError(t, err)
@@ -239,13 +230,11 @@ func TestRWMutexWriterExcludes(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	rw, err := zklock.NewRWMutex(c, path)
-	require.NoError(t, err)
+	rw := newRW(t, c, path)
 	w, err := rw.WriteLock().Acquire(ctxT(t))
 	require.NoError(t, err)
 
-	other, err := zklock.NewRWMutex(connect(t), path)
-	require.NoError(t, err)
+	other := newRW(t, connect(t), path)
 	_, err = other.ReadLock().TryAcquire(ctxT(t))
 	require.ErrorIs(t, err, zklock.ErrLocked)
 	_, err = other.WriteLock().TryAcquire(ctxT(t))
@@ -263,18 +252,15 @@ func TestRWMutexWriterBeforeLaterReaders(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	rw, err := zklock.NewRWMutex(c, path)
-	require.NoError(t, err)
+	rw := newRW(t, c, path)
 	r1, err := rw.ReadLock().Acquire(ctxT(t))
 	require.NoError(t, err)
 
-	wrw, err := zklock.NewRWMutex(connect(t), path)
-	require.NoError(t, err)
+	wrw := newRW(t, connect(t), path)
 	w := async(wrw.WriteLock().Acquire, ctxT(t))
 	queued(t, c, path, 2)
 
-	rrw, err := zklock.NewRWMutex(connect(t), path)
-	require.NoError(t, err)
+	rrw := newRW(t, connect(t), path)
 	r2 := async(rrw.ReadLock().Acquire, ctxT(t))
 	queued(t, c, path, 3)
 
@@ -305,17 +291,14 @@ func TestRWMutexReaderNotBlockedByLaterWriter(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	rw, err := zklock.NewRWMutex(c, path)
-	require.NoError(t, err)
+	rw := newRW(t, c, path)
 	w1, err := rw.WriteLock().Acquire(ctxT(t))
 	require.NoError(t, err)
 
-	rrw, err := zklock.NewRWMutex(connect(t), path)
-	require.NoError(t, err)
+	rrw := newRW(t, connect(t), path)
 	r := async(rrw.ReadLock().Acquire, ctxT(t))
 	queued(t, c, path, 2)
-	wrw, err := zklock.NewRWMutex(connect(t), path)
-	require.NoError(t, err)
+	wrw := newRW(t, connect(t), path)
 	w2 := async(wrw.WriteLock().Acquire, ctxT(t))
 	queued(t, c, path, 3)
 
@@ -460,8 +443,7 @@ func TestParticipants(t *testing.T) {
 
 	l, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
-	w, err := zklock.NewMutex(connect(t), path)
-	require.NoError(t, err)
+	w := newMutex(t, connect(t), path)
 	ch := async(w.Acquire, ctxT(t))
 	queued(t, c, path, 2)
 
@@ -481,8 +463,7 @@ func TestNodeFormat(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	l, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 	require.Regexp(t, `^`+path+`/_c_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-lock-\d{10}$`, l.Node())
@@ -492,8 +473,7 @@ func TestNodeFormat(t *testing.T) {
 	require.Equal(t, stat.Czxid, l.Token())
 	release(t, l)
 
-	rw, err := zklock.NewRWMutex(c, path+"rw")
-	require.NoError(t, err)
+	rw := newRW(t, c, path+"rw")
 	r, err := rw.ReadLock().Acquire(ctxT(t))
 	require.NoError(t, err)
 	require.Regexp(t, `/_c_[0-9a-f-]{36}-__READ__\d{10}$`, r.Node())
@@ -523,8 +503,7 @@ func TestParentsAreContainersAndComeBack(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	l, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 	release(t, l)
@@ -558,13 +537,11 @@ func TestHolderSessionExpiry(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	a, fa := faulty(t, time.Second)
-	m, err := zklock.NewMutex(a, path)
-	require.NoError(t, err)
+	m := newMutex(t, a, path)
 	held, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 
-	bm, err := zklock.NewMutex(connect(t), path)
-	require.NoError(t, err)
+	bm := newMutex(t, connect(t), path)
 	b := async(bm.Acquire, ctxT(t))
 	queued(t, a, path, 2)
 
@@ -591,8 +568,7 @@ func TestHolderDisconnectSuspendsLease(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	a, fa := faulty(t, 10*time.Second)
-	m, err := zklock.NewMutex(a, path)
-	require.NoError(t, err)
+	m := newMutex(t, a, path)
 	held, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 	sid := a.SessionID()
@@ -618,14 +594,12 @@ func TestWaiterRequeuesAfterExpiry(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	held, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 
 	a, fa := faulty(t, time.Second)
-	am, err := zklock.NewMutex(a, path)
-	require.NoError(t, err)
+	am := newMutex(t, a, path)
 	sid := a.SessionID()
 	ch := async(am.Acquire, ctxT(t))
 	queued(t, c, path, 2)
@@ -650,14 +624,12 @@ func TestWaiterRereadsAfterReconnect(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	held, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 
 	a, fa := faulty(t, 10*time.Second)
-	am, err := zklock.NewMutex(a, path)
-	require.NoError(t, err)
+	am := newMutex(t, a, path)
 	ch := async(am.Acquire, ctxT(t))
 	queued(t, c, path, 2)
 
@@ -676,8 +648,7 @@ func TestDropDuringCreateLeavesNoOrphan(t *testing.T) {
 	c := connect(t)
 	a, fa := faulty(t, 10*time.Second)
 
-	m, err := zklock.NewMutex(a, path)
-	require.NoError(t, err)
+	m := newMutex(t, a, path)
 	warm, err := m.Acquire(ctxT(t)) // parents exist, so the next request is the create
 	require.NoError(t, err)
 	release(t, warm)
@@ -706,8 +677,7 @@ func TestDropDuringCreateLeavesNoOrphan(t *testing.T) {
 	require.Empty(t, children(t, c, path+"sem"))
 
 	// And a waiter cancelled after its create was cut off.
-	h, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	h := newMutex(t, c, path)
 	hl, err := h.Acquire(ctxT(t))
 	require.NoError(t, err)
 	fa.DropAfter(zktest.OpCreate)
@@ -724,8 +694,7 @@ func TestClientClose(t *testing.T) {
 	path := lockPath(t)
 	a, err := zklock.Connect(ctxT(t), zktest.Servers(t))
 	require.NoError(t, err)
-	m, err := zklock.NewMutex(a, path)
-	require.NoError(t, err)
+	m := newMutex(t, a, path)
 	held, err := m.Acquire(ctxT(t))
 	require.NoError(t, err)
 	sem, err := zklock.NewSemaphore(a, path+"sem", 1)
@@ -761,14 +730,12 @@ func TestGiveUpAfterLostCreateReplyLeavesNoOrphan(t *testing.T) {
 	path := lockPath(t)
 	c := connect(t)
 	a, fa := faulty(t, 10*time.Second)
-	m, err := zklock.NewMutex(a, path)
-	require.NoError(t, err)
+	m := newMutex(t, a, path)
 	warm, err := m.Acquire(ctxT(t)) // parents exist, so the next request is the create
 	require.NoError(t, err)
 	release(t, warm)
 
-	h, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	h := newMutex(t, c, path)
 	held, err := h.Acquire(ctxT(t))
 	require.NoError(t, err)
 	fa.DropAfter(zktest.OpCreate)
@@ -784,4 +751,18 @@ func TestGiveUpAfterLostCreateReplyLeavesNoOrphan(t *testing.T) {
 	l, err := h.Acquire(ctxT(t))
 	require.NoError(t, err, "and the mutex is free")
 	release(t, l)
+}
+
+func newMutex(t *testing.T, c *zklock.Client, path string, opts ...zklock.LockOption) *zklock.Mutex {
+	t.Helper()
+	m, err := zklock.NewMutex(c, path, opts...)
+	require.NoError(t, err)
+	return m
+}
+
+func newRW(t *testing.T, c *zklock.Client, path string) *zklock.RWMutex {
+	t.Helper()
+	rw, err := zklock.NewRWMutex(c, path)
+	require.NoError(t, err)
+	return rw
 }
