@@ -64,7 +64,7 @@
 //		zkc := zktest.Start(t, zktest.WithTickTime(100*time.Millisecond))
 //		// connect to zkc.Servers(), take a lock, then:
 //		require.NoError(t, zkc.Pause(t.Context()))
-//		// ... the session expires and the lock is lost ...
+//		// ... the client disconnects: a zklock lease is lost at once ...
 //		require.NoError(t, zkc.Unpause(t.Context()))
 //	}
 //
