@@ -1,4 +1,4 @@
-package zktest
+package faults
 
 import (
 	"context"
@@ -132,7 +132,7 @@ func (f *Faults) current() (wireSession, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.wire.latest.id == 0 {
-		return wireSession{}, 0, errors.New("zktest: no session seen yet: connect the client through Faults.Dialer first")
+		return wireSession{}, 0, errors.New("faults: no session seen yet: connect the client through Faults.Dialer first")
 	}
 	return f.wire.latest, f.wire.seq, nil
 }
@@ -273,14 +273,14 @@ func (f *Faults) PartitionUntilExpired(ctx context.Context) error {
 	case <-ctx.Done():
 		t.Stop()
 		f.Heal()
-		return fmt.Errorf("zktest: partition until session 0x%x expires: %w", s.id, ctx.Err())
+		return fmt.Errorf("faults: partition until session 0x%x expires: %w", s.id, ctx.Err())
 	case <-t.C:
 	}
 	f.mu.Lock()
 	seq, healed := f.wire.seq, !f.partitioned
 	f.mu.Unlock()
 	if healed {
-		return fmt.Errorf("zktest: partition until session 0x%x expires: healed early, the session may have survived", s.id)
+		return fmt.Errorf("faults: partition until session 0x%x expires: healed early, the session may have survived", s.id)
 	}
 	f.Heal()
 	return f.awaitTold(ctx, s.id, seq, true)
@@ -306,13 +306,13 @@ func (f *Faults) awaitTold(ctx context.Context, id int64, seq uint64, resumeFail
 		case refused || other:
 			return nil
 		case survived:
-			return fmt.Errorf("zktest: session 0x%x did not expire: the client resumed it", id)
+			return fmt.Errorf("faults: session 0x%x did not expire: the client resumed it", id)
 		case closed:
-			return fmt.Errorf("zktest: wait for the client to hear that session 0x%x expired: %w", id, net.ErrClosed)
+			return fmt.Errorf("faults: wait for the client to hear that session 0x%x expired: %w", id, net.ErrClosed)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("zktest: wait for the client to hear that session 0x%x expired: %w", id, ctx.Err())
+			return fmt.Errorf("faults: wait for the client to hear that session 0x%x expired: %w", id, ctx.Err())
 		case <-changed:
 		}
 	}
@@ -332,7 +332,7 @@ const (
 func killSession(ctx context.Context, dial zk.Dialer, s wireSession) (err error) {
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("zktest: kill session 0x%x on %s: %w", s.id, s.addr, err)
+			err = fmt.Errorf("faults: kill session 0x%x on %s: %w", s.id, s.addr, err)
 		}
 	}()
 	if err := ctx.Err(); err != nil {
