@@ -4,61 +4,114 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zklock"
-	"github.com/zkrecipes/zklock/zktest"
+	"github.com/zkrecipes/zklock/faults"
 )
 
 // long bounds every wait in these tests: far above what any step needs, so
 // a hang fails instead of blocking the run.
 const long = 30 * time.Second
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*long)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// connect opens a Client of its own session, closed when the test ends.
-func connect(t *testing.T, opts ...zklock.Option) *zklock.Client {
+// msg formats the optional description of an assertion: a format and its
+// arguments, as t.Fatalf takes them.
+func msg(what []any) string {
+	if len(what) == 0 {
+		return ""
+	}
+	if format, ok := what[0].(string); ok {
+		return fmt.Sprintf(format, what[1:]...) + ": "
+	}
+	return fmt.Sprint(what...) + ": "
+}
+
+// must stops the test if err is not nil. what, if given, is a format and its
+// arguments saying what was being done.
+func must(t testing.TB, err error, what ...any) {
 	t.Helper()
-	c, err := zklock.Connect(ctxT(t), zktest.Servers(t), opts...)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("%sunexpected error: %v", msg(what), err)
+	}
+}
+
+// mustIs stops the test unless errors.Is(err, target).
+func mustIs(t testing.TB, err, target error, what ...any) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%sgot error %v, want one that errors.Is %q (%T)", msg(what), err, target, target)
+	}
+}
+
+// eventually polls cond until it holds, and stops the test if it does not
+// within long. cond runs on the test's goroutine, so it may stop the test
+// itself.
+func eventually(t testing.TB, cond func() bool, what ...any) {
+	t.Helper()
+	deadline := time.NewTimer(long)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("%scondition not met within %v", msg(what), long)
+		case <-tick.C:
+		}
+	}
+}
+
+// connect opens a Client of its own session, closed when the test ends.
+func connect(t testing.TB, opts ...zklock.Option) *zklock.Client {
+	t.Helper()
+	c, err := zklock.Connect(ctxT(t), servers(t), opts...)
+	must(t, err, "connect")
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
 // faulty opens a Client whose transport the test can break.
-func faulty(t *testing.T, session time.Duration) (*zklock.Client, *zktest.Faults) {
+func faulty(t testing.TB, session time.Duration) (*zklock.Client, *faults.Faults) {
 	t.Helper()
-	f := zktest.NewFaults(nil)
+	f := faults.New(nil)
+	t.Cleanup(f.Close) // registered first, so it runs after the Client's Close
 	c := connect(t, zklock.WithDialer(f.Dialer()), zklock.WithSessionTimeout(session))
-	t.Cleanup(f.Close) // runs before the Client's Close: cleanups are LIFO
 	return c, f
 }
 
 // lockPath returns a path of the test's own.
-func lockPath(t *testing.T) string {
+func lockPath(t testing.TB) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	return "/zklock-test/" + name + "-" + hex.EncodeToString(b[:]) + "/lock"
 }
 
-// children returns the lock path's children (none if it does not exist).
-func children(t *testing.T, c *zklock.Client, path string) []string {
+// children returns the lock path's children (none if it does not exist), as
+// the leader has them: with several servers, c's own server may lag behind
+// a write another client has seen acknowledged.
+func children(t testing.TB, c *zklock.Client, path string) []string {
 	t.Helper()
+	if _, err := c.Conn().Sync(path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		t.Fatalf("sync %s: %v", path, err)
+	}
 	kids, _, err := c.Conn().Children(path)
-	if err == zk.ErrNoNode {
+	if errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}
-	require.NoError(t, err)
+	must(t, err, "children of %s", path)
 	return kids
 }
 
@@ -77,21 +130,29 @@ func async(acquire func(context.Context) (*zklock.Lease, error), ctx context.Con
 	return ch
 }
 
-// await waits for an acquire started with async.
-func await(t *testing.T, ch <-chan result) *zklock.Lease {
+// returned waits for an acquire started with async to return, whatever it
+// returns.
+func returned(t testing.TB, ch <-chan result) result {
 	t.Helper()
 	select {
 	case r := <-ch:
-		require.NoError(t, r.err)
-		return r.lease
+		return r
 	case <-time.After(long):
 		t.Fatal("acquire did not return")
-		return nil
+		return result{}
 	}
 }
 
+// await waits for an acquire started with async to succeed.
+func await(t testing.TB, ch <-chan result) *zklock.Lease {
+	t.Helper()
+	r := returned(t, ch)
+	must(t, r.err, "acquire")
+	return r.lease
+}
+
 // pending asserts that an acquire started with async has not returned.
-func pending(t *testing.T, ch <-chan result) {
+func pending(t testing.TB, ch <-chan result) {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -101,25 +162,22 @@ func pending(t *testing.T, ch <-chan result) {
 }
 
 // queued waits until the lock path has n participants.
-func queued(t *testing.T, c *zklock.Client, path string, n int) {
+func queued(t testing.TB, c *zklock.Client, path string, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool { return len(children(t, c, path)) == n }, long, 5*time.Millisecond,
-		"want %d participants on %s", n, path)
+	eventually(t, func() bool { return len(children(t, c, path)) == n }, "want %d participants on %s", n, path)
 }
 
-// holder reports whether node holds according to parts.
-func holder(parts []zklock.Participant, node string) bool {
+// holders returns which of parts hold, and which are read-side, in order.
+func holders(parts []zklock.Participant) (held, read []bool) {
 	for _, p := range parts {
-		if p.Node == node {
-			return p.Holder
-		}
+		held, read = append(held, p.Holder), append(read, p.Read)
 	}
-	return false
+	return held, read
 }
 
-func release(t *testing.T, l *zklock.Lease) {
+func release(t testing.TB, l *zklock.Lease) {
 	t.Helper()
-	require.NoError(t, l.Release(ctxT(t)))
+	must(t, l.Release(ctxT(t)), "release %s", l.Node())
 }
 
 func closed(ch <-chan struct{}) bool {
