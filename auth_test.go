@@ -2,11 +2,11 @@ package zklock_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zklock"
 )
@@ -21,25 +21,26 @@ func TestPermanentErrorReturnsAtOnce(t *testing.T) {
 	for i := 1; i < len(path); i++ {
 		if path[i] == '/' {
 			_, err := alice.Conn().Create(path[:i], nil, 0, open)
-			if err != zk.ErrNodeExists {
-				require.NoError(t, err)
+			if !errors.Is(err, zk.ErrNodeExists) {
+				must(t, err, "create %s", path[:i])
 			}
 		}
 	}
 	_, err := alice.Conn().Create(path, nil, 0, zk.DigestACL(zk.PermAll, "alice", "secret"))
-	require.NoError(t, err)
+	must(t, err, "create %s", path)
 
-	m, err := zklock.NewMutex(connect(t), path)
-	require.NoError(t, err)
+	m := newMutex(t, connect(t), path)
 	_, err = m.Acquire(ctxT(t))
-	require.ErrorIs(t, err, zk.ErrNoAuth)
-	require.NotErrorIs(t, err, context.DeadlineExceeded, "not retried until the deadline")
-	require.True(t, strings.Contains(err.Error(), path), "the error says where: %v", err)
+	mustIs(t, err, zk.ErrNoAuth)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("retried until the deadline: %v", err)
+	}
+	if !strings.Contains(err.Error(), path) {
+		t.Fatalf("the error does not say where: %v", err)
+	}
 
 	// With the credentials, the same path works.
-	am, err := zklock.NewMutex(alice, path)
-	require.NoError(t, err)
-	l, err := am.Acquire(ctxT(t))
-	require.NoError(t, err)
+	l, err := newMutex(t, alice, path).Acquire(ctxT(t))
+	must(t, err, "acquire with the credentials")
 	release(t, l)
 }

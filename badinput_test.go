@@ -2,53 +2,64 @@ package zklock_test
 
 import (
 	"context"
+	"errors"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/stretchr/testify/require"
 
 	"github.com/zkrecipes/zklock"
-	"github.com/zkrecipes/zklock/zktest"
 )
 
-// countingDialer counts the connections a Client makes: a bad argument
-// must fail before the first.
-func countingDialer(n *atomic.Int32) zk.Dialer {
+// refusingDialer counts the connections a Client tries to make, and makes
+// none: a bad argument must fail before the first.
+func refusingDialer(n *atomic.Int32) zk.Dialer {
 	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
 		n.Add(1)
-		return net.DialTimeout(network, addr, timeout)
+		return nil, errors.New("refusingDialer: no network I/O in this test")
 	}
 }
 
+// Pure logic: no server needed, none is dialed.
 func TestConnectBadInput(t *testing.T) {
 	t.Parallel()
 	var dials atomic.Int32
-	d := zklock.WithDialer(countingDialer(&dials))
-	servers := zktest.Servers(t)
+	d := zklock.WithDialer(refusingDialer(&dials))
+	servers := []string{"127.0.0.1:2181"} // never dialed
+	// A Connect that wrongly went ahead would retry its dials until ctx
+	// ends: bound that, so such a bug fails in seconds, not minutes.
+	bound := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	for name, call := range map[string]func() error{
-		"no servers":   func() error { _, err := zklock.Connect(ctxT(t), nil, d); return err },
-		"empty server": func() error { _, err := zklock.Connect(ctxT(t), []string{servers[0], ""}, d); return err },
-		"zero timeout": func() error { _, err := zklock.Connect(ctxT(t), servers, d, zklock.WithSessionTimeout(0)); return err },
+		"no servers":   func() error { _, err := zklock.Connect(bound(), nil, d); return err },
+		"empty server": func() error { _, err := zklock.Connect(bound(), []string{servers[0], ""}, d); return err },
+		"zero timeout": func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithSessionTimeout(0)); return err },
 		"negative timeout": func() error {
-			_, err := zklock.Connect(ctxT(t), servers, d, zklock.WithSessionTimeout(-time.Second))
+			_, err := zklock.Connect(bound(), servers, d, zklock.WithSessionTimeout(-time.Second))
 			return err
 		},
-		"nil dialer": func() error { _, err := zklock.Connect(ctxT(t), servers, zklock.WithDialer(nil)); return err },
-		"empty ACL":  func() error { _, err := zklock.Connect(ctxT(t), servers, d, zklock.WithACL(nil)); return err },
-		"empty auth": func() error { _, err := zklock.Connect(ctxT(t), servers, d, zklock.WithAuth("", nil)); return err },
-		"nil retry":  func() error { _, err := zklock.Connect(ctxT(t), servers, d, zklock.WithRetry(nil)); return err },
-		"nil option": func() error { _, err := zklock.Connect(ctxT(t), servers, d, nil); return err },
+		"nil dialer": func() error { _, err := zklock.Connect(bound(), servers, zklock.WithDialer(nil)); return err },
+		"empty ACL":  func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithACL(nil)); return err },
+		"empty auth": func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithAuth("", nil)); return err },
+		"nil retry":  func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithRetry(nil)); return err },
+		"nil option": func() error { _, err := zklock.Connect(bound(), servers, d, nil); return err },
 		//nolint:staticcheck // a nil context is exactly the bad input under test
 		"nil context": func() error { _, err := zklock.Connect(nil, servers, d); return err },
 	} {
+		call := call
 		t.Run(name, func(t *testing.T) {
-			require.ErrorIs(t, call(), zklock.ErrInvalidArgument)
+			mustIs(t, call(), zklock.ErrInvalidArgument)
 		})
 	}
-	require.Zero(t, dials.Load(), "no network I/O for bad arguments")
+	if n := dials.Load(); n != 0 {
+		t.Fatalf("%d dials: want no network I/O for bad arguments", n)
+	}
 }
 
 func TestLockBadInput(t *testing.T) {
@@ -59,54 +70,59 @@ func TestLockBadInput(t *testing.T) {
 		root + "/./x", root + "/..", "/a\x00b"}
 	for _, p := range paths {
 		_, err := zklock.NewMutex(c, p)
-		require.ErrorIs(t, err, zklock.ErrInvalidArgument, "mutex %q", p)
+		mustIs(t, err, zklock.ErrInvalidArgument, "mutex %q", p)
 		_, err = zklock.NewRWMutex(c, p)
-		require.ErrorIs(t, err, zklock.ErrInvalidArgument, "rwmutex %q", p)
+		mustIs(t, err, zklock.ErrInvalidArgument, "rwmutex %q", p)
 		_, err = zklock.NewSemaphore(c, p, 1)
-		require.ErrorIs(t, err, zklock.ErrInvalidArgument, "semaphore %q", p)
+		mustIs(t, err, zklock.ErrInvalidArgument, "semaphore %q", p)
+		_, err = zklock.NewLock(c, p, oldestFirst{})
+		mustIs(t, err, zklock.ErrInvalidArgument, "lock %q", p)
 	}
 	_, err := zklock.NewMutex(nil, root)
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")
 	_, err = zklock.NewRWMutex(nil, root)
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")
 	_, err = zklock.NewSemaphore(nil, root, 1)
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument)
-	_, err = zklock.NewLock(nil, root, nil)
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")
+	_, err = zklock.NewLock(nil, root, oldestFirst{})
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")
 	_, err = zklock.NewLock(c, root, nil)
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument, "nil driver")
-	_, err = zklock.NewLock(c, root, badNameDriver{})
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument, "unknown lock name")
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil driver")
+	for _, k := range []zklock.Kind{zklock.KindUnknown, zklock.Kind(-1), zklock.Kind(99)} {
+		_, err = zklock.NewLock(c, root, kindDriver{k})
+		mustIs(t, err, zklock.ErrInvalidArgument, "driver of kind %v", k)
+	}
 	for _, max := range []int{0, -1} {
 		_, err = zklock.NewSemaphore(c, root, max)
-		require.ErrorIs(t, err, zklock.ErrInvalidArgument, "maxLeases %d", max)
+		mustIs(t, err, zklock.ErrInvalidArgument, "maxLeases %d", max)
 	}
 	_, err = zklock.NewMutex(c, root, zklock.WithNodeData(make([]byte, 1<<20)))
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument, "oversized node data")
+	mustIs(t, err, zklock.ErrInvalidArgument, "oversized node data")
 	_, err = zklock.NewMutex(c, root, nil)
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument, "nil option")
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil option")
 
-	s, err := zklock.NewSemaphore(c, root, 3)
-	require.NoError(t, err)
+	s := newSem(t, c, root, 3)
 	for _, n := range []int{0, -1, 4} {
 		_, err = s.AcquireN(ctxT(t), n)
-		require.ErrorIs(t, err, zklock.ErrInvalidArgument, "n %d", n)
+		mustIs(t, err, zklock.ErrInvalidArgument, "AcquireN(%d) of 3", n)
 	}
-	m, err := zklock.NewMutex(c, root)
-	require.NoError(t, err)
+	m := newMutex(t, c, root)
 	//nolint:staticcheck // a nil context is exactly the bad input under test
 	_, err = m.Acquire(nil)
-	require.ErrorIs(t, err, zklock.ErrInvalidArgument)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil context")
 
 	ok, _, err := c.Conn().Exists(root)
-	require.NoError(t, err)
-	require.False(t, ok, "bad input made no node")
+	must(t, err)
+	if ok {
+		t.Fatalf("bad input made a node: %s exists", root)
+	}
 }
 
-type badNameDriver struct{}
+// kindDriver writes nodes of kind, and would always hold.
+type kindDriver struct{ kind zklock.Kind }
 
-func (badNameDriver) LockName() string { return "mine-" }
-func (badNameDriver) GetsTheLock([]zklock.Child, int, int) zklock.Decision {
+func (d kindDriver) Kind() zklock.Kind { return d.kind }
+func (kindDriver) GetsTheLock([]zklock.Child, int, int) zklock.Decision {
 	return zklock.Decision{Holds: true}
 }
 
@@ -116,24 +132,25 @@ func TestUnknownNodeRefused(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	c := connect(t)
-	m, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
+	m := newMutex(t, c, path)
 	l, err := m.Acquire(ctxT(t))
-	require.NoError(t, err)
+	must(t, err)
 	_, err = c.Conn().Create(path+"/plain", nil, 0, zk.WorldACL(zk.PermAll))
-	require.NoError(t, err)
+	must(t, err)
 	release(t, l)
 	l, err = m.Acquire(ctxT(t))
-	require.NoError(t, err, "a plain node is ignored")
+	must(t, err, "a plain node is ignored")
 	release(t, l)
 
 	_, err = c.Conn().Create(path+"/foreign-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
-	require.NoError(t, err)
+	must(t, err)
 	ctx, cancel := context.WithTimeout(ctxT(t), long)
 	defer cancel()
 	_, err = m.Acquire(ctx)
-	require.ErrorIs(t, err, zklock.ErrUnknownNode)
-	require.Len(t, children(t, c, path), 2, "our node is gone again")
+	mustIs(t, err, zklock.ErrUnknownNode)
+	if kids := children(t, c, path); len(kids) != 2 {
+		t.Fatalf("our node is gone again: want the plain and the foreign node, children %v", kids)
+	}
 }
 
 // Another library's semaphore on the path (Curator's InterProcessSemaphoreV2
@@ -144,17 +161,18 @@ func TestSemaphoreRefusesForeignLayout(t *testing.T) {
 	c := connect(t)
 	for _, foreign := range []string{"leases", "0123456789abcdef0123456789abcdef"} {
 		path := lockPath(t)
-		s, err := zklock.NewSemaphore(c, path, 2)
-		require.NoError(t, err)
+		s := newSem(t, c, path, 2)
 		l, err := s.Acquire(ctxT(t)) // creates the path
-		require.NoError(t, err)
+		must(t, err)
 		release(t, l)
 		_, err = c.Conn().Create(path+"/"+foreign, nil, 0, zk.WorldACL(zk.PermAll))
-		require.NoError(t, err)
+		must(t, err)
 		_, err = s.Acquire(ctxT(t))
-		require.ErrorIs(t, err, zklock.ErrUnknownNode, foreign)
-		require.Equal(t, []string{foreign}, children(t, c, path), "no node of ours left")
+		mustIs(t, err, zklock.ErrUnknownNode, foreign)
+		if kids := children(t, c, path); !slices.Equal(kids, []string{foreign}) {
+			t.Fatalf("%s: want no node of ours left, children %v", foreign, kids)
+		}
 		_, err = s.Participants(ctxT(t))
-		require.ErrorIs(t, err, zklock.ErrUnknownNode)
+		mustIs(t, err, zklock.ErrUnknownNode, "participants beside %s", foreign)
 	}
 }

@@ -133,11 +133,13 @@ func ExampleDo() {
 	}
 }
 
-// oldestFirst is a user policy written against the Driver interface: only
-// the head of the queue holds; everyone else watches their predecessor.
+// oldestFirst is a user policy written against the Driver interface: it
+// writes mutex nodes, so it excludes (and queues fairly with) every Mutex
+// on the path, in zklock, Curator or kazoo; only the head of the queue
+// holds, and everyone else watches their predecessor.
 type oldestFirst struct{}
 
-func (oldestFirst) LockName() string { return "lock-" }
+func (oldestFirst) Kind() zklock.Kind { return zklock.KindMutex }
 
 func (oldestFirst) GetsTheLock(children []zklock.Child, first, _ int) zklock.Decision {
 	if first == 0 {
@@ -162,4 +164,12 @@ func ExampleNewLock() {
 		log.Fatal(err)
 	}
 	defer lease.Release(ctx)
+
+	parts, err := l.Participants(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range parts {
+		fmt.Printf("%s holder=%v data=%q\n", p.Node, p.Holder, p.Data)
+	}
 }
