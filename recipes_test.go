@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -341,31 +342,92 @@ func TestRWMutexReaderNotBlockedByLaterWriter(t *testing.T) {
 	release(t, await(t, w2))
 }
 
+// Every lease gets used: max clients hold at once, and the next is refused
+// until one lets go. And never more than max hold, at any acquisition, as
+// the holders count themselves and as ZooKeeper's children say. No check
+// depends on how the holders' timing happens to overlap.
 func TestSemaphoreBound(t *testing.T) {
 	t.Parallel()
 	const max, clients, cycles = 2, 6, 10
 	path := lockPath(t)
-	var inside, peak, over atomic.Int32
+	c := connect(t)
+
+	// max acquires from max sessions, at once: each returns while the
+	// others still hold (nobody releases until all have returned), so all
+	// max leases are held together.
+	var all []*zklock.Lease
+	var chs []<-chan result
+	for i := 0; i < max; i++ {
+		chs = append(chs, async(newSem(t, connect(t), path, max).Acquire, ctxT(t)))
+	}
+	for _, ch := range chs {
+		all = append(all, await(t, ch))
+	}
+	parts, err := newSem(t, c, path, max).Participants(ctxT(t))
+	must(t, err)
+	if held, _ := holders(parts); !slices.Equal(held, []bool{true, true}) {
+		t.Fatalf("want %d holders at once: holder %v", max, held)
+	}
+	extra := newSem(t, connect(t), path, max)
+	_, err = extra.TryAcquire(ctxT(t))
+	mustIs(t, err, zklock.ErrLocked, "lease %d of %d", max+1, max)
+	next := async(extra.Acquire, ctxT(t))
+	queued(t, c, path, max+1)
+	pending(t, next)
+	release(t, all[0])
+	all[0] = await(t, next)
+	for _, l := range all {
+		release(t, l)
+	}
+
+	// The bound, at every acquisition of clients contending for cycles each.
+	var inside, over, unseen atomic.Int32
 	hammer(t, clients, cycles, func() contender {
 		s := newSem(t, connect(t), path, max)
-		return contender{acquire: one(s.Acquire), held: func(context.Context, []*zklock.Lease) error {
-			n := inside.Add(1)
-			if n > max {
+		return contender{acquire: one(s.Acquire), held: func(ctx context.Context, ls []*zklock.Lease) error {
+			if inside.Add(1) > max {
 				over.Add(1)
 			}
-			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			defer inside.Add(-1)
+			parts, err := s.Participants(ctx)
+			if err != nil {
+				return err
 			}
-			time.Sleep(2 * time.Millisecond) // hold a little, so holders overlap
-			inside.Add(-1)
-			return nil
+			return checkHolders(parts, ls, max, &over, &unseen)
 		}}
 	})
 	if n := over.Load(); n != 0 {
 		t.Fatalf("more than maxLeases holders, %d times", n)
 	}
-	if p := peak.Load(); p != max {
-		t.Fatalf("all leases were used: peak %d holders, want %d", p, max)
+	if n := unseen.Load(); n != 0 {
+		t.Fatalf("a lease whose node ZooKeeper's children do not show holding, %d times", n)
 	}
+	if kids := children(t, c, path); len(kids) != 0 {
+		t.Fatalf("nodes left behind: %v", kids)
+	}
+}
+
+// checkHolders counts, in over, a snapshot of parts with more than max
+// holders and, in unseen, one where ours (held leases) are not all holders.
+func checkHolders(parts []zklock.Participant, ours []*zklock.Lease, max int, over, unseen *atomic.Int32) error {
+	n := 0
+	holding := make(map[string]bool)
+	for _, p := range parts {
+		if p.Holder {
+			n++
+			holding[p.Node] = true
+		}
+	}
+	if n > max {
+		over.Add(1)
+	}
+	for _, l := range ours {
+		if !holding[l.Node()] {
+			unseen.Add(1)
+			return fmt.Errorf("held lease %s is not a holder in %+v", l.Node(), parts)
+		}
+	}
+	return nil
 }
 
 // Curator's deprecated InterProcessSemaphore leaves C asleep here: with 2
@@ -404,21 +466,24 @@ func TestSemaphoreAcquireN(t *testing.T) {
 	t.Parallel()
 	const max, n, clients, cycles = 3, 2, 3, 5
 	path := lockPath(t)
-	var inside, over, wrong atomic.Int32
+	var inside, over, wrong, unseen atomic.Int32
 	hammer(t, clients, cycles, func() contender {
 		s := newSem(t, connect(t), path, max)
 		return contender{
 			acquire: func(ctx context.Context) ([]*zklock.Lease, error) { return s.AcquireN(ctx, n) },
-			held: func(_ context.Context, ls []*zklock.Lease) error {
+			held: func(ctx context.Context, ls []*zklock.Lease) error {
 				if len(ls) != n {
 					wrong.Add(1)
 				}
-				if inside.Add(n) > max {
+				if inside.Add(int32(len(ls))) > max {
 					over.Add(1)
 				}
-				time.Sleep(2 * time.Millisecond)
-				inside.Add(-n)
-				return nil
+				defer inside.Add(-int32(len(ls)))
+				parts, err := s.Participants(ctx)
+				if err != nil {
+					return err
+				}
+				return checkHolders(parts, ls, max, &over, &unseen)
 			},
 		}
 	})
@@ -427,6 +492,9 @@ func TestSemaphoreAcquireN(t *testing.T) {
 	}
 	if k := over.Load(); k != 0 {
 		t.Fatalf("more than maxLeases held, %d times", k)
+	}
+	if k := unseen.Load(); k != 0 {
+		t.Fatalf("a lease whose node ZooKeeper's children do not show holding, %d times", k)
 	}
 	if kids := children(t, connect(t), path); len(kids) != 0 {
 		t.Fatalf("nodes left behind: %v", kids)
@@ -876,13 +944,19 @@ func TestGiveUpAfterLostCreateReplyLeavesNoOrphan(t *testing.T) {
 	held, err := h.Acquire(ctxT(t))
 	must(t, err)
 	fa.DropAfter(faults.OpCreate)
-	// Shorter than go-zookeeper's one-second pause before reconnecting, so
-	// the acquire gives up before it can look for its node.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err = m.Acquire(ctx)
-	mustIs(t, err, context.DeadlineExceeded)
+	ch := async(m.Acquire, ctx)
+	// The create reached the server and its connection dropped before the
+	// reply. Keep the client from reconnecting (go-zookeeper pauses a second
+	// before it redials a lone server, so the partition comes first), and
+	// give up while it cannot know what became of the create.
+	eventually(t, func() bool { return a.Conn().State() != zk.StateHasSession }, "the client notices the drop")
+	fa.Partition()
+	cancel()
+	mustIs(t, returned(t, ch).err, context.Canceled)
 	release(t, held)
+	fa.Heal()
 	eventually(t, func() bool { return len(children(t, c, path)) == 0 },
 		"the cut-off create's node is deleted once the client reconnects")
 	l, err := h.Acquire(ctxT(t))
