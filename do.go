@@ -3,6 +3,7 @@ package zklock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -16,7 +17,7 @@ const releaseTimeout = 30 * time.Second
 // not run and Do returns Acquire's error.
 func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error) error {
 	if l == nil || fn == nil {
-		return invalidf("do: nil locker or function")
+		return fmt.Errorf("zklock: do: %w", invalidf("nil locker or function"))
 	}
 	lease, err := l.Acquire(ctx)
 	if err != nil {

@@ -13,18 +13,26 @@ package zklock
 //   - Holding is monotone: removing a child ahead of first never turns Holds
 //     into not Holds.
 //
-// ZooKeeper's sequence numbers only grow, so no child can ever appear ahead
-// of a participant once it is queued; children ahead can only go away. With
-// the two properties above, when a watched child is deleted and the driver
-// says the snapshot without that child holds, the participant holds now,
-// without reading the children again. That saves a round trip on every
-// handoff.
+// Proof of the engine's fast path, which hands the lock over with no round
+// trip: ZooKeeper appends to a sequential node's name the parent's child
+// version at the create (PrepRequestProcessor.pRequest2TxnCreate),
+// which grows by one with every child created under the parent, so no node
+// created after ours can sort ahead of it. Once we are queued, children
+// ahead of us can only go away. So if the driver holds on the snapshot
+// without a watched child, it holds on whatever is left once that child is
+// deleted, whatever else was deleted meanwhile (monotone) and whatever was
+// created behind us (first property): the participant holds as soon as the
+// deletion is notified, without reading the children again. The engine
+// checks, at that moment, that our own node still exists (a watch on it,
+// set by the read that fetched the token, fires first if it was deleted:
+// ZooKeeper delivers a client's notifications in zxid order).
 type Driver interface {
-	// LockName is the name written into the participant's nodes:
-	// `_c_<uuid>-<LockName><seq>`. It must be one of the names zklock
-	// parses ("lock-", "__READ__", "__WRIT__", "lease-") so that other
-	// participants can tell what the node is.
-	LockName() string
+	// Kind is the kind of node the participant writes, and so the name it
+	// carries: `_c_<uuid>-<name><seq>` with "lock-" for KindMutex,
+	// "__READ__" for KindRead, "__WRIT__" for KindWrite and "lease-" for
+	// KindLease. Other participants, in any library, read it back as that
+	// kind. [NewLock] refuses KindUnknown.
+	Kind() Kind
 
 	// GetsTheLock decides for the participant whose nodes are
 	// children[first..last] (first == last, except for
@@ -40,28 +48,46 @@ type Decision struct {
 
 	// Watch lists the children (indices, all before first) that the
 	// participant waits on when it does not hold: it decides again when any
-	// of them is deleted (or, with AwaitHold, announces that it holds). It
-	// must not be empty when Holds is false.
+	// of them is deleted. It must not be empty when Holds is false: the
+	// acquire fails with ErrInvalidArgument if it is.
 	Watch []int
+}
 
-	// AwaitHold says that the one watched child belongs to a participant
-	// that is itself waiting, and that this participant must decide again
-	// as soon as that one holds, not only when it is deleted. The watched
-	// participant's driver must set Announce.
-	AwaitHold bool
+// decision is the engine's view of a Decision. It adds the hand-over
+// protocol of zklock's semaphore, which no user driver needs.
+type decision struct {
+	Decision
 
-	// Announce, on a decision that holds, asks the engine to announce the
-	// hold to successors waiting with AwaitHold, if the participant had to
-	// wait (it bumps the version of its last node).
-	Announce bool
+	// awaitHold: the one watched child belongs to a participant that is
+	// itself waiting; decide again as soon as that one holds (it changes
+	// its node's data version), not only when it is deleted.
+	awaitHold bool
+
+	// announce: on a decision that holds after a wait, tell successors
+	// waiting with awaitHold (bump the version of our last node).
+	announce bool
+}
+
+// handOver is implemented by drivers whose waiters wake on a predecessor's
+// hold, not only on its deletion: the semaphore's.
+type handOver interface {
+	decide(children []Child, first, last int) decision
+}
+
+// decide asks d about the participant at children[first..last].
+func decide(d Driver, children []Child, first, last int) decision {
+	if h, ok := d.(handOver); ok {
+		return h.decide(children, first, last)
+	}
+	return decision{Decision: d.GetsTheLock(children, first, last)}
 }
 
 // exclusiveDriver: only the first node holds; everyone watches their
 // predecessor. Mutex and the write side of the RWMutex (Curator's
 // StandardLockInternalsDriver with maxLeases 1).
-type exclusiveDriver struct{ name string }
+type exclusiveDriver struct{ kind Kind }
 
-func (d exclusiveDriver) LockName() string { return d.name }
+func (d exclusiveDriver) Kind() Kind { return d.kind }
 
 func (d exclusiveDriver) GetsTheLock(_ []Child, first, _ int) Decision {
 	if first == 0 {
@@ -79,7 +105,7 @@ func (d exclusiveDriver) GetsTheLock(_ []Child, first, _ int) Decision {
 // it and the next writer wake, never the whole queue.
 type readDriver struct{}
 
-func (readDriver) LockName() string { return lockNameRead }
+func (readDriver) Kind() Kind { return KindRead }
 
 func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 	for i := first - 1; i >= 0; i-- {
@@ -102,17 +128,21 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 //     nobody else.
 //   - Any later group watches the last node of the group just ahead of it,
 //     and wakes when that group is deleted or announces that it holds
-//     (AwaitHold/Announce): then it is the first waiting group.
+//     (awaitHold/announce): then it is the first waiting group.
 //
 // Curator's deprecated InterProcessSemaphore watches only node i-max, so a
 // release out of order leaves the next waiter asleep while a lease is free.
 type semaphoreDriver struct{ max int }
 
-func (semaphoreDriver) LockName() string { return lockNameLease }
+func (semaphoreDriver) Kind() Kind { return KindLease }
 
 func (d semaphoreDriver) GetsTheLock(children []Child, first, last int) Decision {
+	return d.decide(children, first, last).Decision
+}
+
+func (d semaphoreDriver) decide(_ []Child, first, last int) decision {
 	if last < d.max {
-		return Decision{Holds: true, Announce: true}
+		return decision{Decision: Decision{Holds: true}, announce: true}
 	}
 	prev := first - 1 // the last node of the group ahead; first > 0 since last-first < max
 	if prev < d.max {
@@ -121,9 +151,9 @@ func (d semaphoreDriver) GetsTheLock(children []Child, first, last int) Decision
 		for i := range watch {
 			watch[i] = i
 		}
-		return Decision{Watch: watch}
+		return decision{Decision: Decision{Watch: watch}}
 	}
-	return Decision{Watch: []int{prev}, AwaitHold: true}
+	return decision{Decision: Decision{Watch: []int{prev}}, awaitHold: true}
 }
 
 // groupOf returns the bounds of the consecutive nodes sharing i's owner.

@@ -1,14 +1,16 @@
 package zklock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/go-zookeeper/zk"
 )
 
 func curatorNode(uuid, lockName string, seq int) string {
@@ -26,12 +28,20 @@ func curatorFixForSorting(s, lockName string) string {
 	return s
 }
 
+func equal(t *testing.T, got, want any, msg ...any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s\ngot:  %#v\nwant: %#v", fmt.Sprint(msg...), got, want)
+	}
+}
+
 func TestParseChild(t *testing.T) {
 	u := "0f8fad5b-d9cb-469f-a165-70867728950e"
+	hex := "0123456789abcdef0123456789abcdef"
 	for _, tc := range []struct {
 		name  string
 		kind  Kind
-		seq   int64
+		seq   int32
 		owner string
 		ok    bool
 		err   bool
@@ -40,44 +50,64 @@ func TestParseChild(t *testing.T) {
 		{name: curatorNode(u, "__READ__", 12), kind: KindRead, seq: 12, owner: u, ok: true},
 		{name: curatorNode(u, "__WRIT__", 2147483647), kind: KindWrite, seq: 2147483647, owner: u, ok: true},
 		{name: curatorNode(u, "lease-", 0), kind: KindLease, seq: 0, owner: u, ok: true},
-		{name: "_c_" + u + "-lock--000000001", kind: KindMutex, seq: -1, owner: u, ok: true}, // sequence overflowed
-		{name: "0123456789abcdef0123456789abcdef__lock__0000000003", kind: KindMutex, seq: 3, owner: "0123456789abcdef0123456789abcdef", ok: true},
-		{name: "0123456789abcdef0123456789abcdef__rlock__0000000004", kind: KindRead, seq: 4, owner: "0123456789abcdef0123456789abcdef", ok: true},
+		// After 2^31 creates under one parent, Java's %010d writes the
+		// wrapped counter with a sign: ten characters down to -999999999,
+		// eleven below.
+		{name: "_c_" + u + "-lock--000000001", kind: KindMutex, seq: -1, owner: u, ok: true},
+		{name: "_c_" + u + "-lock--2147483648", kind: KindMutex, seq: -2147483648, owner: u, ok: true},
+		{name: "_c_" + u + "-lock--1000000000", kind: KindMutex, seq: -1000000000, owner: u, ok: true},
+		{name: "_c_" + u + "-lock-1500000000", kind: KindMutex, seq: 1500000000, owner: u, ok: true},
+		{name: "_c_" + u + "-lock--0999999999", ok: true, err: true}, // never written (11 characters, a leading zero): refused
+		{name: hex + "__lock__0000000003", kind: KindMutex, seq: 3, owner: hex, ok: true},
+		{name: hex + "__rlock__0000000004", kind: KindRead, seq: 4, owner: hex, ok: true},
+		{name: hex + "__lock__-2147483648", kind: KindMutex, seq: -2147483648, owner: hex, ok: true},
+		// go-zookeeper's zk.Lock: _c_ and 32 hex characters.
+		{name: "_c_" + hex + "-lock-0000000005", kind: KindMutex, seq: 5, owner: hex, ok: true},
+		{name: "_c_" + hex + "-__READ__0000000005", ok: true, err: true}, // zk.Lock has no read side
 		{name: "leases", ok: false},
 		{name: "locks", ok: false},
 		{name: "x", ok: false},
-		{name: "lock-0000000001", ok: true, err: true, seq: 1},               // unprotected: not a format we know
-		{name: "_c_" + u + "-other-0000000001", ok: true, err: true, seq: 1}, // unknown lock name
-		{name: "0123__lock__0000000003", ok: true, err: true, seq: 3},        // short kazoo id
-		{name: "_c_" + u + "-lock-00000000x1", ok: false},                    // not a sequence
+		{name: "lock-0000000001", ok: true, err: true},                                    // unprotected: not a format we know
+		{name: "_c_" + u + "-other-0000000001", ok: true, err: true},                      // unknown lock name
+		{name: "0123__lock__0000000003", ok: true, err: true},                             // short kazoo id
+		{name: "_c_" + u + "-lock-00000000x1", ok: false},                                 // not a sequence
+		{name: "_c_" + u + "-lock-00000000001", ok: true, err: true},                      // eleven digits: not ZooKeeper's
+		{name: "0123456789ABCDEF0123456789ABCDEF__lock__0000000003", ok: true, err: true}, // kazoo writes lower case
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ch, ok, err := parseChild(tc.name)
-			require.Equal(t, tc.ok, ok)
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+			}
 			if tc.err {
-				require.ErrorIs(t, err, ErrUnknownNode)
+				if !errors.Is(err, ErrUnknownNode) {
+					t.Fatalf("err = %v, want ErrUnknownNode", err)
+				}
 				return
 			}
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !ok {
 				return
 			}
-			require.Equal(t, tc.kind, ch.Kind)
-			require.Equal(t, tc.seq, ch.Seq)
-			require.Equal(t, tc.owner, ch.Owner)
+			equal(t, []any{ch.Kind, ch.seq, ch.Owner}, []any{tc.kind, tc.seq, tc.owner})
 		})
 	}
 }
 
-// For every node Curator writes, our order is Curator's order.
+// For every node Curator writes, our order is Curator's order (as long as
+// the counter has not wrapped: see TestSortChildrenAcrossWrap).
 func TestSortChildrenMatchesCurator(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for _, lockNames := range [][]string{{"lock-"}, {"__READ__", "__WRIT__"}} {
 		for round := 0; round < 50; round++ {
+			// A live queue spans far less than 2^31 creates.
+			base := rng.Intn(1 << 30)
 			var names []string
 			for i := 0; i < 20; i++ {
 				ln := lockNames[rng.Intn(len(lockNames))]
-				names = append(names, curatorNode(uuidN(rng.Intn(1<<30)), ln, rng.Intn(1<<31-1)))
+				names = append(names, curatorNode(uuidN(rng.Intn(1<<30)), ln, base+rng.Intn(1<<20)))
 			}
 			want := append([]string(nil), names...)
 			sort.SliceStable(want, func(i, j int) bool {
@@ -88,12 +118,49 @@ func TestSortChildrenMatchesCurator(t *testing.T) {
 				return ki < kj
 			})
 			kids, err := sortChildren(names, nil)
-			require.NoError(t, err)
-			got := make([]string, len(kids))
-			for i, k := range kids {
-				got[i] = k.Name
+			if err != nil {
+				t.Fatal(err)
 			}
-			require.Equal(t, want, got)
+			equal(t, childNames(kids), want)
+		}
+	}
+}
+
+func childNames(kids []Child) []string {
+	out := make([]string, len(kids))
+	for i, k := range kids {
+		out[i] = k.Name
+	}
+	return out
+}
+
+// The parent's counter wraps from 2147483647 to -2147483648: the nodes made
+// after the wrap come after the ones made before, in creation order.
+func TestSortChildrenAcrossWrap(t *testing.T) {
+	created := []int{2147483646, 2147483647, -2147483648, -2147483647}
+	var names []string
+	for i, seq := range created {
+		names = append(names, fmt.Sprintf("_c_%s-lock-%010d", uuidN(i), seq))
+	}
+	shuffled := []string{names[3], names[1], names[2], names[0]}
+	kids, err := sortChildren(shuffled, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, childNames(kids), names, "creation order across the wrap")
+	if d := (exclusiveDriver{KindMutex}).GetsTheLock(kids, 2, 2); d.Holds {
+		t.Fatal("the first node after the wrap holds while two older nodes are queued")
+	}
+
+	for _, tc := range []struct {
+		a, b int32
+		want bool
+	}{
+		{1, 2, true}, {2, 1, false}, {2147483647, -2147483648, true}, {-2147483648, 2147483647, false},
+		{-1, 0, true}, {0, -1, false}, {5, 5, false},
+	} {
+		if got := seqBefore(tc.a, tc.b); got != tc.want {
+			t.Errorf("seqBefore(%d, %d) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }
@@ -102,21 +169,24 @@ func TestSortChildrenMixed(t *testing.T) {
 	kazoo := "0123456789abcdef0123456789abcdef__lock__0000000002"
 	names := []string{curatorNode(uuidN(1), "lock-", 3), "leases", kazoo, curatorNode(uuidN(2), "lock-", 1)}
 	kids, err := sortChildren(names, nil)
-	require.NoError(t, err)
-	require.Len(t, kids, 3, "plain nodes are dropped")
-	require.Equal(t, []int64{1, 2, 3}, []int64{kids[0].Seq, kids[1].Seq, kids[2].Seq})
-	require.Equal(t, kazoo, kids[1].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, childNames(kids), []string{names[3], kazoo, names[0]}, "plain nodes dropped, sequence order")
 
-	_, err = sortChildren(append(names, "foo-0000000009"), nil)
-	require.ErrorIs(t, err, ErrUnknownNode)
+	if _, err = sortChildren(append(names, "foo-0000000009"), nil); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("err = %v, want ErrUnknownNode", err)
+	}
 
 	leases := []string{curatorNode(uuidN(1), "lease-", 1), "plain"}
 	for _, foreign := range []string{"leases", "locks", "0123456789abcdef0123456789abcdef"} {
-		_, err = sortChildren(append(leases, foreign), foreignSemaphore)
-		require.ErrorIs(t, err, ErrUnknownNode, foreign)
+		if _, err = sortChildren(append(leases, foreign), foreignSemaphore); !errors.Is(err, ErrUnknownNode) {
+			t.Fatalf("%s: err = %v, want ErrUnknownNode", foreign, err)
+		}
 	}
-	_, err = sortChildren(append(leases, "0123456789abcdef0123456789abcdeX"), foreignSemaphore)
-	require.NoError(t, err)
+	if _, err = sortChildren(append(leases, "0123456789abcdef0123456789abcdeX"), foreignSemaphore); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // queue builds sorted children from a compact description: each letter is a
@@ -125,7 +195,7 @@ func queue(spec ...string) []Child {
 	var kids []Child
 	for i, s := range spec {
 		owner, kind := s[:len(s)-1], s[len(s)-1]
-		k := Child{Name: fmt.Sprintf("%s-%d", s, i), Seq: int64(i), Owner: owner}
+		k := Child{Name: fmt.Sprintf("%s-%d", s, i), Owner: owner}
 		switch kind {
 		case 'r':
 			k.Kind = KindRead
@@ -142,11 +212,11 @@ func queue(spec ...string) []Child {
 }
 
 func TestExclusiveDriver(t *testing.T) {
-	d := exclusiveDriver{lockNameMutex}
+	d := exclusiveDriver{KindMutex}
 	kids := queue("Am", "Bm", "Cr", "Dm")
-	require.Equal(t, Decision{Holds: true}, d.GetsTheLock(kids, 0, 0))
-	require.Equal(t, Decision{Watch: []int{0}}, d.GetsTheLock(kids, 1, 1))
-	require.Equal(t, Decision{Watch: []int{2}}, d.GetsTheLock(kids, 3, 3), "a writer waits for readers ahead too")
+	equal(t, d.GetsTheLock(kids, 0, 0), Decision{Holds: true})
+	equal(t, d.GetsTheLock(kids, 1, 1), Decision{Watch: []int{0}})
+	equal(t, d.GetsTheLock(kids, 3, 3), Decision{Watch: []int{2}}, "a writer waits for readers ahead too")
 }
 
 func TestReadDriver(t *testing.T) {
@@ -168,10 +238,11 @@ func TestReadDriver(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.spec, ","), func(t *testing.T) {
 			got := d.GetsTheLock(queue(tc.spec...), tc.ours, tc.ours)
-			require.Equal(t, tc.holds, got.Holds)
+			want := Decision{Holds: true}
 			if !tc.holds {
-				require.Equal(t, []int{tc.watch}, got.Watch)
+				want = Decision{Watch: []int{tc.watch}}
 			}
+			equal(t, got, want)
 		})
 	}
 }
@@ -179,31 +250,30 @@ func TestReadDriver(t *testing.T) {
 func TestSemaphoreDriver(t *testing.T) {
 	d := semaphoreDriver{max: 2}
 	kids := queue("As", "Bs", "Cs", "Ds")
-	require.True(t, d.GetsTheLock(kids, 0, 0).Holds)
-	require.True(t, d.GetsTheLock(kids, 1, 1).Holds)
+	equal(t, d.decide(kids, 0, 0), decision{Decision: Decision{Holds: true}, announce: true})
+	equal(t, d.decide(kids, 1, 1).Holds, true)
 	// C is the first waiter: it watches every holder, so any release wakes it.
-	require.Equal(t, Decision{Watch: []int{0, 1}}, d.GetsTheLock(kids, 2, 2))
+	equal(t, d.decide(kids, 2, 2), decision{Decision: Decision{Watch: []int{0, 1}}})
 	// D waits for C to hold (or go), not for a holder.
-	require.Equal(t, Decision{Watch: []int{2}, AwaitHold: true}, d.GetsTheLock(kids, 3, 3))
+	equal(t, d.decide(kids, 3, 3), decision{Decision: Decision{Watch: []int{2}}, awaitHold: true})
+	// The public view hides the hand-over protocol.
+	equal(t, d.GetsTheLock(kids, 3, 3), Decision{Watch: []int{2}})
+	equal(t, decide(d, kids, 3, 3).awaitHold, true, "the engine sees it")
 
 	// [A B C D], B releases: C holds at once, D is now the first waiter.
 	kids = queue("As", "Cs", "Ds")
-	require.True(t, d.GetsTheLock(kids, 1, 1).Holds)
-	require.Equal(t, Decision{Watch: []int{0, 1}}, d.GetsTheLock(kids, 2, 2))
+	equal(t, d.decide(kids, 1, 1).Holds, true)
+	equal(t, d.decide(kids, 2, 2), decision{Decision: Decision{Watch: []int{0, 1}}})
 }
 
 func TestSemaphoreDriverGroups(t *testing.T) {
 	d := semaphoreDriver{max: 3}
 	// Three participants each asking for 2 of 3 leases.
 	kids := queue("As", "As", "Bs", "Bs", "Cs", "Cs")
-	require.True(t, d.GetsTheLock(kids, 0, 1).Holds)
-	b := d.GetsTheLock(kids, 2, 3)
-	require.False(t, b.Holds, "B must not hold part of its request")
-	require.Equal(t, []int{0, 1}, b.Watch)
-	require.Equal(t, Decision{Watch: []int{3}, AwaitHold: true}, d.GetsTheLock(kids, 4, 5))
-
-	held := holders(kids, func(Child) Driver { return d })
-	require.Equal(t, []bool{true, true, false, false, false, false}, held)
+	equal(t, d.GetsTheLock(kids, 0, 1).Holds, true)
+	equal(t, d.GetsTheLock(kids, 2, 3), Decision{Watch: []int{0, 1}}, "B must not hold part of its request")
+	equal(t, d.decide(kids, 4, 5), decision{Decision: Decision{Watch: []int{3}}, awaitHold: true})
+	equal(t, holders(kids, func(Child) Driver { return d }), []bool{true, true, false, false, false, false})
 }
 
 // The fast path: the driver on the snapshot without the watched node.
@@ -211,35 +281,82 @@ func TestPlanFastPath(t *testing.T) {
 	l := &Lock{path: "/p", driver: readDriver{}}
 	p := &participant{l: l}
 	kids := queue("Ar", "Bw", "Cr")
-	w := p.plan(kids, 2, 2, readDriver{}.GetsTheLock(kids, 2, 2))
-	require.Equal(t, []bool{true}, w.fast, "the only writer ahead: its deletion alone lets us in")
+	w := p.plan(kids, 2, 2, decide(l.driver, kids, 2, 2))
+	equal(t, w.fast, []bool{true}, "the only writer ahead: its deletion alone lets us in")
 
 	kids = queue("Aw", "Br", "Cw", "Dr")
-	w = p.plan(kids, 3, 3, readDriver{}.GetsTheLock(kids, 3, 3))
-	require.Equal(t, []string{"/p/" + kids[2].Name}, w.paths)
-	require.Equal(t, []bool{false}, w.fast, "another writer is still ahead")
+	w = p.plan(kids, 3, 3, decide(l.driver, kids, 3, 3))
+	equal(t, w.paths, []string{"/p/" + kids[2].Name})
+	equal(t, w.fast, []bool{false}, "another writer is still ahead")
 
-	l.driver = exclusiveDriver{lockNameMutex}
+	l.driver = exclusiveDriver{KindMutex}
 	kids = queue("Am", "Bm", "Cm")
-	require.Equal(t, []bool{true}, p.plan(kids, 1, 1, exclusiveDriver{}.GetsTheLock(kids, 1, 1)).fast)
-	require.Equal(t, []bool{false}, p.plan(kids, 2, 2, exclusiveDriver{}.GetsTheLock(kids, 2, 2)).fast)
+	equal(t, p.plan(kids, 1, 1, decide(l.driver, kids, 1, 1)).fast, []bool{true})
+	equal(t, p.plan(kids, 2, 2, decide(l.driver, kids, 2, 2)).fast, []bool{false})
 
 	l.driver = semaphoreDriver{2}
 	kids = queue("As", "Bs", "Cs")
-	w = p.plan(kids, 2, 2, semaphoreDriver{2}.GetsTheLock(kids, 2, 2))
-	require.Equal(t, []bool{true, true}, w.fast)
-	require.Equal(t, []bool{true, true}, w.announce)
+	w = p.plan(kids, 2, 2, decide(l.driver, kids, 2, 2))
+	equal(t, w.fast, []bool{true, true})
+	equal(t, w.announce, []bool{true, true})
+}
+
+// A driver bug fails the acquire with ErrInvalidArgument, never a panic or
+// a hang.
+func TestCheckRefusesBadDecisions(t *testing.T) {
+	p := &participant{l: &Lock{driver: exclusiveDriver{KindMutex}}}
+	for _, d := range []Decision{{}, {Watch: []int{2}}, {Watch: []int{-1}}, {Watch: []int{5}}} {
+		if err := p.check(decision{Decision: d}, 2); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%+v: err = %v, want ErrInvalidArgument", d, err)
+		}
+	}
+	for _, d := range []Decision{{Holds: true}, {Watch: []int{0, 1}}} {
+		if err := p.check(decision{Decision: d}, 2); err != nil {
+			t.Errorf("%+v: %v", d, err)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want outcome
+	}{
+		{nil, done},
+		{fmt.Errorf("x: %w", zk.ErrNoNode), gone},
+		{ErrClientClosed, closing},
+		{zk.ErrClosing, closing},
+		{zk.ErrSessionExpired, retry},
+		{zk.ErrConnectionClosed, retry},
+		{zk.ErrNoAuth, permanent},
+		{context.Canceled, permanent},
+	} {
+		if got := classify(tc.err); got != tc.want {
+			t.Errorf("classify(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
 }
 
 func TestValidatePath(t *testing.T) {
 	for _, bad := range []string{"", "lock", "a/b", "/", "/a/", "/a//b", "/zookeeper", "/zookeeper/x",
 		"/a/./b", "/a/..", "/a\x00b", "/a\x01"} {
-		err := validatePath(bad)
-		require.Error(t, err, "%q", bad)
-		require.True(t, errors.Is(err, ErrInvalidArgument), "%q: %v", bad, err)
+		if err := validatePath(bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%q: err = %v, want ErrInvalidArgument", bad, err)
+		}
 	}
 	for _, good := range []string{"/a", "/a/b", "/zookeeperx", "/a.b/c-d_e", "/ünïcode"} {
-		require.NoError(t, validatePath(good), good)
+		if err := validatePath(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
 	}
-	require.Equal(t, []string{"/a", "/a/b", "/a/b/c"}, parents("/a/b/c"))
+	equal(t, parents("/a/b/c"), []string{"/a", "/a/b", "/a/b/c"})
+}
+
+func TestKindLockNames(t *testing.T) {
+	for k, want := range map[Kind]string{KindMutex: "lock-", KindRead: "__READ__", KindWrite: "__WRIT__",
+		KindLease: "lease-", KindUnknown: "", Kind(99): ""} {
+		if got := k.lockName(); got != want {
+			t.Errorf("%v.lockName() = %q, want %q", k, got, want)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 )
@@ -23,7 +22,7 @@ type Lease struct {
 	session int64
 
 	mu       sync.Mutex
-	err      error
+	err      error // set once, when the lease ends; never changes after
 	released bool
 	done     chan struct{}
 }
@@ -39,14 +38,14 @@ func (l *Lease) Node() string { return l.node }
 func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: released, or
-// lost. After it closes, [Lease.Err] says why.
+// lost. [Lease.Err] says why, and says the same from then on.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Err returns nil while the lease is held. After [Lease.Done] closes it
-// returns an error wrapping ErrReleased, ErrConnectionSuspended,
-// ErrSessionExpired or ErrClientClosed. A lease lost to a disconnect whose
-// session then expires reports both ErrSessionExpired and
-// ErrConnectionSuspended.
+// Err returns nil while the lease is held. Once [Lease.Done] is closed it
+// returns the one reason the lease ended, an error wrapping ErrReleased,
+// ErrConnectionSuspended, ErrSessionExpired or ErrClientClosed, and never
+// changes again: a lease lost to a disconnect reports ErrConnectionSuspended
+// even if its session expires later.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -56,12 +55,12 @@ func (l *Lease) Err() error {
 // Release ends the lease and deletes its node, retrying connection errors
 // with backoff until ctx is done. The lease counts as ended (Done is closed)
 // before the node is deleted, so it never outlives its node. If ctx ends
-// before the node is deleted, the Client keeps deleting it in the
+// before the node is deleted, the Client's janitor keeps deleting it in the
 // background, while the session lasts.
 //
 // Release returns nil, or, if the lease had been lost already, an error
-// wrapping the reason (its node is deleted all the same, if it still
-// exists). A second call returns an error wrapping ErrReleased.
+// wrapping the reason (the janitor deletes its node, if the session still
+// has it). A second call returns an error wrapping ErrReleased.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
@@ -75,28 +74,28 @@ func (l *Lease) Release(ctx context.Context) error {
 		close(l.done)
 	}
 	l.mu.Unlock()
-	l.c.forget(l)
-
 	if lost != nil {
-		if errors.Is(lost, ErrConnectionSuspended) && !errors.Is(lost, ErrSessionExpired) {
-			l.c.discard([]string{l.node}, l.session)
-		}
+		// Whoever ended the lease took care of its node.
 		return fmt.Errorf("zklock: release %s: lease was lost: %w", l.node, lost)
 	}
-	err := l.c.retry(ctx, func() error { return l.c.deleteNodes([]string{l.node}, l.session) })
-	if err != nil {
-		if isRetryable(err) || ctx.Err() != nil {
-			l.c.discard([]string{l.node}, l.session)
-			return nil
-		}
-		return fmt.Errorf("zklock: release %s: %w", l.node, err)
+	l.c.forget(l)
+
+	nodes := []string{l.node}
+	err := l.c.retry(ctx, func(zc conn) error { return deleteOwned(zc, nodes, l.session) })
+	switch o := classify(err); {
+	case o == done || o == closing:
+		return nil
+	case o == retry || ctx.Err() != nil:
+		l.c.janitor.discard(job{nodes: nodes, session: l.session})
+		return nil
 	}
-	return nil
+	return fmt.Errorf("zklock: release %s: %w", l.node, err)
 }
 
-// lose ends a held lease with err. It reports whether the lease was live.
-// It never blocks: the Client calls it from its event callback.
-func (l *Lease) lose(err error) bool {
+// end ends a held lease with err. It reports whether the lease was live,
+// so that exactly one caller takes care of its node. It never blocks: the
+// Client calls it from its state callback.
+func (l *Lease) end(err error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -105,14 +104,4 @@ func (l *Lease) lose(err error) bool {
 	l.err = err
 	close(l.done)
 	return true
-}
-
-// expire records that the session of a lease lost to a disconnect has
-// expired too.
-func (l *Lease) expire() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if errors.Is(l.err, ErrConnectionSuspended) {
-		l.err = fmt.Errorf("%w (%w first)", ErrSessionExpired, ErrConnectionSuspended)
-	}
 }

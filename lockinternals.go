@@ -6,42 +6,14 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/go-zookeeper/zk"
 	"github.com/google/uuid"
 )
 
-// LockOption configures a lock ([NewMutex], [NewRWMutex], [NewSemaphore],
-// [NewLock]).
-type LockOption func(*lockOptions) error
-
-type lockOptions struct {
-	data []byte
-	set  bool
-}
-
-// maxNodeData bounds node data well below ZooKeeper's default 1 MiB packet
-// limit.
-const maxNodeData = 512 << 10
-
-// WithNodeData sets the data stored in each of the lock's nodes, which
-// [Mutex.Participants] and friends report. Default: a short owner identity,
-// "<hostname>/<pid>". More than 512 KiB fails with ErrInvalidArgument.
-func WithNodeData(data []byte) LockOption {
-	return func(o *lockOptions) error {
-		if len(data) > maxNodeData {
-			return invalidf("node data of %d bytes exceeds %d", len(data), maxNodeData)
-		}
-		o.data, o.set = data, true
-		return nil
-	}
-}
-
 // Lock is the engine under every recipe: Curator's LockInternals with a
 // pluggable [Driver]. Each Acquire creates a protected ephemeral-sequential
-// node `_c_<uuid>-<lockname><seq>` under the lock path (whose missing
+// node `_c_<uuid>-<name><seq>` under the lock path (whose missing
 // ancestors are created as container nodes), reads the children in queue
 // order and asks the driver whether it holds; if not, it watches (with
 // getData) the siblings the driver names and decides again when they change,
@@ -58,9 +30,15 @@ type Lock struct {
 }
 
 // NewLock returns a lock on path with the policy d. It validates its
-// arguments (errors wrap ErrInvalidArgument) and makes no ZooKeeper call.
+// arguments (errors wrap ErrInvalidArgument: a nil client or driver, a bad
+// path, a driver whose Kind is not one zklock writes) and makes no
+// ZooKeeper call.
 func NewLock(c *Client, path string, d Driver, opts ...LockOption) (*Lock, error) {
-	return newLock(c, path, d, opts)
+	l, err := newLock(c, path, d, opts)
+	if err != nil {
+		return nil, fmt.Errorf("zklock: new lock: %w", err)
+	}
+	return l, nil
 }
 
 func newLock(c *Client, path string, d Driver, opts []LockOption) (*Lock, error) {
@@ -73,11 +51,9 @@ func newLock(c *Client, path string, d Driver, opts []LockOption) (*Lock, error)
 	if d == nil {
 		return nil, invalidf("nil driver")
 	}
-	switch d.LockName() {
-	case lockNameMutex, lockNameRead, lockNameWrite, lockNameLease:
-	default:
-		return nil, invalidf("driver lock name %q is none of %q, %q, %q, %q",
-			d.LockName(), lockNameMutex, lockNameRead, lockNameWrite, lockNameLease)
+	if d.Kind().lockName() == "" {
+		return nil, invalidf("driver kind %v is none of %v, %v, %v, %v",
+			d.Kind(), KindMutex, KindRead, KindWrite, KindLease)
 	}
 	o := lockOptions{}
 	for _, opt := range opts {
@@ -102,11 +78,13 @@ func (l *Lock) Path() string { return l.path }
 // when ctx is done with an error for which errors.Is(err, ctx.Err()) holds.
 // A done ctx returns at once. On failure nothing is left behind: our node
 // is deleted by a cleanup that does not depend on ctx, retried until it
-// succeeds or the session ends. If the session expires while waiting, the
-// participant queues again in the new session (at the back) while ctx
-// allows. Errors wrap ErrClientClosed, ErrUnknownNode or ZooKeeper's own.
+// succeeds or the session ends. If the session expires while waiting, or
+// our node is deleted by someone else, the participant queues again (at the
+// back) while ctx allows. Errors wrap ErrClientClosed, ErrUnknownNode,
+// ErrInvalidArgument (a driver that neither holds nor watches) or
+// ZooKeeper's own.
 func (l *Lock) Acquire(ctx context.Context) (*Lease, error) {
-	leases, err := l.acquire(ctx, 1, false)
+	leases, err := l.acquire(ctx, "acquire", 1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -118,158 +96,163 @@ func (l *Lock) Acquire(ctx context.Context) (*Lease, error) {
 // leaves no node behind when it fails. It still waits for ZooKeeper itself
 // (bounded by ctx).
 func (l *Lock) TryAcquire(ctx context.Context) (*Lease, error) {
-	leases, err := l.acquire(ctx, 1, true)
+	leases, err := l.acquire(ctx, "try acquire", 1, true)
 	if err != nil {
 		return nil, err
 	}
 	return leases[0], nil
 }
 
+// Participants lists the lock's participants: holders first, then waiters,
+// each in queue order, with their node data, as the lock's driver sees
+// them.
+func (l *Lock) Participants(ctx context.Context) ([]Participant, error) {
+	return l.participants(ctx, func(Child) Driver { return l.driver })
+}
+
 // errRequeue: our nodes are gone (their session ended, or someone deleted
 // them); queue again.
-var errRequeue = errors.New("zklock: requeue")
+var errRequeue = errors.New("requeue")
 
-func (l *Lock) acquire(ctx context.Context, n int, try bool) ([]*Lease, error) {
-	op := "acquire"
-	if try {
-		op = "try acquire"
+func (l *Lock) acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
+	fail := func(err error) ([]*Lease, error) {
+		return nil, fmt.Errorf("zklock: %s %s: %w", op, l.path, err)
 	}
 	if ctx == nil {
-		return nil, fmt.Errorf("zklock: %s %s: %w", op, l.path, invalidf("nil context"))
+		return fail(invalidf("nil context"))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("zklock: %s %s: %w", op, l.path, err)
+		return fail(err)
 	}
 	if l.c.state().closed {
-		return nil, fmt.Errorf("zklock: %s %s: %w", op, l.path, ErrClientClosed)
+		return fail(ErrClientClosed)
 	}
-	p := &participant{l: l, n: n}
-	for {
-		p.id = uuid.NewString()
-		err := p.enqueue(ctx)
-		if err == nil {
-			var leases []*Lease
-			leases, err = p.await(ctx, try)
-			if err == nil {
-				return leases, nil
-			}
-		}
-		if errors.Is(err, errRequeue) {
-			l.c.log.Debug("zklock: queueing again", "path", l.path)
-			continue
-		}
-		return nil, fmt.Errorf("zklock: %s %s: %w", op, l.path, err)
+	p := &participant{l: l, c: l.c, n: n}
+	leases, err := p.run(ctx, try)
+	if err != nil {
+		return fail(err)
 	}
+	return leases, nil
 }
 
 // participant is one Acquire: its nodes, in queue order, and the session
 // that owns them.
 type participant struct {
 	l       *Lock
+	c       *Client
 	n       int
 	id      string   // protected id shared by our nodes
-	nodes   []string // full paths
-	session int64
+	nodes   []string // full paths, once known
+	unsure  bool     // a create may have made nodes we cannot name but by id
+	session int64    // the session of nodes, or of the unsure create
 	token   int64
+	own     <-chan event // a watch on our last node; nil until read sets it
+}
+
+// run queues the participant and waits until it holds.
+//
+// Leaving by any path but a grant deletes our nodes: the deferred abandon
+// is the one place that cleans up a failed, cancelled or refused acquire,
+// so no return path can forget it.
+func (p *participant) run(ctx context.Context, try bool) (leases []*Lease, err error) {
+	defer func() {
+		if leases == nil {
+			p.abandon()
+		}
+	}()
+	for {
+		if err := p.enqueue(ctx); err != nil {
+			return nil, err
+		}
+		leases, err = p.await(ctx, try)
+		if !errors.Is(err, errRequeue) {
+			return leases, err
+		}
+		p.abandon() // whatever may be left of ours in this session
+		p.c.log.Debug("zklock: queueing again", "path", p.l.path)
+	}
+}
+
+// abandon hands whatever nodes of ours may exist to the janitor, and
+// forgets them.
+func (p *participant) abandon() {
+	switch {
+	case p.nodes != nil:
+		p.c.janitor.discard(job{nodes: p.nodes, session: p.session})
+	case p.unsure:
+		p.c.janitor.discard(job{parent: p.l.path, prefix: protectedPrefix + p.id + "-", session: p.session})
+	}
+	p.nodes, p.unsure, p.own = nil, false, nil
 }
 
 // enqueue creates our nodes. A create that fails with a connection error
 // may still have happened: we look for our nodes by their protected id,
 // and accept them only in the session that made them.
 func (p *participant) enqueue(ctx context.Context) error {
-	l, c := p.l, p.l.c
-	prefix := l.path + "/" + nodePrefix(p.id, l.driver.LockName())
+	l, c := p.l, p.c
+	p.id = uuid.NewString()
+	prefix := l.path + "/" + nodePrefix(p.id, l.driver.Kind())
 	var b backoff.BackOff
 	for {
-		session, err := c.awaitSessionID(ctx)
+		session, err := c.awaitSession(ctx)
 		if err != nil {
 			return err
 		}
-		nodes, err := p.create(prefix)
-		switch {
-		case err == nil:
-			if now := c.conn.SessionID(); now != session {
+		zc := c.conn()
+		nodes, err := zc.create(prefix, l.data, c.acl, p.n)
+		switch classify(err) {
+		case done:
+			if now := zc.sessionID(); now != session {
 				// The session changed while the create was in flight, so
 				// the nodes may belong to the new one: delete them if so
 				// (an orphan there would block the queue until that session
 				// ends), and create again.
-				c.discard(nodes, now)
+				c.janitor.discard(job{nodes: nodes, session: now})
 				continue
 			}
 			p.nodes, p.session = nodes, session
 			return nil
-		case errors.Is(err, zk.ErrNoNode):
+		case gone:
 			if err := l.ensureParents(ctx); err != nil {
 				return err
 			}
 			continue
-		case errors.Is(err, zk.ErrClosing):
+		case closing:
 			return ErrClientClosed
-		case !isRetryable(err) && !errors.Is(err, zk.ErrSessionExpired):
+		case permanent:
 			return err
 		}
 		// The create's fate is unknown. Only the session that sent it can
-		// own a node it made; another session means the node (if any)
-		// went with the old one. Giving up now must not leave that node
-		// behind: only its protected id names it.
-		giveUp := func(err error) error {
-			c.discardPrefix(l.path, protectedPrefix+p.id+"-", session)
+		// own a node it made; another session means the node (if any) went
+		// with the old one. Until we know, the node is ours to clean up.
+		p.unsure, p.session = true, session
+		s, err := c.awaitSession(ctx)
+		if err != nil {
 			return err
 		}
-		if s, err := c.awaitSessionID(ctx); err != nil {
-			return giveUp(err)
-		} else if s == session {
-			found, err := p.find(session)
-			if err == nil && found != nil {
-				p.nodes, p.session = found, session
+		if s == session {
+			if found, err := p.find(); err == nil && found != nil {
+				p.nodes, p.unsure = found, false
 				return nil
 			}
+		} else {
+			p.unsure = false
 		}
 		if b == nil {
 			b = c.newBackOff()
 		}
 		if err := sleep(ctx, b.NextBackOff()); err != nil {
-			return giveUp(err)
+			return err
 		}
 	}
-}
-
-func (p *participant) create(prefix string) ([]string, error) {
-	l, conn := p.l, p.l.c.conn
-	if p.n == 1 {
-		n, err := conn.Create(prefix, l.data, zk.FlagEphemeralSequential, l.c.acl)
-		if err != nil {
-			return nil, err
-		}
-		return []string{n}, nil
-	}
-	// One multi: the n nodes exist all together or not at all, with
-	// consecutive sequence numbers, so a participant never holds part of
-	// its request while it waits for the rest.
-	ops := make([]any, p.n)
-	for i := range ops {
-		ops[i] = &zk.CreateRequest{Path: prefix, Data: l.data, Acl: l.c.acl, Flags: zk.FlagEphemeralSequential}
-	}
-	res, err := conn.Multi(ops...)
-	if err != nil {
-		return nil, err
-	}
-	nodes := make([]string, len(res))
-	for i, r := range res {
-		if r.Error != nil {
-			return nil, r.Error
-		}
-		nodes[i] = r.String
-	}
-	return nodes, nil
 }
 
 // find looks for our nodes after a create whose outcome is unknown. The
 // sync first lets the server we now talk to catch up with the leader.
-func (p *participant) find(session int64) ([]string, error) {
-	l, conn := p.l, p.l.c.conn
-	_, _ = conn.Sync(l.path)
-	names, _, err := conn.Children(l.path)
+func (p *participant) find() ([]string, error) {
+	l, zc := p.l, p.c.conn()
+	_ = zc.sync(l.path)
+	names, err := zc.children(l.path)
 	if err != nil {
 		return nil, err
 	}
@@ -281,9 +264,7 @@ func (p *participant) find(session int64) ([]string, error) {
 		}
 	}
 	if len(ours) != p.n {
-		if len(ours) > 0 {
-			p.discardNames(ours, session)
-		}
+		p.discardNames(ours)
 		return nil, nil
 	}
 	kids, err := sortChildren(ours, nil)
@@ -294,36 +275,33 @@ func (p *participant) find(session int64) ([]string, error) {
 	for i, k := range kids {
 		nodes[i] = l.path + "/" + k.Name
 	}
-	_, stat, err := conn.Get(nodes[len(nodes)-1])
+	_, st, err := zc.get(nodes[len(nodes)-1])
 	if err != nil {
 		return nil, err
 	}
-	if stat.EphemeralOwner != session {
+	if st.ephemeralOwner != p.session {
 		return nil, nil // not ours: never counts
 	}
 	return nodes, nil
 }
 
-func (p *participant) discardNames(names []string, session int64) {
+func (p *participant) discardNames(names []string) {
+	if len(names) == 0 {
+		return
+	}
 	paths := make([]string, len(names))
 	for i, n := range names {
 		paths[i] = p.l.path + "/" + n
 	}
-	p.l.c.discard(paths, session)
+	p.c.janitor.discard(job{nodes: paths, session: p.session})
 }
 
 // ensureParents creates the lock path and its missing ancestors as
 // container nodes, which the server deletes once they are empty again.
 func (l *Lock) ensureParents(ctx context.Context) error {
-	c := l.c
 	for _, dir := range parents(l.path) {
-		err := c.retry(ctx, func() error {
-			_, err := c.conn.CreateContainer(dir, nil, zk.FlagContainer, c.acl)
-			if errors.Is(err, zk.ErrNodeExists) {
-				return nil
-			}
-			return err
-		})
+		dir := dir
+		err := l.c.retry(ctx, func(zc conn) error { return zc.createContainer(dir, l.c.acl) })
 		if err != nil {
 			return fmt.Errorf("create parent %s: %w", dir, err)
 		}
@@ -334,124 +312,143 @@ func (l *Lock) ensureParents(ctx context.Context) error {
 // await waits until our nodes hold, deciding again after every change of
 // a watched sibling and every change of the session's state.
 func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
-	l, c := p.l, p.l.c
-	haveToken, waited := false, false
+	waited := false
 	var b backoff.BackOff
 	for {
-		st := c.state()
-		switch {
-		case st.closed:
-			return nil, ErrClientClosed
-		case !st.connected:
-			select {
-			case <-ctx.Done():
-				p.abandon()
-				return nil, ctx.Err()
-			case <-st.changed:
-			}
-			continue
-		case c.conn.SessionID() != p.session:
-			return nil, errRequeue // our nodes went with the old session
-		}
-
-		names, stat, err := p.read(!haveToken)
+		st, err := p.ready(ctx)
 		if err != nil {
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				return nil, errRequeue // the path or our node is gone, so is our node
-			case errors.Is(err, zk.ErrClosing):
-				return nil, ErrClientClosed
-			case isRetryable(err) || errors.Is(err, zk.ErrSessionExpired):
-				if b == nil {
-					b = c.newBackOff()
-				}
-				if err := sleep(ctx, b.NextBackOff()); err != nil {
-					p.abandon()
-					return nil, err
-				}
-				continue
-			default:
-				p.abandon()
-				return nil, err
-			}
-		}
-		b = nil
-		if !haveToken {
-			if stat.EphemeralOwner != p.session {
-				// Never count a node of another session; if it is the
-				// current one's, it must not stay in the queue either.
-				c.discard(p.nodes, stat.EphemeralOwner)
-				return nil, errRequeue
-			}
-			p.token, haveToken = stat.Czxid, true
-		}
-		kids, err := sortChildren(names, l.refuse)
-		if err != nil {
-			p.abandon()
 			return nil, err
 		}
-		kids = p.dropStrays(kids)
+		kids, err := p.read()
+		switch classify(err) {
+		case done:
+			b = nil
+		case gone:
+			return nil, errRequeue // the path or our node is gone, so is our node
+		case retry:
+			if b == nil {
+				b = p.c.newBackOff()
+			}
+			if err := sleep(ctx, b.NextBackOff()); err != nil {
+				return nil, err
+			}
+			continue
+		default:
+			return nil, err
+		}
 		first, last, ok := p.locate(kids)
 		if !ok {
 			return nil, errRequeue
 		}
-		d := l.driver.GetsTheLock(kids, first, last)
+		d := decide(p.l.driver, kids, first, last)
+		if err := p.check(d, first); err != nil {
+			return nil, err
+		}
 		if d.Holds {
-			leases, err := p.grant(st.epoch, waited && d.Announce)
-			if err != nil || leases != nil {
+			if leases, err := p.grant(st, waited && d.announce); err != nil || leases != nil {
 				return leases, err
 			}
 			continue // the session changed since the read: decide again
 		}
 		if try {
-			p.abandon()
 			return nil, ErrLocked
 		}
-		if len(d.Watch) == 0 {
-			p.abandon()
-			return nil, fmt.Errorf("driver %T neither holds nor names a node to watch", l.driver)
-		}
 		waited = true
-		plan := p.plan(kids, first, last, d)
-		fast, announce, err := p.wait(ctx, st, plan)
+		fast, announce, err := p.wait(ctx, st, p.plan(kids, first, last, d))
 		if err != nil {
-			p.abandon()
 			return nil, err
 		}
 		if fast {
-			leases, err := p.grant(st.epoch, announce)
-			if err != nil || leases != nil {
+			if leases, err := p.grant(st, announce); err != nil || leases != nil {
 				return leases, err
 			}
 		}
 	}
 }
 
-// read gets the children of the lock path and, the first time, the stat of
-// our last node (its czxid is the token, its owner proves it is ours). The
-// two requests are pipelined on the connection, so the token costs no
-// extra round trip.
-func (p *participant) read(withStat bool) ([]string, *zk.Stat, error) {
-	conn := p.l.c.conn
-	if !withStat {
-		names, _, err := conn.Children(p.l.path)
-		return names, nil, err
+// ready waits until the session that owns our nodes is connected.
+func (p *participant) ready(ctx context.Context) (clientState, error) {
+	for {
+		st := p.c.state()
+		switch {
+		case st.closed:
+			return st, ErrClientClosed
+		case !st.connected:
+			select {
+			case <-ctx.Done():
+				return st, ctx.Err()
+			case <-st.changed:
+			}
+			continue
+		case p.c.conn().sessionID() != p.session:
+			return st, errRequeue // our nodes went with the old session
+		}
+		return st, nil
+	}
+}
+
+// check refuses a decision the engine cannot act on: a driver bug must
+// fail the acquire, never hang it or panic.
+func (p *participant) check(d decision, first int) error {
+	if d.Holds {
+		return nil
+	}
+	if len(d.Watch) == 0 {
+		return invalidf("driver %T neither holds nor names a node to watch", p.l.driver)
+	}
+	for _, i := range d.Watch {
+		if i < 0 || i >= first {
+			return invalidf("driver %T watches child %d, not one ahead of the participant's first node %d", p.l.driver, i, first)
+		}
+	}
+	return nil
+}
+
+// read gets the children of the lock path, in queue order. The first time,
+// and after our own node's watch has fired, it also reads our last node
+// with a watch: its czxid is the token, its owner proves it is ours, and
+// the watch tells us if someone deletes it while we wait. The two requests
+// are pipelined on the connection, so neither costs a round trip.
+func (p *participant) read() ([]Child, error) {
+	zc := p.c.conn()
+	if p.own != nil {
+		names, err := zc.children(p.l.path)
+		if err != nil {
+			return nil, err
+		}
+		return sortChildren(names, p.l.refuse)
 	}
 	type result struct {
-		stat *zk.Stat
-		err  error
+		st  stat
+		own <-chan event
+		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		_, stat, err := conn.Get(p.nodes[len(p.nodes)-1])
-		ch <- result{stat, err}
+		st, own, err := zc.getW(p.nodes[len(p.nodes)-1])
+		ch <- result{st, own, err}
 	}()
-	names, _, err := conn.Children(p.l.path)
+	names, err := zc.children(p.l.path)
 	r := <-ch
-	if err != nil {
-		return nil, nil, err
+	if err == nil {
+		err = r.err
 	}
-	return names, r.stat, r.err
+	if err != nil {
+		return nil, err
+	}
+	if r.st.ephemeralOwner != p.session {
+		// Never count a node of another session; if it is the current
+		// one's, it must not stay in the queue either.
+		p.c.janitor.discard(job{nodes: p.nodes, session: r.st.ephemeralOwner})
+		p.nodes = nil
+		return nil, errRequeue
+	}
+	p.token, p.own = r.st.czxid, r.own
+	kids, err := sortChildren(names, p.l.refuse)
+	if err != nil {
+		return nil, err
+	}
+	return p.dropStrays(kids), nil
 }
 
 // dropStrays removes from kids any node with our protected id that is not
@@ -467,9 +464,7 @@ func (p *participant) dropStrays(kids []Child) []Child {
 		}
 		out = append(out, k)
 	}
-	if len(strays) > 0 {
-		p.discardNames(strays, p.session)
-	}
+	p.discardNames(strays)
 	return out
 }
 
@@ -497,21 +492,16 @@ func (p *participant) locate(kids []Child) (first, last int, ok bool) {
 	return first, last, first >= 0 && found == len(p.nodes)
 }
 
-func (p *participant) grant(epoch uint64, announce bool) ([]*Lease, error) {
-	leases, err := p.l.c.grant(epoch, p.session, p.nodes, p.token)
+func (p *participant) grant(st clientState, announce bool) ([]*Lease, error) {
+	leases, err := p.c.grant(st.epoch, p.session, p.nodes, p.token)
 	if leases != nil && announce {
-		// Successors waiting with AwaitHold watch our last node: bumping
+		// Successors waiting with awaitHold watch our last node: bumping
 		// its version tells them we hold.
-		if _, err := p.l.c.conn.Set(p.nodes[len(p.nodes)-1], p.l.data, -1); err != nil {
-			p.l.c.log.Debug("zklock: announce hold", "node", p.nodes[len(p.nodes)-1], "err", err)
+		if err := p.c.conn().set(p.nodes[len(p.nodes)-1], p.l.data); err != nil {
+			p.c.log.Debug("zklock: announce hold", "node", p.nodes[len(p.nodes)-1], "err", err)
 		}
 	}
 	return leases, err
-}
-
-// abandon deletes our nodes after a failed or cancelled acquire.
-func (p *participant) abandon() {
-	p.l.c.discard(p.nodes, p.session)
 }
 
 // watchPlan is what a waiter keeps while it sleeps: only the paths it
@@ -524,156 +514,137 @@ type watchPlan struct {
 	awaitHold bool
 }
 
-// plan prepares the wait. The fast path is safe because sequence numbers
-// only grow: once queued, no node can appear ahead of ours, so if the
-// driver holds on the snapshot without the watched node, it holds on
-// whatever is left once that node is deleted (drivers are monotone).
-func (p *participant) plan(kids []Child, first, last int, d Decision) watchPlan {
+// plan prepares the wait and its fast path; see [Driver] for why the fast
+// path is safe.
+func (p *participant) plan(kids []Child, first, last int, d decision) watchPlan {
 	w := watchPlan{
 		paths:     make([]string, len(d.Watch)),
 		fast:      make([]bool, len(d.Watch)),
 		announce:  make([]bool, len(d.Watch)),
-		awaitHold: d.AwaitHold,
+		awaitHold: d.awaitHold,
 	}
 	without := make([]Child, 0, len(kids)-1)
 	for i, idx := range d.Watch {
 		w.paths[i] = p.l.path + "/" + kids[idx].Name
-		if idx >= first {
-			continue // a driver watching behind us gets no fast path
-		}
 		without = append(append(without[:0], kids[:idx]...), kids[idx+1:]...)
-		d2 := p.l.driver.GetsTheLock(without, first-1, last-1)
-		w.fast[i], w.announce[i] = d2.Holds, d2.Holds && d2.Announce
+		d2 := decide(p.l.driver, without, first-1, last-1)
+		w.fast[i], w.announce[i] = d2.Holds, d2.Holds && d2.announce
 	}
 	return w
 }
 
-// wait sets the watches of plan and sleeps until one fires, the session
-// state changes or ctx is done. fast reports that a watched node was
-// deleted and that alone makes us hold.
+// wait sets the watches of plan and sleeps until one fires, our own node
+// changes, the session state changes or ctx is done. fast reports that a
+// watched node was deleted, that alone makes us hold, and our own node was
+// still there when it was.
 func (p *participant) wait(ctx context.Context, st clientState, w watchPlan) (fast, announce bool, err error) {
-	conn := p.l.c.conn
-	chans := make([]<-chan zk.Event, 0, len(w.paths))
+	zc := p.c.conn()
+	cases := make([]reflect.SelectCase, 0, len(w.paths)+3)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.changed)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.own)})
 	for i, path := range w.paths {
-		_, stat, ch, err := conn.GetW(path)
-		switch {
-		case err == nil:
-			if w.awaitHold && stat.Version != 0 {
+		s, ch, err := zc.getW(path)
+		switch classify(err) {
+		case done:
+			if w.awaitHold && s.version != 0 {
 				return false, false, nil // it announced before we watched
 			}
-			chans = append(chans, ch)
-		case errors.Is(err, zk.ErrNoNode):
-			return w.fast[i], w.announce[i], nil // gone already
-		case isRetryable(err), errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrClosing):
-			return false, false, nil // the loop sorts out the session
-		default:
-			return false, false, err
-		}
-	}
-	var i int
-	var ev zk.Event
-	if len(chans) == 1 {
-		select {
-		case <-ctx.Done():
-			return false, false, ctx.Err()
-		case <-st.changed:
-			return false, false, nil
-		case ev = <-chans[0]:
-		}
-	} else {
-		cases := make([]reflect.SelectCase, 0, len(chans)+2)
-		cases = append(cases,
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.changed)})
-		for _, ch := range chans {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+		case gone:
+			return p.intact(w.fast[i]), w.announce[i], nil // gone already
+		case permanent:
+			return false, false, err
+		default:
+			return false, false, nil // the loop sorts out the session
 		}
-		chosen, v, _ := reflect.Select(cases)
-		switch chosen {
-		case 0:
-			return false, false, ctx.Err()
-		case 1:
-			return false, false, nil
-		}
-		i = chosen - 2
-		ev, _ = v.Interface().(zk.Event)
 	}
-	if ev.Type == zk.EventNodeDeleted {
-		return w.fast[i], w.announce[i], nil
+	chosen, v, _ := reflect.Select(cases)
+	switch chosen {
+	case 0:
+		return false, false, ctx.Err()
+	case 1:
+		return false, false, nil
+	case 2:
+		return false, false, p.ownChanged(v)
+	}
+	i := chosen - 3
+	if ev, _ := v.Interface().(event); deleted(ev) {
+		return p.intact(w.fast[i]), w.announce[i], nil
 	}
 	return false, false, nil
 }
 
-// awaitSessionID waits for a live session and returns its id.
-func (c *Client) awaitSessionID(ctx context.Context) (int64, error) {
-	for {
-		st := c.state()
-		if st.closed {
-			return 0, ErrClientClosed
-		}
-		if st.connected {
-			if id := c.conn.SessionID(); id != 0 {
-				return id, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-st.changed:
-		}
+// intact reports fast, unless our own node's watch has fired: then the
+// loop must look again. go-zookeeper hands each notification to its
+// watcher's channel before it reads the next one off the connection, and
+// ZooKeeper sends a client's notifications in the order of the changes, so
+// if our node was deleted before the watched one, its event is already in
+// our channel.
+func (p *participant) intact(fast bool) bool {
+	if !fast {
+		return false
+	}
+	select {
+	case <-p.own:
+		p.own = nil // read again, and set a new watch
+		return false
+	default:
+		return true
 	}
 }
 
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d == backoff.Stop {
-		d = time.Second
+// ownChanged handles our own node's watch: deleted means queue again;
+// anything else (a data change, the session's end) means read again.
+func (p *participant) ownChanged(v reflect.Value) error {
+	p.own = nil
+	if ev, _ := v.Interface().(event); deleted(ev) {
+		return errRequeue
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return nil
 }
 
 // participants lists the lock's participants: holders first, then waiters,
 // each in queue order. pick chooses the driver that applies to a child.
 func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Participant, error) {
-	c := l.c
+	fail := func(err error) ([]Participant, error) {
+		return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
+	}
+	if ctx == nil {
+		return fail(invalidf("nil context"))
+	}
 	var names []string
-	err := c.retry(ctx, func() error {
+	err := l.c.retry(ctx, func(zc conn) error {
 		var err error
-		names, _, err = c.conn.Children(l.path)
+		names, err = zc.children(l.path)
 		return err
 	})
-	if errors.Is(err, zk.ErrNoNode) {
+	if classify(err) == gone {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
+		return fail(err)
 	}
 	kids, err := sortChildren(names, l.refuse)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
+		return fail(err)
 	}
 	held := holders(kids, pick)
 	var hold, wait []Participant
 	for i, k := range kids {
 		node := l.path + "/" + k.Name
 		var data []byte
-		err := c.retry(ctx, func() error {
+		err := l.c.retry(ctx, func(zc conn) error {
 			var err error
-			data, _, err = c.conn.Get(node)
+			data, _, err = zc.get(node)
 			return err
 		})
-		if errors.Is(err, zk.ErrNoNode) {
+		if classify(err) == gone {
 			continue // gone since we listed it
 		}
 		if err != nil {
-			return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
+			return fail(err)
 		}
 		pt := Participant{Node: node, Data: data, Holder: held[i], Read: k.Kind == KindRead}
 		if held[i] {

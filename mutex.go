@@ -1,6 +1,9 @@
 package zklock
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Locker is what [Mutex], each side of [RWMutex], [Semaphore] and [Lock]
 // have in common.
@@ -29,9 +32,9 @@ type Mutex struct{ lock *Lock }
 // NewMutex returns a mutex on path. It validates its arguments (errors wrap
 // ErrInvalidArgument) and makes no ZooKeeper call.
 func NewMutex(c *Client, path string, opts ...LockOption) (*Mutex, error) {
-	l, err := newLock(c, path, exclusiveDriver{lockNameMutex}, opts)
+	l, err := newLock(c, path, exclusiveDriver{KindMutex}, opts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("zklock: new mutex: %w", err)
 	}
 	return &Mutex{l}, nil
 }
@@ -48,5 +51,5 @@ func (m *Mutex) TryAcquire(ctx context.Context) (*Lease, error) { return m.lock.
 // with their node data. Nodes of other libraries (Curator, kazoo) are
 // included.
 func (m *Mutex) Participants(ctx context.Context) ([]Participant, error) {
-	return m.lock.participants(ctx, func(Child) Driver { return exclusiveDriver{lockNameMutex} })
+	return m.lock.Participants(ctx)
 }

@@ -18,6 +18,7 @@ const (
 
 	protectedPrefix = "_c_" // Curator's prefix for protected nodes
 	uuidLen         = 36    // canonical UUID text: 8-4-4-4-12
+	zkLockIDLen     = 32    // go-zookeeper's zk.Lock: 16 random bytes in hex
 	seqLen          = 10    // ZooKeeper's %010d sequence suffix
 
 	kazooLock  = "__lock__"  // kazoo's Lock and WriteLock
@@ -25,16 +26,19 @@ const (
 	kazooIDLen = 32          // kazoo's uuid4().hex
 )
 
-// Kind says what a child of a lock path is, by its name.
+// Kind says what a child of a lock path is, by its name. The set is
+// closed: a [Driver] writes nodes of one of these kinds, so that every
+// other participant, in any library, can tell what its nodes are.
 type Kind int
 
 // The kinds of child zklock recognises.
 const (
-	// KindUnknown is a child that is not a lock node: a plain node without
-	// a sequence suffix. Drivers never see one; the engine drops them.
+	// KindUnknown is a child that is not a lock node. Drivers never see
+	// one, and no driver may write one.
 	KindUnknown Kind = iota
 	// KindMutex is an exclusive node: `_c_<uuid>-lock-<seq>` (zklock's and
-	// Curator's mutex) or `<hex>__lock__<seq>` (kazoo's Lock and WriteLock).
+	// Curator's mutex, go-zookeeper's zk.Lock with a 32-hex id) or
+	// `<hex>__lock__<seq>` (kazoo's Lock and WriteLock).
 	KindMutex
 	// KindRead is a reader: `_c_<uuid>-__READ__<seq>` (zklock and Curator)
 	// or `<hex>__rlock__<seq>` (kazoo's ReadLock).
@@ -60,62 +64,98 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
+// lockName returns the name a node of kind k carries, "" for none.
+func (k Kind) lockName() string {
+	switch k {
+	case KindMutex:
+		return lockNameMutex
+	case KindRead:
+		return lockNameRead
+	case KindWrite:
+		return lockNameWrite
+	case KindLease:
+		return lockNameLease
+	}
+	return ""
+}
+
 // Child is one parsed child of a lock path, as a [Driver] sees it.
 type Child struct {
 	// Name is the node's name, without the lock path.
 	Name string
-	// Seq is the sequence number ZooKeeper appended to the name.
-	Seq int64
 	// Kind is what the name says the node is.
 	Kind Kind
 	// Owner is the node's protected id (the UUID of zklock and Curator, the
-	// hex id of kazoo). The nodes of one participant share it: an
-	// [Semaphore.AcquireN] creates n nodes with one Owner, consecutively.
+	// hex id of kazoo and go-zookeeper). The nodes of one participant share
+	// it: a [Semaphore.AcquireN] creates n nodes with one Owner,
+	// consecutively.
 	Owner string
+}
+
+// child is a Child with the sequence number that orders it.
+type child struct {
+	Child
+	seq int32
 }
 
 // parseChild recognises a lock node's name. ok is false for a name that has
 // no sequence suffix (a plain node, which the engine ignores); err is set for
 // a name that ends in a sequence but is of no format zklock knows.
-func parseChild(name string) (ch Child, ok bool, err error) {
-	seq, hasSeq := parseSeq(name)
-	if !hasSeq {
-		return Child{Name: name}, false, nil
-	}
-	ch = Child{Name: name, Seq: seq}
-	rest := name[:len(name)-seqLen]
-	switch {
-	case strings.HasPrefix(rest, protectedPrefix) && len(rest) > len(protectedPrefix)+uuidLen &&
-		rest[len(protectedPrefix)+uuidLen] == '-':
-		ch.Owner = rest[len(protectedPrefix) : len(protectedPrefix)+uuidLen]
-		switch rest[len(protectedPrefix)+uuidLen+1:] {
-		case lockNameMutex:
-			ch.Kind = KindMutex
-		case lockNameRead:
-			ch.Kind = KindRead
-		case lockNameWrite:
-			ch.Kind = KindWrite
-		case lockNameLease:
-			ch.Kind = KindLease
+func parseChild(name string) (ch child, ok bool, err error) {
+	ch.Name = name
+	if rest, found := strings.CutPrefix(name, protectedPrefix); found {
+		// Curator and zklock: a 36-character UUID; go-zookeeper: 32 hex.
+		for _, idLen := range [...]int{uuidLen, zkLockIDLen} {
+			if len(rest) <= idLen || rest[idLen] != '-' || (idLen == zkLockIDLen && !isHex(rest[:idLen])) {
+				continue
+			}
+			for _, k := range [...]Kind{KindMutex, KindRead, KindWrite, KindLease} {
+				if idLen == zkLockIDLen && k != KindMutex {
+					continue
+				}
+				if s, found := strings.CutPrefix(rest[idLen+1:], k.lockName()); found {
+					if seq, valid := parseSeq(s); valid {
+						ch.Owner, ch.Kind, ch.seq = rest[:idLen], k, seq
+						return ch, true, nil
+					}
+				}
+			}
 		}
-	case len(rest) == kazooIDLen+len(kazooLock) && strings.HasSuffix(rest, kazooLock):
-		ch.Owner, ch.Kind = rest[:kazooIDLen], KindMutex
-	case len(rest) == kazooIDLen+len(kazooRLock) && strings.HasSuffix(rest, kazooRLock):
-		ch.Owner, ch.Kind = rest[:kazooIDLen], KindRead
 	}
-	if ch.Kind == KindUnknown {
-		return ch, true, fmt.Errorf("%w: %q", ErrUnknownNode, name)
+	for _, kz := range [...]struct {
+		name string
+		kind Kind
+	}{{kazooLock, KindMutex}, {kazooRLock, KindRead}} {
+		if len(name) > kazooIDLen && isHex(name[:kazooIDLen]) {
+			if s, found := strings.CutPrefix(name[kazooIDLen:], kz.name); found {
+				if seq, valid := parseSeq(s); valid {
+					ch.Owner, ch.Kind, ch.seq = name[:kazooIDLen], kz.kind, seq
+					return ch, true, nil
+				}
+			}
+		}
 	}
-	return ch, true, nil
+	if len(name) >= seqLen {
+		if _, valid := parseSeq(name[len(name)-seqLen:]); valid {
+			return ch, true, fmt.Errorf("%w: %q", ErrUnknownNode, name)
+		}
+	}
+	return ch, false, nil
 }
 
-// parseSeq reads ZooKeeper's sequence suffix: ten characters, a
-// zero-padded signed int32 ("%010d").
-func parseSeq(name string) (int64, bool) {
-	if len(name) < seqLen {
+// parseSeq reads ZooKeeper's sequence suffix exactly as the server writes
+// it: the parent's cversion, a signed 32-bit counter, formatted by Java's
+// "%010d" (PrepRequestProcessor.pRequest2Txn). That is ten characters for
+// every value from -999999999 up ("0000000042", "-000000042"), and eleven
+// for the negative values beyond, which the counter reaches when it wraps
+// after 2^31 creates under one parent ("-2147483648").
+func parseSeq(s string) (int32, bool) {
+	switch {
+	case len(s) == seqLen:
+	case len(s) == seqLen+1 && s[0] == '-' && s[1] != '0':
+	default:
 		return 0, false
 	}
-	s := name[len(name)-seqLen:]
 	for i := 0; i < len(s); i++ {
 		if (s[i] < '0' || s[i] > '9') && !(i == 0 && s[i] == '-') {
 			return 0, false
@@ -125,8 +165,25 @@ func parseSeq(name string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return n, true
+	return int32(n), true
 }
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// seqBefore orders sequence numbers with serial-number arithmetic (RFC
+// 1982, SERIAL_BITS 32): a comes before b when b-a, taken modulo 2^32, is
+// positive as a signed 32-bit number. Live nodes of one parent are always
+// far less than 2^31 creates apart, so this is the order in which they were
+// created, also across the counter's wrap from 2147483647 to -2147483648,
+// where a numeric order would put the newest node first.
+func seqBefore(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
 
 // foreignSemaphore reports a plain child that belongs to another library's
 // semaphore on the same path: Curator's InterProcessSemaphoreV2 keeps its
@@ -134,29 +191,18 @@ func parseSeq(name string) (int64, bool) {
 // holder named by a 32-hex-digit id. A zklock Semaphore cannot count those
 // holders, so it refuses the path rather than grant too many leases.
 func foreignSemaphore(name string) bool {
-	if name == "locks" || name == "leases" {
-		return true
-	}
-	if len(name) != kazooIDLen {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if !(name[i] >= '0' && name[i] <= '9' || name[i] >= 'a' && name[i] <= 'f') {
-			return false
-		}
-	}
-	return true
+	return name == "locks" || name == "leases" || (len(name) == kazooIDLen && isHex(name))
 }
 
-// sortChildren parses and orders the children of a lock path, the way
-// Curator orders them: by sequence number. For every node Curator itself
-// writes, Curator's key (the text after the lock name) is exactly the
-// ten-digit sequence, so the two orders agree; kazoo's nodes are ordered by
-// their sequence too, which is how kazoo orders them. Plain nodes without a
-// sequence suffix are dropped, unless refuse says they must not be there; a
-// sequential node of an unknown format is an error wrapping ErrUnknownNode.
+// sortChildren parses and orders the children of a lock path by sequence
+// number, with [seqBefore]. Curator and kazoo order by sequence too (for
+// every node Curator itself writes, the text it sorts on is exactly the
+// sequence), so all three agree until the counter wraps; see the README's
+// section on mixed fleets for after. Plain nodes without a sequence suffix
+// are dropped, unless refuse says they must not be there; a sequential node
+// of an unknown format is an error wrapping ErrUnknownNode.
 func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
-	kids := make([]Child, 0, len(names))
+	kids := make([]child, 0, len(names))
 	for _, name := range names {
 		ch, ok, err := parseChild(name)
 		if err != nil {
@@ -170,15 +216,19 @@ func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 		}
 	}
 	sort.Slice(kids, func(i, j int) bool {
-		if kids[i].Seq != kids[j].Seq {
-			return kids[i].Seq < kids[j].Seq
+		if kids[i].seq != kids[j].seq {
+			return seqBefore(kids[i].seq, kids[j].seq)
 		}
 		return kids[i].Name < kids[j].Name
 	})
-	return kids, nil
+	out := make([]Child, len(kids))
+	for i, k := range kids {
+		out[i] = k.Child
+	}
+	return out, nil
 }
 
 // nodePrefix is the name of our nodes before ZooKeeper's sequence.
-func nodePrefix(id, lockName string) string {
-	return protectedPrefix + id + "-" + lockName
+func nodePrefix(id string, k Kind) string {
+	return protectedPrefix + id + "-" + k.lockName()
 }

@@ -6,28 +6,32 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/go-zookeeper/zk"
 )
 
-// retry runs op until it succeeds, fails with an error that retrying cannot
-// fix, or ctx is done. Connection loss and "no server" are retried with the
-// Client's backoff (exponential with jitter by default); anything else is
-// returned at once, unwrapped, so ZooKeeper's sentinel stays reachable. A
-// closed Client yields ErrClientClosed. When ctx ends first, the result
-// wraps ctx's error (and the last ZooKeeper error).
-func (c *Client) retry(ctx context.Context, op func() error) error {
+// retry runs op on the Client's connection until it succeeds, fails with an
+// error that retrying cannot fix, or ctx is done. What [classify] calls
+// retry (connection loss, no server, an expired session, which the Client
+// replaces by itself) is retried with the Client's backoff, each time on the
+// connection current then; anything else is returned at once, unwrapped, so
+// ZooKeeper's sentinel stays reachable. A closed Client yields
+// ErrClientClosed. When ctx ends first, the result wraps ctx's error (and
+// the last ZooKeeper error).
+//
+// op must be safe to repeat: retry cannot know whether a write whose reply
+// was lost took effect.
+func (c *Client) retry(ctx context.Context, op func(conn) error) error {
 	var last error
 	err := backoff.RetryNotify(func() error {
 		if c.state().closed {
 			return backoff.Permanent(ErrClientClosed)
 		}
-		err := op()
-		switch {
-		case err == nil:
+		err := op(c.conn())
+		switch classify(err) {
+		case done:
 			return nil
-		case errors.Is(err, zk.ErrClosing):
+		case closing:
 			return backoff.Permanent(ErrClientClosed)
-		case isRetryable(err):
+		case retry:
 			last = err
 			return err
 		default:
@@ -40,4 +44,19 @@ func (c *Client) retry(ctx context.Context, op func() error) error {
 		return errors.Join(err, last)
 	}
 	return err
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d == backoff.Stop {
+		d = time.Second
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

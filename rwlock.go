@@ -1,6 +1,9 @@
 package zklock
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // RWMutex is a distributed reader/writer lock on a ZooKeeper path,
 // compatible with Apache Curator's InterProcessReadWriteLock on the same
@@ -23,13 +26,11 @@ type RWMutex struct {
 func NewRWMutex(c *Client, path string, opts ...LockOption) (*RWMutex, error) {
 	r, err := newLock(c, path, readDriver{}, opts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("zklock: new rwmutex: %w", err)
 	}
-	w, err := newLock(c, path, exclusiveDriver{lockNameWrite}, opts)
-	if err != nil {
-		return nil, err
-	}
-	return &RWMutex{read: r, write: w}, nil
+	w := *r
+	w.driver = exclusiveDriver{KindWrite}
+	return &RWMutex{read: r, write: &w}, nil
 }
 
 // ReadLock returns the read side: a lease held alongside other readers, as
@@ -46,6 +47,6 @@ func (rw *RWMutex) Participants(ctx context.Context) ([]Participant, error) {
 		if k.Kind == KindRead {
 			return readDriver{}
 		}
-		return exclusiveDriver{lockNameWrite}
+		return rw.write.driver
 	})
 }

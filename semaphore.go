@@ -1,6 +1,10 @@
 package zklock
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
 
 // Semaphore is a distributed counting semaphore on a ZooKeeper path: at
 // most maxLeases leases are held at once, granted in first-come-first-served
@@ -26,11 +30,11 @@ type Semaphore struct {
 // makes no ZooKeeper call.
 func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*Semaphore, error) {
 	if maxLeases < 1 {
-		return nil, invalidf("maxLeases %d is less than 1", maxLeases)
+		return nil, fmt.Errorf("zklock: new semaphore: %w", invalidf("maxLeases %d is less than 1", maxLeases))
 	}
 	l, err := newLock(c, path, semaphoreDriver{maxLeases}, opts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("zklock: new semaphore: %w", err)
 	}
 	l.refuse = foreignSemaphore
 	return &Semaphore{lock: l, max: maxLeases}, nil
@@ -53,13 +57,13 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) { return s.l
 // token and are released one by one.
 func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
 	if n < 1 || n > s.max {
-		return nil, invalidf("n %d is out of range [1, %d]", n, s.max)
+		return nil, fmt.Errorf("zklock: acquire %d of %s: %w", n, s.lock.path, invalidf("n %d is out of range [1, %d]", n, s.max))
 	}
-	return s.lock.acquire(ctx, n, false)
+	return s.lock.acquire(ctx, "acquire "+strconv.Itoa(n)+" of", n, false)
 }
 
 // Participants lists the holders first, then the waiters in queue order,
 // with their node data.
 func (s *Semaphore) Participants(ctx context.Context) ([]Participant, error) {
-	return s.lock.participants(ctx, func(Child) Driver { return s.lock.driver })
+	return s.lock.Participants(ctx)
 }

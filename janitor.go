@@ -1,0 +1,189 @@
+package zklock
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// janitor deletes the nodes of ours that must go and that nobody else will
+// delete: the nodes of an abandoned acquire, of a lease lost to a
+// disconnect, of a release that could not finish in time. It keeps trying,
+// with backoff, while the session that owns the nodes lives; once that
+// session has ended the server has deleted them (they are ephemeral), and
+// the job is done. It is the one goroutine of a [Client].
+type janitor struct {
+	c *Client
+
+	mu   sync.Mutex
+	jobs []job // oldest first
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// job is a set of our nodes that must go, and the session that owns them.
+type job struct {
+	nodes   []string
+	session int64
+	// parent and prefix, when set, name the nodes instead: every child of
+	// parent whose name starts with prefix. A create whose reply was lost
+	// leaves a node whose name nobody knows but its protected id.
+	parent, prefix string
+}
+
+func newJanitor(c *Client) *janitor {
+	j := &janitor{c: c, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go j.run()
+	return j
+}
+
+// discard deletes job's nodes now if it can, and otherwise queues them for
+// the janitor's goroutine. It does I/O: never call it from the connection's
+// event callback (use enqueue).
+func (j *janitor) discard(jb job) {
+	if len(jb.nodes) == 0 && jb.prefix == "" {
+		return
+	}
+	if j.c.state().connected {
+		switch err := j.delete(jb); classify(err) {
+		case done, closing:
+			return
+		case permanent, gone:
+			j.c.log.Warn("zklock: delete abandoned node", "nodes", jb.nodes, "prefix", jb.prefix, "err", err)
+			return
+		}
+	}
+	j.enqueue(jb)
+}
+
+// enqueue hands job to the janitor's goroutine. It never blocks.
+func (j *janitor) enqueue(jb job) {
+	j.mu.Lock()
+	select {
+	case <-j.stop:
+	default:
+		j.jobs = append(j.jobs, jb)
+	}
+	j.mu.Unlock()
+	j.wake()
+}
+
+// wake makes the goroutine look at its queue again (the session's state
+// changed, or there is a new job). It never blocks.
+func (j *janitor) wake() {
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the goroutine, drops what is queued (the session is ending,
+// and its nodes with it) and waits for the goroutine to exit.
+func (j *janitor) close() {
+	j.mu.Lock()
+	j.jobs = nil
+	close(j.stop)
+	j.mu.Unlock()
+	<-j.done
+}
+
+func (j *janitor) run() {
+	defer close(j.done)
+	var b backoff.BackOff
+	for {
+		j.mu.Lock()
+		var jb job
+		have := len(j.jobs) > 0
+		if have {
+			jb = j.jobs[0]
+		}
+		j.mu.Unlock()
+		if !have || !j.c.state().connected {
+			select {
+			case <-j.stop:
+				return
+			case <-j.kick:
+				continue
+			}
+		}
+		err := j.delete(jb)
+		if o := classify(err); o != retry {
+			if o != done && o != closing {
+				j.c.log.Warn("zklock: cleanup gave up", "nodes", jb.nodes, "prefix", jb.prefix, "err", err)
+			}
+			j.mu.Lock()
+			if len(j.jobs) > 0 { // only close empties the queue otherwise
+				j.jobs = j.jobs[1:]
+			}
+			j.mu.Unlock()
+			b = nil
+			continue
+		}
+		if b == nil {
+			b = j.c.newBackOff()
+		}
+		d := b.NextBackOff()
+		if d == backoff.Stop {
+			d = time.Second
+		}
+		j.c.log.Warn("zklock: cleanup will retry", "nodes", jb.nodes, "prefix", jb.prefix, "err", err, "in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-j.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// delete deletes the nodes of jb, finding them first if it names them by
+// prefix. It returns nil once they are gone, or gone with their session.
+func (j *janitor) delete(jb job) error {
+	zc := j.c.conn()
+	if zc.sessionID() != jb.session {
+		return nil // the server deleted them when the session ended
+	}
+	nodes := jb.nodes
+	if jb.prefix != "" {
+		_ = zc.sync(jb.parent) // see what the leader has
+		names, err := zc.children(jb.parent)
+		if classify(err) == gone {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		nodes = nil
+		for _, n := range names {
+			if strings.HasPrefix(n, jb.prefix) {
+				nodes = append(nodes, jb.parent+"/"+n)
+			}
+		}
+	}
+	return deleteOwned(zc, nodes, jb.session)
+}
+
+// deleteOwned deletes nodes owned by session. Nodes already gone, or gone
+// with their session, are fine.
+func deleteOwned(zc conn, nodes []string, session int64) error {
+	for _, n := range nodes {
+		if zc.sessionID() != session {
+			return nil // the server deleted them when the session ended
+		}
+		err := zc.delete(n)
+		switch classify(err) {
+		case done, gone:
+			continue
+		case retry:
+			if zc.sessionID() != session {
+				return nil
+			}
+		}
+		return err
+	}
+	return nil
+}

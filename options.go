@@ -1,0 +1,144 @@
+package zklock
+
+import (
+	"bytes"
+	"log/slog"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-zookeeper/zk"
+)
+
+// Option configures a [Client].
+type Option func(*clientOptions) error
+
+type clientOptions struct {
+	sessionTimeout time.Duration
+	acl            []zk.ACL
+	auth           []authInfo
+	dialer         zk.Dialer
+	logger         *slog.Logger
+	newBackOff     func() backoff.BackOff
+}
+
+type authInfo struct {
+	scheme string
+	auth   []byte
+}
+
+// WithSessionTimeout sets the session timeout the Client asks the server for
+// (the server clamps it to its own bounds). Default 10s. A non-positive
+// value makes [Connect] fail with ErrInvalidArgument.
+func WithSessionTimeout(d time.Duration) Option {
+	return func(o *clientOptions) error {
+		if d <= 0 {
+			return invalidf("session timeout %v is not positive", d)
+		}
+		o.sessionTimeout = d
+		return nil
+	}
+}
+
+// WithACL sets the ACL of the nodes the Client creates. Default
+// zk.WorldACL(zk.PermAll). An empty ACL makes [Connect] fail with
+// ErrInvalidArgument.
+func WithACL(acl []zk.ACL) Option {
+	return func(o *clientOptions) error {
+		if len(acl) == 0 {
+			return invalidf("empty ACL")
+		}
+		o.acl = acl
+		return nil
+	}
+}
+
+// WithAuth adds authentication, sent when the session is established and
+// again on every reconnect; for example "digest" with []byte("user:pass").
+// Default: none. An empty scheme makes [Connect] fail with
+// ErrInvalidArgument.
+func WithAuth(scheme string, auth []byte) Option {
+	return func(o *clientOptions) error {
+		if scheme == "" {
+			return invalidf("empty auth scheme")
+		}
+		o.auth = append(o.auth, authInfo{scheme, auth})
+		return nil
+	}
+}
+
+// WithDialer sets the transport used to reach the servers (tests use it to
+// inject faults). Default: net.DialTimeout. A nil dialer makes [Connect]
+// fail with ErrInvalidArgument.
+func WithDialer(d zk.Dialer) Option {
+	return func(o *clientOptions) error {
+		if d == nil {
+			return invalidf("nil dialer")
+		}
+		o.dialer = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger for state transitions (Debug), retries and
+// failed cleanups (Warn), and go-zookeeper's own messages (Debug). Default:
+// silent. A nil logger means silent.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *clientOptions) error {
+		o.logger = l
+		return nil
+	}
+}
+
+// WithRetry sets the backoff used to retry ZooKeeper errors that may go away
+// (connection loss, no server). Each retried operation gets a fresh BackOff
+// from newBackOff; the retries are always bounded by the caller's context.
+// Default: exponential, 50ms doubling to at most 2s, with ±50% jitter, no
+// time limit of its own. A nil function makes [Connect] fail with
+// ErrInvalidArgument.
+func WithRetry(newBackOff func() backoff.BackOff) Option {
+	return func(o *clientOptions) error {
+		if newBackOff == nil {
+			return invalidf("nil backoff")
+		}
+		o.newBackOff = newBackOff
+		return nil
+	}
+}
+
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.Multiplier = 2
+	b.MaxInterval = 2 * time.Second
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0
+	return b
+}
+
+// LockOption configures a lock ([NewMutex], [NewRWMutex], [NewSemaphore],
+// [NewLock]).
+type LockOption func(*lockOptions) error
+
+type lockOptions struct {
+	data []byte
+	set  bool
+}
+
+// maxNodeData bounds node data well below ZooKeeper's default 1 MiB packet
+// limit.
+const maxNodeData = 512 << 10
+
+// WithNodeData sets the data stored in each of the lock's nodes, which
+// Participants reports. The slice is copied: changing it afterwards changes
+// nothing. Default: a short owner identity, "<hostname>/<pid>". More than
+// 512 KiB fails with ErrInvalidArgument.
+func WithNodeData(data []byte) LockOption {
+	data = bytes.Clone(data)
+	return func(o *lockOptions) error {
+		if len(data) > maxNodeData {
+			return invalidf("node data of %d bytes exceeds %d", len(data), maxNodeData)
+		}
+		o.data, o.set = data, true
+		return nil
+	}
+}
