@@ -29,7 +29,7 @@ import (
 // right waiter.
 type cappedReaders struct{ max int }
 
-func (cappedReaders) LockName() string { return "__READ__" }
+func (cappedReaders) Kind() zklock.Kind { return zklock.KindRead }
 
 func (d cappedReaders) GetsTheLock(children []zklock.Child, first, _ int) zklock.Decision {
 	readers, oldest := 0, -1
