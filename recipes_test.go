@@ -964,21 +964,21 @@ func TestGiveUpAfterLostCreateReplyLeavesNoOrphan(t *testing.T) {
 	release(t, l)
 }
 
-func newMutex(t *testing.T, c *zklock.Client, path string, opts ...zklock.LockOption) *zklock.Mutex {
+func newMutex(t testing.TB, c *zklock.Client, path string, opts ...zklock.LockOption) *zklock.Mutex {
 	t.Helper()
 	m, err := zklock.NewMutex(c, path, opts...)
 	must(t, err, "new mutex %s", path)
 	return m
 }
 
-func newRW(t *testing.T, c *zklock.Client, path string) *zklock.RWMutex {
+func newRW(t testing.TB, c *zklock.Client, path string) *zklock.RWMutex {
 	t.Helper()
 	rw, err := zklock.NewRWMutex(c, path)
 	must(t, err, "new rwmutex %s", path)
 	return rw
 }
 
-func newSem(t *testing.T, c *zklock.Client, path string, max int) *zklock.Semaphore {
+func newSem(t testing.TB, c *zklock.Client, path string, max int) *zklock.Semaphore {
 	t.Helper()
 	s, err := zklock.NewSemaphore(c, path, max)
 	must(t, err, "new semaphore %s", path)

@@ -1,0 +1,472 @@
+//go:build go1.24
+
+package zklock_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zklock"
+)
+
+// Benchmarks of zklock's own costs, against the ZooKeeper of
+// ZKLOCK_TEST_SERVERS:
+//
+//	go test -run '^$' -bench . -benchtime 3s
+//
+// Every client has its own session. Besides ns/op they report acquisitions
+// per second, handoff latency, the ZooKeeper requests a client sends per
+// acquisition (counted on its connection: pings and the connect handshake
+// excluded), and the heap and goroutines a waiting Acquire costs. They
+// measure; they assert nothing about time.
+
+// BenchmarkMutexUncontended: one client acquires and releases a free Mutex.
+func BenchmarkMutexUncontended(b *testing.B) {
+	var rc reqCounter
+	m := newMutex(b, connect(b, zklock.WithDialer(rc.dial)), lockPath(b))
+	ctx := ctxT(b)
+	cycle := func() {
+		l, err := m.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cycle() // the lock path exists from here on
+	before := rc.snapshot()
+	for b.Loop() {
+		cycle()
+	}
+	reqs := rc.snapshot().minus(before)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+	b.ReportMetric(float64(reqs.total())/float64(b.N), "zk-req/acq")
+	b.Logf("ZooKeeper requests per acquisition: %s", reqs.per(b.N))
+}
+
+// BenchmarkMutexContended: several clients, each its own session, contend
+// for one Mutex; one op is one handoff, from a holder's Release to the next
+// holder's Acquire returning, with every other client queued.
+func BenchmarkMutexContended(b *testing.B) {
+	for _, clients := range []int{2, 8} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchContended(b, clients) })
+	}
+}
+
+func benchContended(b *testing.B, clients int) {
+	var rc reqCounter
+	path := lockPath(b)
+	watcher := connect(b)
+	ms := make([]*zklock.Mutex, clients)
+	for i := range ms {
+		ms[i] = newMutex(b, connect(b, zklock.WithDialer(rc.dial)), path)
+	}
+
+	ctx, stop := context.WithCancel(ctxT(b))
+	defer stop()
+	var (
+		mu         sync.Mutex
+		releasing  time.Time // when the last holder called Release
+		handoffs   []time.Duration
+		turn       = make(chan struct{}) // the loop lets the holder release, once per op
+		errs       = make(chan error, clients)
+		wg         sync.WaitGroup
+		background = context.Background()
+	)
+	for _, m := range ms {
+		m := m
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				l, err := m.Acquire(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				if !releasing.IsZero() {
+					handoffs = append(handoffs, now.Sub(releasing))
+				}
+				mu.Unlock()
+				select {
+				case <-turn:
+				case <-ctx.Done():
+				}
+				mu.Lock()
+				releasing = time.Now()
+				mu.Unlock()
+				if err := l.Release(background); err != nil {
+					errs <- err
+					return
+				}
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}()
+	}
+	// Start with everyone queued: one holds, each other watches its
+	// predecessor, no request in flight.
+	waitQueued(b, &rc, watcher, path, clients)
+
+	before := rc.snapshot()
+	for b.Loop() {
+		select {
+		case turn <- struct{}{}:
+		case err := <-errs:
+			b.Fatal(err)
+		}
+	}
+	elapsed := b.Elapsed()
+	reqs := rc.snapshot().minus(before)
+	stop()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
+	b.ReportMetric(quantile(handoffs, 0.50).Seconds()*1e3, "p50-handoff-ms")
+	b.ReportMetric(quantile(handoffs, 0.99).Seconds()*1e3, "p99-handoff-ms")
+	b.ReportMetric(float64(reqs.total())/float64(b.N), "zk-req/handoff")
+	b.Logf("%d handoffs; ZooKeeper requests per handoff: %s", len(handoffs), reqs.per(b.N))
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(q*float64(len(sorted)-1))]
+}
+
+// BenchmarkWaitingAcquire: what one waiting Acquire costs its process. One
+// client queues N Acquires (each on its own goroutine, as callers do)
+// behind a holder of another session; once every one of them is waiting,
+// the heap (after a GC) and the goroutine count are compared with before.
+// goroutines/waiter counts the caller's own goroutine, so 1 means the
+// Acquire itself starts none; extra-goroutines/waiter is what is beyond it.
+func BenchmarkWaitingAcquire(b *testing.B) {
+	for _, n := range []int{8, 64} {
+		b.Run(fmt.Sprintf("waiters=%d", n), func(b *testing.B) { benchWaiting(b, n) })
+	}
+}
+
+func benchWaiting(b *testing.B, n int) {
+	var rc reqCounter
+	path := lockPath(b)
+	other := connect(b)
+	held, err := newMutex(b, other, path).Acquire(ctxT(b))
+	must(b, err)
+	m := newMutex(b, connect(b, zklock.WithDialer(rc.dial)), path)
+
+	var heap, goroutines float64
+	rounds := 0
+	for b.Loop() {
+		h0, g0 := live()
+		ctx, cancel := context.WithCancel(ctxT(b))
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				_, err := m.Acquire(ctx)
+				errs <- err
+			}()
+		}
+		waitQueued(b, &rc, other, path, n+1)
+		h1, g1 := live()
+		cancel()
+		for i := 0; i < n; i++ {
+			if err := <-errs; !errors.Is(err, context.Canceled) {
+				b.Fatalf("a waiter returned %v, want it cancelled", err)
+			}
+		}
+		heap += float64(h1-h0) / float64(n)
+		goroutines += float64(g1-g0) / float64(n)
+		rounds++
+	}
+	release(b, held)
+	b.ReportMetric(heap/float64(rounds), "B/waiter")
+	b.ReportMetric(goroutines/float64(rounds), "goroutines/waiter")
+	b.ReportMetric(goroutines/float64(rounds)-1, "extra-goroutines/waiter")
+}
+
+// live returns the live heap, after a full GC, and the goroutine count.
+func live() (heap uint64, goroutines int) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc, runtime.NumGoroutine()
+}
+
+// waitQueued waits until path has n participants of which all but the
+// last have been watched through rc's connections (every waiter watches its
+// predecessor), and rc's requests have all been answered: every waiter is
+// queued and waiting.
+func waitQueued(b *testing.B, rc *reqCounter, c *zklock.Client, path string, n int) {
+	b.Helper()
+	eventually(b, func() bool {
+		kids := children(b, c, path)
+		if len(kids) != n {
+			return false
+		}
+		sort.Slice(kids, func(i, j int) bool { return seqOf(kids[i]) < seqOf(kids[j]) })
+		for _, k := range kids[:n-1] {
+			if !rc.watched(path + "/" + k) {
+				return false
+			}
+		}
+		return rc.outstanding() == 0
+	}, "want %d participants queued and waiting on %s", n, path)
+}
+
+// seqOf returns the ten-digit sequence suffix of a lock node's name.
+func seqOf(name string) string { return name[len(name)-10:] }
+
+// reqCounter counts the ZooKeeper requests that clients dialed through it
+// write, by opcode, and the replies they read. Pings and the connect
+// handshake are not requests here. It also remembers the paths watched with
+// getData or exists.
+type reqCounter struct {
+	replies atomic.Int64
+
+	mu      sync.Mutex
+	ops     map[int32]int64
+	watches map[string]bool
+}
+
+// dial is a zk.Dialer.
+func (rc *reqCounter) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	cc := &countingConn{Conn: c}
+	cc.out = framer{keep: maxKept, fn: rc.request}
+	cc.in = framer{keep: 4, fn: rc.reply}
+	return cc, nil
+}
+
+// maxKept is how much of a request is kept to read it: the header, and for
+// a getData or exists the path and the watch flag (lock paths are short).
+const maxKept = 8 + 4 + 1024 + 1
+
+const (
+	xidWatchEvent = -1
+	xidPing       = -2
+	opExists      = 3
+	opGetData     = 4
+)
+
+// request records a request frame: xid int32, opcode int32, then the body.
+func (rc *reqCounter) request(frame int, p []byte) {
+	if frame == 0 || len(p) < 8 {
+		return // the ConnectRequest has no header
+	}
+	xid, op := int32(binary.BigEndian.Uint32(p)), int32(binary.BigEndian.Uint32(p[4:]))
+	if xid == xidPing {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.ops == nil {
+		rc.ops, rc.watches = make(map[int32]int64), make(map[string]bool)
+	}
+	rc.ops[op]++
+	if op == opExists || op == opGetData {
+		// Body: path (int32 length, bytes), watch (one byte).
+		body := p[8:]
+		if len(body) >= 4 {
+			n := int(binary.BigEndian.Uint32(body))
+			if n >= 0 && 4+n < len(body) && body[4+n] == 1 {
+				rc.watches[string(body[4:4+n])] = true
+			}
+		}
+	}
+}
+
+// reply records a reply frame: xid int32, zxid int64, err int32, body.
+func (rc *reqCounter) reply(frame int, p []byte) {
+	if frame == 0 || len(p) < 4 {
+		return // the ConnectResponse
+	}
+	switch int32(binary.BigEndian.Uint32(p)) {
+	case xidPing, xidWatchEvent:
+	default:
+		rc.replies.Add(1)
+	}
+}
+
+func (rc *reqCounter) watched(path string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.watches[path]
+}
+
+// outstanding returns how many requests have had no reply yet.
+func (rc *reqCounter) outstanding() int64 {
+	return rc.snapshot().total() - rc.replies.Load()
+}
+
+// reqs counts requests by opcode.
+type reqs map[int32]int64
+
+func (rc *reqCounter) snapshot() reqs {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	s := make(reqs, len(rc.ops))
+	for op, n := range rc.ops {
+		s[op] = n
+	}
+	return s
+}
+
+func (r reqs) minus(before reqs) reqs {
+	d := make(reqs)
+	for op, n := range r {
+		if n -= before[op]; n != 0 {
+			d[op] = n
+		}
+	}
+	return d
+}
+
+func (r reqs) total() int64 {
+	var t int64
+	for _, n := range r {
+		t += n
+	}
+	return t
+}
+
+// per formats r divided by n, by operation name.
+func (r reqs) per(n int) string {
+	ops := make([]int32, 0, len(r))
+	for op := range r {
+		ops = append(ops, op)
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i] < ops[j] })
+	var parts []string
+	for _, op := range ops {
+		parts = append(parts, fmt.Sprintf("%s %.2f", opName(op), float64(r[op])/float64(n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func opName(op int32) string {
+	switch op {
+	case 1:
+		return "create"
+	case 2:
+		return "delete"
+	case opExists:
+		return "exists"
+	case opGetData:
+		return "getData"
+	case 5:
+		return "setData"
+	case 8:
+		return "getChildren"
+	case 9:
+		return "sync"
+	case 12:
+		return "getChildren2"
+	case 14:
+		return "multi"
+	case 19:
+		return "createContainer"
+	case 100:
+		return "auth"
+	case 101:
+		return "setWatches"
+	case -11:
+		return "closeSession"
+	}
+	return fmt.Sprintf("op%d", op)
+}
+
+// countingConn feeds what goes through a connection to two framers, one
+// each way. go-zookeeper writes from one goroutine and reads from another,
+// so each framer is used by one goroutine only.
+type countingConn struct {
+	net.Conn
+	out, in framer
+}
+
+// Write counts a request before it can be answered, so that no reply is
+// ever counted before its request.
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.out.feed(p)
+	return c.Conn.Write(p)
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.feed(p[:n])
+	return n, err
+}
+
+// framer splits a ZooKeeper byte stream into frames (a four-byte length,
+// then that many bytes) however the stream is chunked, and calls fn with
+// each frame's number on the connection and its first keep bytes.
+type framer struct {
+	keep   int
+	fn     func(frame int, head []byte)
+	frames int
+	length [4]byte
+	got    int // bytes of length read
+	left   int // bytes of the current frame still to come
+	head   []byte
+}
+
+func (f *framer) feed(p []byte) {
+	for len(p) > 0 {
+		if f.got < 4 {
+			k := copy(f.length[f.got:], p)
+			f.got, p = f.got+k, p[k:]
+			if f.got == 4 {
+				f.left, f.head = int(binary.BigEndian.Uint32(f.length[:])), f.head[:0]
+				if f.left == 0 {
+					f.end()
+				}
+			}
+			continue
+		}
+		k := min(len(p), f.left)
+		if room := f.keep - len(f.head); room > 0 {
+			f.head = append(f.head, p[:min(k, room)]...)
+		}
+		f.left, p = f.left-k, p[k:]
+		if f.left == 0 {
+			f.end()
+		}
+	}
+}
+
+func (f *framer) end() {
+	f.fn(f.frames, f.head)
+	f.frames++
+	f.got = 0
+}
+
+var _ zk.Dialer = new(reqCounter).dial
