@@ -1,0 +1,47 @@
+// Package zklock provides distributed locks on Apache ZooKeeper, wire-compatible
+// with Apache Curator's recipes, with fencing tokens and lock loss reported first.
+//
+// # Recipes
+//
+// Every recipe is a [Driver] on one engine ([Lock], after Curator's
+// LockInternals): each acquire creates a protected ephemeral-sequential node
+// under the lock path and holds when the driver says so; waiters watch only
+// the sibling the driver names.
+//
+//	zklock                 Apache Curator                          node under the lock path
+//	Mutex                  InterProcessMutex                       _c_<uuid>-lock-<seq>
+//	RWMutex.ReadLock()     InterProcessReadWriteLock.readLock()    _c_<uuid>-__READ__<seq>
+//	RWMutex.WriteLock()    InterProcessReadWriteLock.writeLock()   _c_<uuid>-__WRIT__<seq>
+//	Semaphore (+AcquireN)  (InterProcessSemaphoreV2: other layout) _c_<uuid>-lease-<seq>
+//	NewLock(c, p, driver)  LockInternals + LockInternalsDriver     one of the above kinds
+//
+// All of them are first come, first served across every process on the path,
+// and none is reentrant or tied to a goroutine. Start with [Connect], then
+// [NewMutex]; [Do] runs a function under a lock.
+//
+// # Lock loss
+//
+// Holding is never guaranteed. A [Lease] ends when it is released, and is
+// lost when the connection drops ([ErrConnectionSuspended]: the holder can no
+// longer prove it holds, so it counts as lost before the server could expire
+// the session and let anyone else in), when the session expires
+// ([ErrSessionExpired]) or when the [Client] is closed ([ErrClientClosed]).
+// [Lease.Done] is closed at that moment and [Lease.Err] says why, once and
+// for good. The context [Do] passes to its function is cancelled then too.
+//
+// # Fencing
+//
+// [Lease.Token] is the zxid that created the lease's node. Tokens strictly
+// increase across successive conflicting holders of a path, so a resource
+// that remembers the highest token it has seen can refuse a stale holder:
+// the only protection that survives a holder paused past its session.
+//
+// # Errors and cleanup
+//
+// Errors wrap one sentinel ([ErrInvalidArgument], [ErrLocked], ...), a
+// context error or a go-zookeeper error, under one prefix that says what and
+// where: "zklock: try acquire /locks/a: locked". Bad input fails before any
+// ZooKeeper call. An acquire that fails or is cancelled leaves no node: a
+// cleanup that does not depend on its context deletes it while the session
+// lives.
+package zklock
