@@ -124,7 +124,7 @@ func benchContended(b *testing.B, clients int) {
 	}
 	// Start with everyone queued: one holds, each other watches its
 	// predecessor, no request in flight.
-	waitQueued(b, &rc, watcher, path, clients)
+	waitQueued(b, &rc, watcher, path, clients, func(string) bool { return true })
 
 	before := rc.snapshot()
 	for b.Loop() {
@@ -184,6 +184,7 @@ func benchWaiting(b *testing.B, n int) {
 	var heap, goroutines float64
 	rounds := 0
 	for b.Loop() {
+		rc.forgetWatches() // the holder's node is watched again in each round
 		h0, g0 := live()
 		ctx, cancel := context.WithCancel(ctxT(b))
 		errs := make(chan error, n)
@@ -193,7 +194,7 @@ func benchWaiting(b *testing.B, n int) {
 				errs <- err
 			}()
 		}
-		waitQueued(b, &rc, other, path, n+1)
+		waitQueued(b, &rc, other, path, n+1, func(node string) bool { return node != held.Node() })
 		h1, g1 := live()
 		cancel()
 		for i := 0; i < n; i++ {
@@ -219,11 +220,13 @@ func live() (heap uint64, goroutines int) {
 	return ms.HeapAlloc, runtime.NumGoroutine()
 }
 
-// waitQueued waits until path has n participants of which all but the
-// last have been watched through rc's connections (every waiter watches its
-// predecessor), and rc's requests have all been answered: every waiter is
-// queued and waiting.
-func waitQueued(b *testing.B, rc *reqCounter, c *zklock.Client, path string, n int) {
+// waitQueued waits until every participant on path is queued and waiting,
+// as zklock's protocol says it then is: n nodes; each read with a watch by
+// its owner (the read that fetches the token; only nodes made through rc
+// are seen doing it, as ours says) and, but for the last, watched by its
+// successor; and no request of rc's in flight. The last request a waiter
+// makes is that watch on its predecessor, so all of them have made it.
+func waitQueued(b *testing.B, rc *reqCounter, c *zklock.Client, path string, n int, ours func(node string) bool) {
 	b.Helper()
 	eventually(b, func() bool {
 		kids := children(b, c, path)
@@ -231,13 +234,21 @@ func waitQueued(b *testing.B, rc *reqCounter, c *zklock.Client, path string, n i
 			return false
 		}
 		sort.Slice(kids, func(i, j int) bool { return seqOf(kids[i]) < seqOf(kids[j]) })
-		for _, k := range kids[:n-1] {
-			if !rc.watched(path + "/" + k) {
+		for i, k := range kids {
+			node, want := path+"/"+k, 0
+			if ours(node) {
+				want++
+			}
+			if i < n-1 {
+				want++
+			}
+			if rc.watches(node) < want {
 				return false
 			}
 		}
 		return rc.outstanding() == 0
-	}, "want %d participants queued and waiting on %s", n, path)
+	}, "want %d participants on %s, each read by its owner and watched by its successor, "+
+		"and no request in flight", n, path)
 }
 
 // seqOf returns the ten-digit sequence suffix of a lock node's name.
@@ -245,14 +256,14 @@ func seqOf(name string) string { return name[len(name)-10:] }
 
 // reqCounter counts the ZooKeeper requests that clients dialed through it
 // write, by opcode, and the replies they read. Pings and the connect
-// handshake are not requests here. It also remembers the paths watched with
-// getData or exists.
+// handshake are not requests here. It also counts, by path, the getData
+// and exists requests that leave a watch.
 type reqCounter struct {
 	replies atomic.Int64
 
 	mu      sync.Mutex
 	ops     map[int32]int64
-	watches map[string]bool
+	watched map[string]int
 }
 
 // dial is a zk.Dialer.
@@ -290,7 +301,7 @@ func (rc *reqCounter) request(frame int, p []byte) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.ops == nil {
-		rc.ops, rc.watches = make(map[int32]int64), make(map[string]bool)
+		rc.ops, rc.watched = make(map[int32]int64), make(map[string]int)
 	}
 	rc.ops[op]++
 	if op == opExists || op == opGetData {
@@ -299,7 +310,7 @@ func (rc *reqCounter) request(frame int, p []byte) {
 		if len(body) >= 4 {
 			n := int(binary.BigEndian.Uint32(body))
 			if n >= 0 && 4+n < len(body) && body[4+n] == 1 {
-				rc.watches[string(body[4:4+n])] = true
+				rc.watched[string(body[4:4+n])]++
 			}
 		}
 	}
@@ -317,10 +328,17 @@ func (rc *reqCounter) reply(frame int, p []byte) {
 	}
 }
 
-func (rc *reqCounter) watched(path string) bool {
+// watches returns how many requests have left a watch on path.
+func (rc *reqCounter) watches(path string) int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return rc.watches[path]
+	return rc.watched[path]
+}
+
+func (rc *reqCounter) forgetWatches() {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	clear(rc.watched)
 }
 
 // outstanding returns how many requests have had no reply yet.
