@@ -51,7 +51,7 @@ func must(t testing.TB, err error, what ...any) {
 func mustIs(t testing.TB, err, target error, what ...any) {
 	t.Helper()
 	if !errors.Is(err, target) {
-		t.Fatalf("%sgot error %v, want one that errors.Is %q (%T)", msg(what), err, target, target)
+		t.Fatalf("%sgot error %v, want one for which errors.Is(err, %q)", msg(what), err, target)
 	}
 }
 
