@@ -99,8 +99,8 @@ func TestChaos(t *testing.T) {
 		ensErr    error
 		wg        sync.WaitGroup
 	)
-	wg.Go(func() { single, singleErr = zktest.Run(ctx) })
-	wg.Go(func() { ensemble, ensErr = zktest.RunEnsemble(ctx) })
+	wg.Go(func() { single, singleErr = zktest.Run(ctx, zktest.Image()) })
+	wg.Go(func() { ensemble, ensErr = zktest.RunEnsemble(ctx, zktest.Image()) })
 	wg.Wait()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -3,16 +3,31 @@
 // the ones that must break a server (pause it, stop it, restart it) to see what
 // a lock does when its session is lost.
 //
+// It is a testcontainers-go module, shaped like the ones in testcontainers-go's
+// modules/ directory, and a Go module of its own
+// (github.com/zkrecipes/zklock/zktest), so that zklock's users do not
+// download Docker's client libraries unless they use it.
+//
 // # Starting a server
 //
 // [Run] starts one standalone server with testcontainers-go and returns a
 // [Container] once the server answers the srvr four-letter command. Clients
-// connect to [Container.Servers]. In a test, [Start] does the same and
-// terminates the container when the test ends.
+// connect to [Container.Servers]. zktest's own options ([WithTickTime],
+// [WithConfig]) and testcontainers' customizers go in the same list, after
+// the image, and apply after zktest's defaults:
+//
+//	c, err := zktest.Run(ctx, zktest.Image(), zktest.WithTickTime(100*time.Millisecond))
+//	testcontainers.CleanupContainer(t, c)
+//	require.NoError(t, err)
+//
+// A Container embeds its testcontainers.Container, so
+// testcontainers.CleanupContainer and testcontainers.TerminateContainer take
+// it, and on failure Run returns the partially started container with the
+// error, for them to clean up. In a test, [Start] does all of this.
 //
 // The client port is published on 127.0.0.1 on a fixed host port, chosen free
 // when the container is created and kept for its whole life, so a client keeps
-// the same address across [Container.Stop] and [Container.Start] and can
+// the same address ([Container.ClientEndpoint]) across Stop and Start and can
 // reconnect to the restarted server. A local Docker engine is assumed.
 //
 // Run writes its own /conf/zoo.cfg into the container, tuned for tests:
@@ -30,12 +45,14 @@
 //
 // # Images
 //
-// Containers run the image named by the ZKLOCK_ZK_IMAGE environment variable,
-// or else [DefaultImage]; [WithImage] overrides both. Any image that behaves
-// like the official "zookeeper" image works: it must read /conf/zoo.cfg when
-// it runs "zkServer.sh start-foreground". This repository's scripts/setup.sh
-// builds such an image offline (zklock-zookeeper:3.8) on machines that cannot
-// pull from Docker Hub, and writes the name to use to .zklock-image.
+// [Image] returns the image named by the ZKLOCK_ZK_IMAGE environment
+// variable, or else [DefaultImage]; [Start], [Servers] and [StartEnsemble]
+// run it, and [Run] and [RunEnsemble] run the image they are given. Any
+// image that behaves like the official "zookeeper" image works: it must read
+// /conf/zoo.cfg when it runs "zkServer.sh start-foreground". The script
+// scripts/setup.sh of zklock's repository builds such an image offline
+// (zklock-zookeeper:3.8) on machines that cannot pull from Docker Hub, and
+// writes the name to use to .zklock-image.
 //
 // # A shared server per test binary
 //

@@ -28,9 +28,8 @@ var ErrNoLeader = errors.New("zktest: no leader")
 // [RunEnsemble] or [StartEnsemble].
 //
 // Each server is a [Container]: its client port is published on a fixed
-// 127.0.0.1 port, so clients reconnect to the same address after
-// [Container.Stop] and [Container.Start], and it can be paused, stopped and
-// started on its own. Leader election and quorum traffic stay on the private
+// 127.0.0.1 port, so clients reconnect to the same address after Stop and
+// Start, and it can be paused, stopped and started on its own. Leader election and quorum traffic stay on the private
 // network. Stopping one server leaves a quorum; stopping two leaves none, and
 // the last one stops serving.
 //
@@ -42,16 +41,17 @@ type Ensemble struct {
 	network *testcontainers.DockerNetwork
 }
 
-// RunEnsemble starts an ensemble of [EnsembleSize] servers and returns once
-// every server answers srvr as leader or follower, that is once the ensemble
-// has elected a leader and every follower has joined it. The servers start
-// in parallel (a lone quorum member never serves), so starting an ensemble
-// takes about as long as starting one server.
+// RunEnsemble starts an ensemble of [EnsembleSize] servers from img (see
+// [Image]) and returns once every server answers srvr as leader or
+// follower, that is once the ensemble has elected a leader and every
+// follower has joined it. The servers start in parallel (a lone quorum
+// member never serves), so starting an ensemble takes about as long as
+// starting one server.
 //
-// opts apply to every server as they do to [Run]: [WithImage], [WithTickTime]
-// and [WithConfig] (which can override the ensemble's defaults below, but
-// not the server list), [WithCustomizers]. Each server gets zktest's zoo.cfg
-// plus:
+// opts apply to every server as they do to [Run]: zktest's [Option]s
+// ([WithConfig] can override the ensemble's defaults below, but not the
+// server list) and testcontainers' customizers. Each server gets zktest's
+// zoo.cfg plus:
 //
 //	server.N=zkN:2888:3888;2181  # N = 1..3, zkN its alias on the private network
 //	quorumListenOnAllIPs=true    # a restarted container may change its address
@@ -69,14 +69,10 @@ type Ensemble struct {
 // if anything was created, the partial ensemble too, for the caller to
 // terminate:
 //
-//	e, err := zktest.RunEnsemble(ctx)
+//	e, err := zktest.RunEnsemble(ctx, zktest.Image())
 //	defer e.Terminate(context.Background()) // nil-safe
 //	if err != nil { ... }
-func RunEnsemble(ctx context.Context, opts ...Option) (*Ensemble, error) {
-	return runEnsemble(ctx, nil, opts)
-}
-
-func runEnsemble(ctx context.Context, logger tclog.Logger, opts []Option) (*Ensemble, error) {
+func RunEnsemble(ctx context.Context, img string, opts ...testcontainers.ContainerCustomizer) (*Ensemble, error) {
 	netOpts := []network.NetworkCustomizer{network.WithLabels(map[string]string{labelKey: "true"})}
 	nw, err := network.New(ctx, netOpts...)
 	if err != nil {
@@ -84,41 +80,34 @@ func runEnsemble(ctx context.Context, logger tclog.Logger, opts []Option) (*Ense
 	}
 	e := &Ensemble{network: nw, nodes: make([]*Container, EnsembleSize)}
 
-	var servers [][2]string
+	var servers []testcontainers.ContainerCustomizer
 	for id := 1; id <= EnsembleSize; id++ {
-		servers = append(servers, [2]string{"server." + strconv.Itoa(id), alias(id) + ":2888:3888;2181"})
+		servers = append(servers, WithConfig("server."+strconv.Itoa(id), alias(id)+":2888:3888;2181"))
 	}
 	errs := make([]error, EnsembleSize)
 	var wg sync.WaitGroup
 	for i := range EnsembleSize {
 		id := i + 1
-		nodeOpts := []Option{
+		nodeOpts := []testcontainers.ContainerCustomizer{
 			WithConfig("initLimit", "25"),
 			WithConfig("syncLimit", "10"),
 			WithConfig("cnxTimeout", "1000"),
 			WithConfig("fastleader.maxNotificationInterval", "1000"),
 		}
-		if logger != nil {
-			nodeOpts = append(nodeOpts, withLogger(logger))
-		}
 		nodeOpts = append(nodeOpts, opts...)
-		for _, kv := range servers {
-			nodeOpts = append(nodeOpts, WithConfig(kv[0], kv[1]))
-		}
+		nodeOpts = append(nodeOpts, servers...)
 		nodeOpts = append(nodeOpts,
 			WithConfig("quorumListenOnAllIPs", "true"),
-			WithCustomizers(
-				network.WithNetwork([]string{alias(id)}, nw),
-				testcontainers.WithEnv(map[string]string{"ZOO_MY_ID": strconv.Itoa(id)}),
-				testcontainers.WithFiles(testcontainers.ContainerFile{
-					Reader:            strings.NewReader(strconv.Itoa(id) + "\n"),
-					ContainerFilePath: "/data/myid",
-					FileMode:          0o644,
-				}),
-			),
+			network.WithNetwork([]string{alias(id)}, nw),
+			testcontainers.WithEnv(map[string]string{"ZOO_MY_ID": strconv.Itoa(id)}),
+			testcontainers.WithFiles(testcontainers.ContainerFile{
+				Reader:            strings.NewReader(strconv.Itoa(id) + "\n"),
+				ContainerFilePath: "/data/myid",
+				FileMode:          0o644,
+			}),
 		)
 		wg.Go(func() {
-			c, err := Run(ctx, nodeOpts...)
+			c, err := Run(ctx, img, nodeOpts...)
 			e.nodes[i] = c
 			if err != nil {
 				errs[i] = fmt.Errorf("zktest: ensemble server %d: %w", id, err)
@@ -135,13 +124,15 @@ func runEnsemble(ctx context.Context, logger tclog.Logger, opts []Option) (*Ense
 // alias is the name of server id on the ensemble's network.
 func alias(id int) string { return "zk" + strconv.Itoa(id) }
 
-// StartEnsemble starts an ensemble for the test, as [RunEnsemble] does, and
-// terminates it when the test and its subtests end. It stops the test if
-// the ensemble does not start. Like [Start], it always starts containers,
-// even when ZKLOCK_TEST_SERVERS is set.
-func StartEnsemble(tb testing.TB, opts ...Option) *Ensemble {
+// StartEnsemble starts an ensemble for the test from [Image], as
+// [RunEnsemble] does with opts, and terminates it when the test and its
+// subtests end. It stops the test if the ensemble does not start. Like
+// [Start], it always starts containers, even when ZKLOCK_TEST_SERVERS is
+// set, and sends testcontainers' log lines to the test's log.
+func StartEnsemble(tb testing.TB, opts ...testcontainers.ContainerCustomizer) *Ensemble {
 	tb.Helper()
-	e, err := runEnsemble(tb.Context(), tclog.TestLogger(tb), opts)
+	opts = append([]testcontainers.ContainerCustomizer{testcontainers.WithLogger(tclog.TestLogger(tb))}, opts...)
+	e, err := RunEnsemble(tb.Context(), Image(), opts...)
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -161,7 +152,7 @@ func StartEnsemble(tb testing.TB, opts ...Option) *Ensemble {
 func (e *Ensemble) Servers() []string {
 	servers := make([]string, len(e.nodes))
 	for i, c := range e.nodes {
-		servers[i] = c.Endpoint()
+		servers[i] = c.ClientEndpoint()
 	}
 	return servers
 }
@@ -236,15 +227,15 @@ func (e *Ensemble) leader(ctx context.Context) (int, []string) {
 
 // Kill kills server i at once (SIGKILL, as a crash or an OOM kill would):
 // its clients see their connections reset, and if it led, the others elect
-// a new leader. [Container.Start] on [Ensemble.Node](i) brings it back, on
-// the same endpoint, as a follower.
+// a new leader. Start on [Ensemble.Node](i) brings it back, on the same
+// endpoint, as a follower.
 func (e *Ensemble) Kill(ctx context.Context, i int) error {
 	c := e.Node(i)
 	if c == nil {
 		return fmt.Errorf("zktest: kill server %d: no such server (0..%d)", i, len(e.nodes)-1)
 	}
 	err := c.withDocker(ctx, func(cli *testcontainers.DockerClient) error {
-		_, err := cli.ContainerKill(ctx, c.ctr.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"})
+		_, err := cli.ContainerKill(ctx, c.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"})
 		return err
 	})
 	if err != nil {
@@ -272,15 +263,16 @@ func (e *Ensemble) KillLeader(ctx context.Context) (int, error) {
 }
 
 // Terminate stops and removes every server, concurrently, then the
-// network. It is safe to call on a nil or partially started Ensemble.
-func (e *Ensemble) Terminate(ctx context.Context) error {
+// network. It is safe to call on a nil or partially started Ensemble. opts
+// apply to each server as they do to testcontainers' Terminate.
+func (e *Ensemble) Terminate(ctx context.Context, opts ...testcontainers.TerminateOption) error {
 	if e == nil {
 		return nil
 	}
 	errs := make([]error, len(e.nodes))
 	var wg sync.WaitGroup
 	for i, c := range e.nodes {
-		wg.Go(func() { errs[i] = c.Terminate(ctx) })
+		wg.Go(func() { errs[i] = c.Terminate(ctx, opts...) })
 	}
 	wg.Wait()
 	if e.network != nil {

@@ -29,7 +29,7 @@ func TestEnsembleSurvivesItsLeader(t *testing.T) {
 	require.Nil(t, e.Node(zktest.EnsembleSize))
 	modes := map[string]int{}
 	for i, s := range servers {
-		require.Equal(t, s, e.Node(i).Endpoint())
+		require.Equal(t, s, e.Node(i).ClientEndpoint())
 		out, err := e.Node(i).FourLetter(ctx, "srvr")
 		require.NoError(t, err)
 		switch {
@@ -91,8 +91,8 @@ func TestEnsembleQuorum(t *testing.T) {
 	follower := (leader + 1) % zktest.EnsembleSize
 	other := (leader + 2) % zktest.EnsembleSize
 
-	require.NoError(t, e.Node(follower).Stop(ctx))
-	conn := connect(t, []string{e.Node(other).Endpoint()}, 10*time.Second)
+	require.NoError(t, e.Node(follower).Stop(ctx, nil))
+	conn := connect(t, []string{e.Node(other).ClientEndpoint()}, 10*time.Second)
 	_, err = conn.Create("/quorum", nil, 0, zk.WorldACL(zk.PermAll))
 	require.NoError(t, err, "two of three still write")
 

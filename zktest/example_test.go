@@ -8,17 +8,20 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/zkrecipes/zklock/zktest"
 )
 
 // Run starts a server outside of a test, for a program or a benchmark. The
-// container is terminated even if Run fails half way.
+// container is terminated even if Run fails half way. In a test, call
+// testcontainers.CleanupContainer(t, c) right after Run instead, or use
+// [zktest.Start].
 func ExampleRun() {
 	ctx := context.Background()
-	c, err := zktest.Run(ctx)
+	c, err := zktest.Run(ctx, zktest.Image())
 	defer func() {
-		if err := c.Terminate(context.Background()); err != nil {
+		if err := testcontainers.TerminateContainer(c); err != nil {
 			log.Print(err)
 		}
 	}()
@@ -42,11 +45,11 @@ func ExampleRun() {
 // A short tick lets sessions expire quickly: with a 50ms tick the shortest
 // session timeout ZooKeeper grants is 100ms.
 func ExampleWithTickTime() {
-	c, err := zktest.Run(context.Background(),
+	c, err := zktest.Run(context.Background(), zktest.Image(),
 		zktest.WithTickTime(50*time.Millisecond),
 		zktest.WithConfig("minSessionTimeout", "100"),
 	)
-	defer c.Terminate(context.Background())
+	defer testcontainers.TerminateContainer(c)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,8 +70,8 @@ func ExampleWithTickTime() {
 // sessions that missed their heartbeats.
 func ExampleContainer_Pause() {
 	ctx := context.Background()
-	c, err := zktest.Run(ctx)
-	defer c.Terminate(ctx)
+	c, err := zktest.Run(ctx, zktest.Image())
+	defer testcontainers.TerminateContainer(c)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -123,19 +126,19 @@ func ExampleContainer_Pause() {
 // than their session timeout.
 func ExampleContainer_Start() {
 	ctx := context.Background()
-	c, err := zktest.Run(ctx)
-	defer c.Terminate(ctx)
+	c, err := zktest.Run(ctx, zktest.Image())
+	defer testcontainers.TerminateContainer(c)
 	if err != nil {
 		log.Fatal(err)
 	}
-	before := c.Endpoint()
+	before := c.ClientEndpoint()
 
-	if err := c.Stop(ctx); err != nil {
+	if err := c.Stop(ctx, nil); err != nil {
 		log.Fatal(err)
 	}
 	if err := c.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(c.Endpoint() == before)
+	fmt.Println(c.ClientEndpoint() == before)
 	// Output: true
 }

@@ -17,19 +17,18 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 )
 
-// Start starts a ZooKeeper container of the test's own, as [Run] does, and
-// terminates it when the test and its subtests end. It stops the test if the
-// container does not start. testcontainers' log lines go to the test's log.
+// Start starts a ZooKeeper container of the test's own from [Image], as
+// [Run] does with opts, and terminates it when the test and its subtests end
+// (testcontainers.CleanupContainer). It stops the test if the container does
+// not start. testcontainers' log lines go to the test's log.
 //
 // Start always starts a container, even when ZKLOCK_TEST_SERVERS is set: it is
 // meant for tests that pause, stop or restart their server.
-func Start(tb testing.TB, opts ...Option) *Container {
+func Start(tb testing.TB, opts ...testcontainers.ContainerCustomizer) *Container {
 	tb.Helper()
-	opts = append([]Option{withLogger(tclog.TestLogger(tb))}, opts...)
-	c, err := Run(tb.Context(), opts...)
-	if c != nil {
-		testcontainers.CleanupContainer(tb, c.ctr)
-	}
+	opts = append([]testcontainers.ContainerCustomizer{testcontainers.WithLogger(tclog.TestLogger(tb))}, opts...)
+	c, err := Run(tb.Context(), Image(), opts...)
+	testcontainers.CleanupContainer(tb, c)
 	require.NoError(tb, err, "zktest: start ZooKeeper")
 	return c
 }
@@ -63,7 +62,7 @@ var mainRunning atomic.Bool
 // Servers returns the ZooKeeper servers for a test that does not break them:
 // the servers in ZKLOCK_TEST_SERVERS when that variable is set, or else the
 // endpoint of a container shared by the whole test binary, started by the
-// first call with [Run]'s defaults. If the shared container cannot start,
+// first call from [Image] with [Run]'s defaults. If the shared container cannot start,
 // every test that asks for it fails with the same error.
 //
 // The shared container is terminated by [Main]. Without Main, which nothing
@@ -79,7 +78,7 @@ func Servers(tb testing.TB) []string {
 		return Start(tb).Servers()
 	}
 	shared.once.Do(func() {
-		shared.c, shared.err = Run(context.Background())
+		shared.c, shared.err = Run(context.Background(), Image())
 		if shared.err != nil {
 			// Nobody else holds it: do not leave it running.
 			if err := shared.c.Terminate(context.Background()); err != nil {

@@ -18,11 +18,10 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
-	tclog "github.com/testcontainers/testcontainers-go/log"
 )
 
-// DefaultImage is the ZooKeeper image used when neither [WithImage] nor the
-// ZKLOCK_ZK_IMAGE environment variable names one.
+// DefaultImage is the ZooKeeper image [Image] returns when the
+// ZKLOCK_ZK_IMAGE environment variable is empty.
 const DefaultImage = "zookeeper:3.9"
 
 const (
@@ -44,27 +43,31 @@ const (
 	portAttempts = 3
 )
 
-// Option configures [Run] and [Start].
-type Option func(*settings)
-
-type settings struct {
-	image       string
-	tickTime    time.Duration
-	config      [][2]string // extra zoo.cfg entries, in order
-	customizers []testcontainers.ContainerCustomizer
-	logger      tclog.Logger
+// Image returns the ZooKeeper image for tests: the value of the
+// ZKLOCK_ZK_IMAGE environment variable, or [DefaultImage] when it is empty.
+// [Start], [Servers] and [StartEnsemble] run it; pass it to [Run] and
+// [RunEnsemble] to do the same.
+func Image() string {
+	if image := os.Getenv(imageEnv); image != "" {
+		return image
+	}
+	return DefaultImage
 }
 
-// WithImage sets the ZooKeeper image. The default is the value of the
-// ZKLOCK_ZK_IMAGE environment variable, or [DefaultImage] when it is empty.
-// The image must behave like the official "zookeeper" image; an empty image
-// keeps the default.
-func WithImage(image string) Option {
-	return func(s *settings) {
-		if image != "" {
-			s.image = image
-		}
-	}
+// Option is one of zktest's own options for [Run] and [RunEnsemble]. It is
+// a testcontainers.ContainerCustomizer, so it goes in the same list as
+// testcontainers' options, in any order.
+type Option func(*options) error
+
+// Customize does nothing: [Run] reads its Options before it builds the
+// container request. It makes Option a testcontainers.ContainerCustomizer.
+func (Option) Customize(*testcontainers.GenericContainerRequest) error { return nil }
+
+var _ testcontainers.ContainerCustomizer = Option(nil)
+
+type options struct {
+	tickTime time.Duration
+	config   [][2]string // extra zoo.cfg entries, in order
 }
 
 // WithTickTime sets ZooKeeper's tickTime, the unit of its timeouts. The
@@ -72,7 +75,13 @@ func WithImage(image string) Option {
 // test can see a session expire in about a second. The value is rounded down
 // to whole milliseconds; [Run] rejects a tick shorter than one millisecond.
 func WithTickTime(d time.Duration) Option {
-	return func(s *settings) { s.tickTime = d }
+	return func(o *options) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("tick time %v: must be at least 1ms", d)
+		}
+		o.tickTime = d
+		return nil
+	}
 }
 
 // WithConfig sets one zoo.cfg entry, key=value. It replaces zktest's own value
@@ -81,76 +90,73 @@ func WithTickTime(d time.Duration) Option {
 // out makes [Run] time out. [Run] rejects a key that is empty or holds '=' or
 // a line break, and a value that holds a line break.
 func WithConfig(key, value string) Option {
-	return func(s *settings) {
-		for i, kv := range s.config {
+	return func(o *options) error {
+		if key == "" || strings.ContainsAny(key, "=\r\n") || strings.ContainsAny(value, "\r\n") {
+			return fmt.Errorf("config entry %q=%q: invalid key or value", key, value)
+		}
+		for i, kv := range o.config {
 			if kv[0] == key {
-				s.config[i][1] = value
-				return
+				o.config[i][1] = value
+				return nil
 			}
 		}
-		s.config = append(s.config, [2]string{key, value})
+		o.config = append(o.config, [2]string{key, value})
+		return nil
 	}
-}
-
-// WithCustomizers passes testcontainers options through to
-// testcontainers.Run, after zktest's own, so they win: environment
-// variables, log consumers, networks, another wait strategy. The client port's
-// fixed 127.0.0.1 binding is always kept, since [Container.Endpoint] depends
-// on it. By default there are none.
-func WithCustomizers(customizers ...testcontainers.ContainerCustomizer) Option {
-	return func(s *settings) {
-		s.customizers = append(s.customizers, customizers...)
-	}
-}
-
-// withLogger sends testcontainers' log lines to logger; [Start] uses it to
-// keep them in the test's output.
-func withLogger(logger tclog.Logger) Option {
-	return func(s *settings) { s.logger = logger }
 }
 
 // Container is a ZooKeeper server running in a Docker container, started by
-// [Run] or [Start]. Its methods are safe for concurrent use, but pausing,
-// stopping and starting the same container from several goroutines at once
-// leaves it in whichever state the engine applied last.
+// [Run] or [Start]. It embeds the testcontainers.Container, so
+// testcontainers.CleanupContainer and testcontainers.TerminateContainer take
+// it, and its Start, Stop, Logs, Exec and the rest are testcontainers'. Its
+// methods are safe for concurrent use, but pausing, stopping and starting the
+// same container from several goroutines at once leaves it in whichever state
+// the engine applied last.
+//
+// Stop keeps the data directory, and the sessions of clients that reconnect
+// within their timeout after Start. Start waits, like [Run], until the server
+// answers srvr, on the same [Container.ClientEndpoint].
 type Container struct {
-	ctr      *testcontainers.DockerContainer
+	testcontainers.Container
 	endpoint string
 	ready    *serving
 }
 
-// Run starts a ZooKeeper container and waits, for up to a minute, until the
-// server answers srvr. ctx bounds the whole start, including pulling the image.
+// Run starts a ZooKeeper container from img, an image that behaves like the
+// official "zookeeper" image (see [Image]), and waits, for up to a minute,
+// until the server answers srvr. ctx bounds the whole start, including
+// pulling the image.
+//
+// opts are zktest's [Option]s and any testcontainers.ContainerCustomizer:
+// environment variables, log consumers, networks, another wait strategy.
+// They apply after zktest's defaults, so they win; the one exception is the
+// client port's fixed 127.0.0.1 binding, which is always kept, since
+// [Container.ClientEndpoint] depends on it.
 //
 // On failure Run returns an error and, if a container was created, that
 // container too, so the caller can still terminate it, as testcontainers'
 // modules do:
 //
-//	c, err := zktest.Run(ctx)
-//	defer c.Terminate(context.Background()) // nil-safe
+//	c, err := zktest.Run(ctx, zktest.Image())
+//	defer testcontainers.TerminateContainer(c) // nil-safe
 //	if err != nil { ... }
-func Run(ctx context.Context, opts ...Option) (*Container, error) {
-	s := settings{
-		image:    os.Getenv(imageEnv),
-		tickTime: defaultTickTime,
-	}
-	if s.image == "" {
-		s.image = DefaultImage
-	}
+func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustomizer) (*Container, error) {
+	settings := options{tickTime: defaultTickTime}
 	for _, opt := range opts {
-		opt(&s)
+		if o, ok := opt.(Option); ok && o != nil {
+			if err := o(&settings); err != nil {
+				return nil, fmt.Errorf("zktest: %w", err)
+			}
+		}
 	}
-	cfg, err := zooCfg(&s)
-	if err != nil {
-		return nil, err
-	}
+	cfg := zooCfg(&settings)
 
 	for attempt := 1; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
 			return nil, fmt.Errorf("zktest: choose a host port: %w", err)
 		}
-		c, err := run(ctx, &s, cfg, port)
+		c, err := run(ctx, img, cfg, port, opts)
 		if err == nil || attempt == portAttempts || !portTaken(err) {
 			return c, err
 		}
@@ -161,15 +167,11 @@ func Run(ctx context.Context, opts ...Option) (*Container, error) {
 	}
 }
 
-func run(ctx context.Context, s *settings, cfg string, port int) (*Container, error) {
+func run(ctx context.Context, img, cfg string, port int, opts []testcontainers.ContainerCustomizer) (*Container, error) {
 	endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	ready := &serving{addr: endpoint, timeout: startupTimeout}
 
-	var opts []testcontainers.ContainerCustomizer
-	if s.logger != nil {
-		opts = append(opts, testcontainers.WithLogger(s.logger))
-	}
-	opts = append(opts,
+	moduleOpts := []testcontainers.ContainerCustomizer{
 		testcontainers.WithExposedPorts(clientPort),
 		testcontainers.WithFiles(testcontainers.ContainerFile{
 			Reader:            strings.NewReader(cfg),
@@ -182,17 +184,17 @@ func run(ctx context.Context, s *settings, cfg string, port int) (*Container, er
 			PostCreates:    []testcontainers.ContainerHook{track},
 			PostTerminates: []testcontainers.ContainerHook{untrack},
 		}),
-	)
-	opts = append(opts, s.customizers...)
-	opts = append(opts, bindClientPort(port))
+	}
+	moduleOpts = append(moduleOpts, opts...)
+	moduleOpts = append(moduleOpts, bindClientPort(port))
 
-	ctr, err := testcontainers.Run(ctx, s.image, opts...)
+	ctr, err := testcontainers.Run(ctx, img, moduleOpts...)
 	var c *Container
 	if ctr != nil {
-		c = &Container{ctr: ctr, endpoint: endpoint, ready: ready}
+		c = &Container{Container: ctr, endpoint: endpoint, ready: ready}
 	}
 	if err != nil {
-		return c, fmt.Errorf("zktest: run %s: %w", s.image, err)
+		return c, fmt.Errorf("zktest: run %s: %w", img, err)
 	}
 	return c, nil
 }
@@ -222,11 +224,8 @@ func bindClientPort(port int) testcontainers.CustomizeRequestOption {
 }
 
 // zooCfg renders the zoo.cfg that Run copies into the container.
-func zooCfg(s *settings) (string, error) {
-	if s.tickTime < time.Millisecond {
-		return "", fmt.Errorf("zktest: tick time %v: must be at least 1ms", s.tickTime)
-	}
-	tick := s.tickTime.Truncate(time.Millisecond)
+func zooCfg(o *options) string {
+	tick := o.tickTime.Truncate(time.Millisecond)
 	// ZooKeeper's own default maximum is 20 ticks; never go below it, or a
 	// long tick would make the minimum (2 ticks) exceed the maximum.
 	maxSession := max(minMaxSessionTime, 20*tick)
@@ -242,14 +241,10 @@ func zooCfg(s *settings) (string, error) {
 		{"admin.enableServer", "false"},
 		{"standaloneEnabled", "true"},
 	}
-	for _, kv := range s.config {
-		key, value := kv[0], kv[1]
-		if key == "" || strings.ContainsAny(key, "=\r\n") || strings.ContainsAny(value, "\r\n") {
-			return "", fmt.Errorf("zktest: config entry %q=%q: invalid key or value", key, value)
-		}
-		i := slices.IndexFunc(entries, func(e [2]string) bool { return e[0] == key })
+	for _, kv := range o.config {
+		i := slices.IndexFunc(entries, func(e [2]string) bool { return e[0] == kv[0] })
 		if i >= 0 {
-			entries[i][1] = value
+			entries[i][1] = kv[1]
 		} else {
 			entries = append(entries, kv)
 		}
@@ -259,7 +254,7 @@ func zooCfg(s *settings) (string, error) {
 	for _, kv := range entries {
 		fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 var usedPorts struct {
@@ -313,41 +308,14 @@ func portTaken(err error) bool {
 		strings.Contains(msg, "address already in use")
 }
 
-// Endpoint returns the address of the server's client port, "127.0.0.1:port".
-// It stays the same across [Container.Stop] and [Container.Start].
-func (c *Container) Endpoint() string { return c.endpoint }
+// ClientEndpoint returns the address of the server's client port,
+// "127.0.0.1:port". It stays the same across Stop and Start, and while the
+// container is stopped.
+func (c *Container) ClientEndpoint() string { return c.endpoint }
 
-// Servers returns the server list for zk.Connect: the single [Container.Endpoint].
+// Servers returns the server list for zk.Connect or zklock.Connect: the
+// single [Container.ClientEndpoint].
 func (c *Container) Servers() []string { return []string{c.endpoint} }
-
-// Container returns the underlying testcontainers container, for what zktest
-// does not cover: logs, exec, networks.
-func (c *Container) Container() testcontainers.Container {
-	if c == nil || c.ctr == nil {
-		return nil
-	}
-	return c.ctr
-}
-
-// Stop stops the container, giving the server ten seconds to shut down
-// cleanly, the engine's default. The data directory survives, and so do the
-// sessions of clients that reconnect within their timeout after
-// [Container.Start]. Clients get connection refused in the meantime.
-func (c *Container) Stop(ctx context.Context) error {
-	if err := c.ctr.Stop(ctx, nil); err != nil {
-		return fmt.Errorf("zktest: stop %s: %w", c.endpoint, err)
-	}
-	return nil
-}
-
-// Start starts a stopped container again, on the same endpoint, and waits
-// until the server answers srvr, for up to a minute or until ctx is done.
-func (c *Container) Start(ctx context.Context) error {
-	if err := c.ctr.Start(ctx); err != nil {
-		return fmt.Errorf("zktest: start %s: %w", c.endpoint, err)
-	}
-	return nil
-}
 
 // Pause freezes every process of the container (docker pause). Clients stay
 // connected through Docker's proxy but get no answer, so their requests and
@@ -355,7 +323,7 @@ func (c *Container) Start(ctx context.Context) error {
 // server expires their sessions as soon as it runs again.
 func (c *Container) Pause(ctx context.Context) error {
 	err := c.withDocker(ctx, func(cli *testcontainers.DockerClient) error {
-		_, err := cli.ContainerPause(ctx, c.ctr.GetContainerID(), client.ContainerPauseOptions{})
+		_, err := cli.ContainerPause(ctx, c.GetContainerID(), client.ContainerPauseOptions{})
 		return err
 	})
 	if err != nil {
@@ -368,11 +336,11 @@ func (c *Container) Pause(ctx context.Context) error {
 // again, for up to a minute or until ctx is done.
 func (c *Container) Unpause(ctx context.Context) error {
 	err := c.withDocker(ctx, func(cli *testcontainers.DockerClient) error {
-		_, err := cli.ContainerUnpause(ctx, c.ctr.GetContainerID(), client.ContainerUnpauseOptions{})
+		_, err := cli.ContainerUnpause(ctx, c.GetContainerID(), client.ContainerUnpauseOptions{})
 		return err
 	})
 	if err == nil {
-		err = c.ready.WaitUntilReady(ctx, c.ctr)
+		err = c.ready.WaitUntilReady(ctx, c)
 	}
 	if err != nil {
 		return fmt.Errorf("zktest: unpause %s: %w", c.endpoint, err)
@@ -389,14 +357,14 @@ func (c *Container) withDocker(ctx context.Context, f func(*testcontainers.Docke
 	return f(cli)
 }
 
-// Terminate stops and removes the container and its volumes. It is safe to
-// call on a nil *Container, which is what [Run] returns when it created
-// nothing.
-func (c *Container) Terminate(ctx context.Context) error {
-	if c == nil || c.ctr == nil {
+// Terminate stops and removes the container and its volumes, as
+// testcontainers' Terminate does. It is safe to call on a nil *Container,
+// which is what [Run] returns when it created nothing.
+func (c *Container) Terminate(ctx context.Context, opts ...testcontainers.TerminateOption) error {
+	if c == nil || c.Container == nil {
 		return nil
 	}
-	if err := c.ctr.Terminate(ctx); err != nil {
+	if err := c.Container.Terminate(ctx, opts...); err != nil {
 		return fmt.Errorf("zktest: terminate %s: %w", c.endpoint, err)
 	}
 	return nil

@@ -36,7 +36,7 @@ func TestRunRejectsInvalidOptions(t *testing.T) {
 		"value with a line": zktest.WithConfig("a", "1\nb=2"),
 	} {
 		t.Run(name, func(t *testing.T) {
-			c, err := zktest.Run(t.Context(), opt)
+			c, err := zktest.Run(t.Context(), zktest.Image(), opt)
 			require.Error(t, err)
 			require.Nil(t, c, "no container is created for invalid options")
 		})
@@ -49,15 +49,19 @@ func TestStartServesWithConfig(t *testing.T) {
 		zktest.WithTickTime(100*time.Millisecond),
 		zktest.WithConfig("maxSessionTimeout", "20000"),
 		// A user's port bindings must not lose the fixed client port.
-		zktest.WithCustomizers(testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			hc.PortBindings = nil
-		})),
+		}),
+		// The user's customizers apply after zktest's defaults.
+		testcontainers.WithLabels(map[string]string{"org.zkrecipes.zktest": "user"}),
 	)
 	ctx := t.Context()
 
-	require.Regexp(t, `^127\.0\.0\.1:\d+$`, c.Endpoint())
-	require.Equal(t, []string{c.Endpoint()}, c.Servers())
-	require.NotNil(t, c.Container())
+	require.Regexp(t, `^127\.0\.0\.1:\d+$`, c.ClientEndpoint())
+	require.Equal(t, []string{c.ClientEndpoint()}, c.Servers())
+	info, err := c.Inspect(ctx) // testcontainers' own methods
+	require.NoError(t, err)
+	require.Equal(t, "user", info.Config.Labels["org.zkrecipes.zktest"])
 
 	out, err := c.FourLetter(ctx, "srvr")
 	require.NoError(t, err)
@@ -127,18 +131,18 @@ func TestStopStartKeepsEndpointAndSession(t *testing.T) {
 	t.Parallel()
 	c := zktest.Start(t)
 	ctx := t.Context()
-	endpoint := c.Endpoint()
+	endpoint := c.ClientEndpoint()
 	conn := connect(t, c.Servers(), 20*time.Second)
 	session := conn.SessionID()
 	_, err := conn.Create("/restarted", nil, 0, zk.WorldACL(zk.PermAll))
 	require.NoError(t, err)
 
-	require.NoError(t, c.Stop(ctx))
+	require.NoError(t, c.Stop(ctx, nil))
 	_, err = c.FourLetter(ctx, "ruok")
 	require.Error(t, err, "a stopped server must refuse connections")
 
 	require.NoError(t, c.Start(ctx))
-	require.Equal(t, endpoint, c.Endpoint())
+	require.Equal(t, endpoint, c.ClientEndpoint())
 	out, err := c.FourLetter(ctx, "srvr")
 	require.NoError(t, err)
 	require.Contains(t, out, "Mode: standalone")
@@ -180,4 +184,27 @@ func TestServersHonoursExternalServers(t *testing.T) {
 
 	t.Setenv("ZKLOCK_TEST_SERVERS", "")
 	require.False(t, zktest.External())
+}
+
+// A container that fails to start comes back with the error, so that
+// testcontainers' cleanup helpers can remove it.
+func TestRunReturnsAPartiallyStartedContainer(t *testing.T) {
+	t.Parallel()
+	c, err := zktest.Run(t.Context(), zktest.Image(),
+		testcontainers.WithEntrypoint("/bin/false"), // exits before serving
+	)
+	testcontainers.CleanupContainer(t, c)
+	require.Error(t, err)
+	require.ErrorContains(t, err, "before serving")
+	require.NotNil(t, c, "the container that failed is returned")
+	require.NotEmpty(t, c.GetContainerID())
+	require.NoError(t, testcontainers.TerminateContainer(c))
+	_, err = c.State(t.Context())
+	require.Error(t, err, "the container is gone")
+}
+
+func TestTerminateNil(t *testing.T) {
+	var c *zktest.Container
+	require.NoError(t, c.Terminate(context.Background()))
+	require.NoError(t, testcontainers.TerminateContainer(c))
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/zkrecipes/zklock/zktest"
@@ -115,11 +116,11 @@ func startServer(ctx context.Context, root string, fsync, viaProxy bool) (*serve
 	if image == "" {
 		image = zktest.DefaultImage
 	}
-	opts := []zktest.Option{zktest.WithImage(image)}
+	var opts []testcontainers.ContainerCustomizer
 	if !fsync {
 		opts = append(opts, zktest.WithConfig("forceSync", "no"))
 	}
-	c, err := zktest.Run(ctx, opts...)
+	c, err := zktest.Run(ctx, image, opts...)
 	stop := func() {
 		tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -135,9 +136,9 @@ func startServer(ctx context.Context, root string, fsync, viaProxy bool) (*serve
 	if !fsync {
 		src += " (forceSync=no)"
 	}
-	s := &server{servers: c.Servers(), source: src, stop: stop, cpu: containerCPU(c.Container().GetContainerID())}
+	s := &server{servers: c.Servers(), source: src, stop: stop, cpu: containerCPU(c.GetContainerID())}
 	if !viaProxy {
-		if ip, err := c.Container().ContainerIP(ctx); err == nil && ip != "" {
+		if ip, err := c.ContainerIP(ctx); err == nil && ip != "" {
 			addr := net.JoinHostPort(ip, "2181")
 			if _, err := mntr(ctx, addr); err == nil {
 				s.servers = []string{addr}

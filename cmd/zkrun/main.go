@@ -38,7 +38,6 @@ import (
 
 const (
 	serversEnv = "ZKLOCK_SERVERS"
-	imageEnv   = "ZKLOCK_ZK_IMAGE"
 
 	exitFailure     = 125
 	exitNotRunnable = 126
@@ -90,7 +89,7 @@ func run() int {
 		if code != 0 {
 			return code
 		}
-		servers = c.Endpoint()
+		servers = c.ClientEndpoint()
 	}
 	return runCommand(args, setEnv(env, serversEnv, servers), sigs)
 }
@@ -98,10 +97,7 @@ func run() int {
 // startServer starts the container; a non-zero code means zkrun must exit
 // with it, after terminating c if c is not nil.
 func startServer(sigs <-chan os.Signal) (*zktest.Container, int) {
-	image := os.Getenv(imageEnv)
-	if image == "" {
-		image = zktest.DefaultImage
-	}
+	image := zktest.Image()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -111,7 +107,7 @@ func startServer(sigs <-chan os.Signal) (*zktest.Container, int) {
 	}
 	started := make(chan result, 1)
 	go func() {
-		c, err := zktest.Run(ctx, zktest.WithImage(image))
+		c, err := zktest.Run(ctx, image)
 		started <- result{c, err}
 	}()
 
@@ -123,7 +119,7 @@ func startServer(sigs <-chan os.Signal) (*zktest.Container, int) {
 			return res.c, exitFailure
 		}
 		fmt.Fprintf(os.Stderr, "zkrun: ZooKeeper (%s) serving on %s after %v\n",
-			image, res.c.Endpoint(), time.Since(t0).Round(100*time.Millisecond))
+			image, res.c.ClientEndpoint(), time.Since(t0).Round(100*time.Millisecond))
 		return res.c, 0
 	case sig := <-sigs:
 		cancel()

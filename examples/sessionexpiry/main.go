@@ -50,7 +50,7 @@ func mainCode() int {
 		servers = strings.Split(s, ",")
 	} else {
 		fmt.Println("starting a ZooKeeper container...")
-		zkc, err := zktest.Run(ctx)
+		zkc, err := zktest.Run(ctx, zktest.Image())
 		defer func() {
 			if err := zkc.Terminate(context.Background()); err != nil {
 				log.Print(err)
