@@ -36,4 +36,4 @@ fmt-check:
 	fi
 
 demo: setup
-	$(ZK_ENV) $(GO) run ./cmd/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry'
+	$(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry'

@@ -1,11 +1,12 @@
 package zklock_test
 
 // Cross-language tests: zklock against Apache Curator 5.4 (Java) and kazoo
-// 2.8 (Python) on the same lock paths, with the holder programs of peers/
-// (see peers/README.md) and a real ZooKeeper. Every peer is a process of its
-// own with its own session; it prints `ACQ <id> <recipe> <unix_nanos>` right
-// after its acquire returns and `REL ...` right before it releases, on the
-// same wall clock that the Go side reads with time.Now().UnixNano().
+// 2.8 (Python) on the same lock paths, with the holder programs of
+// tools/peers (see tools/peers/README.md) and a real ZooKeeper. Every peer
+// is a process of its own with its own session; it prints `ACQ <id> <recipe>
+// <unix_nanos>` right after its acquire returns and `REL ...` right before it
+// releases, on the same wall clock that the Go side reads with
+// time.Now().UnixNano().
 //
 // Curator and kazoo never share a path here: Curator ignores kazoo's nodes
 // (docs/interop.md), so they do not exclude each other. Go+Curator and
@@ -63,7 +64,7 @@ var (
 
 	javaPeer = peerLang{
 		name:  "java",
-		argv:  []string{"peers/java/build/zkpeer"},
+		argv:  []string{"tools/peers/java/build/zkpeer"},
 		nodes: curatorNodes,
 	}
 	// kazoo 2.8's ReadLock may wait for a writer queued after it, which
@@ -73,7 +74,7 @@ var (
 	// stock recipes are what the one-peer tests use.
 	pythonPeer = peerLang{
 		name:  "python",
-		argv:  []string{"/usr/bin/python3", "peers/python/zkpeer.py"},
+		argv:  []string{"/usr/bin/python3", "tools/peers/python/zkpeer.py"},
 		nodes: kazooNodes,
 		args:  []string{"--kazoo-rw-fix"},
 	}
@@ -94,10 +95,10 @@ func buildPeers(t *testing.T) {
 	peerBuild.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		peerBuild.out, peerBuild.err = exec.CommandContext(ctx, "bash", "scripts/build-peers.sh").CombinedOutput()
+		peerBuild.out, peerBuild.err = exec.CommandContext(ctx, "bash", "tools/peers/build-peers.sh").CombinedOutput()
 	})
 	if peerBuild.err != nil {
-		t.Fatalf("interop: scripts/build-peers.sh failed (%v): the interop tests need a JDK, "+
+		t.Fatalf("interop: tools/peers/build-peers.sh failed (%v): the interop tests need a JDK, "+
 			"Curator (Debian libcurator-recipes-java, libslf4j-java) and kazoo for /usr/bin/python3 "+
 			"(python3-kazoo); scripts/setup.sh installs them.\n%s", peerBuild.err, peerBuild.out)
 	}

@@ -1,7 +1,7 @@
 // ZkPeer: Apache Curator lock peer for zklock interoperability tests and benchmarks.
 //
-// Build and run with scripts/build-peers.sh (it writes peers/java/build/zkpeer).
-// The command line and output format are shared with peers/python/zkpeer.py:
+// Build and run with tools/peers/build-peers.sh (it writes tools/peers/java/build/zkpeer).
+// The command line and output format are shared with tools/peers/python/zkpeer.py:
 //
 //   zkpeer hold  --servers H:P --path /p --recipe mutex|read|write --count N --hold-ms M --id NAME
 //                [--session-ms 10000] [--start-file F] [--once-then-wait]

@@ -2,7 +2,7 @@
 """kazoo lock peer for zklock interoperability tests and benchmarks.
 
 Runs with Debian's /usr/bin/python3 and python3-kazoo (kazoo 2.8). Same command line and output
-format as peers/java/ZkPeer.java:
+format as tools/peers/java/ZkPeer.java:
 
   zkpeer.py hold  --servers H:P --path /p --recipe mutex|read|write --count N --hold-ms M
                   --id NAME [--session-ms 10000] [--start-file F] [--once-then-wait]

@@ -16,7 +16,7 @@ import (
 )
 
 // Result is one system's run of one workload. Its JSON field names are the
-// peers' own (peers/README.md), so a peer's line decodes straight into it.
+// peers' own (tools/peers/README.md), so a peer's line decodes straight into it.
 type Result struct {
 	System               string  `json:"system"`
 	Workload             string  `json:"workload"`
@@ -135,23 +135,23 @@ func (r *Result) setPerOp(c counts) {
 }
 
 func (p *peers) javaLauncher() string {
-	return filepath.Join(p.root, "peers", "java", "build", "zkpeer")
+	return filepath.Join(p.root, "tools", "peers", "java", "build", "zkpeer")
 }
 
-// ensureBuilt runs scripts/build-peers.sh once if the Java launcher is
+// ensureBuilt runs tools/peers/build-peers.sh once if the Java launcher is
 // missing or older than its source.
 func (p *peers) ensureBuilt(ctx context.Context) error {
 	p.buildOnce.Do(func() {
 		launcher, err := os.Stat(p.javaLauncher())
-		src, serr := os.Stat(filepath.Join(p.root, "peers", "java", "ZkPeer.java"))
+		src, serr := os.Stat(filepath.Join(p.root, "tools", "peers", "java", "ZkPeer.java"))
 		if err == nil && serr == nil && !src.ModTime().After(launcher.ModTime()) {
 			return
 		}
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(p.root, "scripts", "build-peers.sh"))
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(p.root, "tools", "peers", "build-peers.sh"))
 		cmd.Dir = p.root
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			p.buildErr = fmt.Errorf("scripts/build-peers.sh: %w: %s", err, tail(out))
+			p.buildErr = fmt.Errorf("tools/peers/build-peers.sh: %w: %s", err, tail(out))
 		}
 	})
 	return p.buildErr
@@ -220,7 +220,7 @@ func (p *peers) exec(ctx context.Context, sys string, spec runSpec) (res Result,
 			args = append(args, "--kazoo-rw-fix")
 			res.Note = "--kazoo-rw-fix (kazoo #649)"
 		}
-		cmd = exec.CommandContext(ctx, p.python, append([]string{filepath.Join(p.root, "peers", "python", "zkpeer.py")}, args...)...)
+		cmd = exec.CommandContext(ctx, p.python, append([]string{filepath.Join(p.root, "tools", "peers", "python", "zkpeer.py")}, args...)...)
 	default:
 		res.Error = fmt.Sprintf("%s is not a peer", sys)
 		return res, cpu
@@ -286,8 +286,9 @@ func tail(b []byte) string {
 	return s
 }
 
-// repoRoot finds the module root from the working directory, so the bench
-// finds the peers and docs/bench wherever it is started in the repository.
+// repoRoot finds the repository root, the directory of the library's
+// go.mod, from the working directory, so the bench finds tools/peers and
+// docs/bench wherever it is started in the repository.
 func repoRoot() string {
 	dir, err := os.Getwd()
 	if err != nil {

@@ -150,7 +150,7 @@ func chartSVG(rep *report) string {
 		p(`<text x="%.1f" y="%d" font-size="13" fill="#222">%s</text>`+"\n", lx+19, ly+1, esc(label))
 		lx += 19 + 7.2*float64(len(label)) + 22
 	}
-	p(`<text x="%d" y="%d" font-size="11" fill="#666">go run ./cmd/zkbench · results: docs/bench/results.json</text>`+"\n", left, height-10)
+	p(`<text x="%d" y="%d" font-size="11" fill="#666">go run ./tools/zkbench · results: docs/bench/results.json</text>`+"\n", left, height-10)
 	p("</svg>\n")
 	return b.String()
 }

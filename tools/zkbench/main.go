@@ -1,12 +1,12 @@
 // Command zkbench measures zklock against the other ways to lock on
 // ZooKeeper, side by side in one run, against one server:
 //
-//	go run ./cmd/zkbench [flags]
+//	go run ./tools/zkbench [flags]
 //
 // Systems: zklock; go-zookeeper's own zk.Lock (same binary; mutex only);
 // Apache Curator 5.4 and kazoo 2.8 through the bench mode of the peers in
-// peers/ (built by scripts/build-peers.sh, which zkbench runs if the Java
-// peer is not built). Every client has its own session.
+// tools/peers/ (built by tools/peers/build-peers.sh, which zkbench runs if
+// the Java peer is not built). Every client has its own session.
 //
 // Workloads:
 //
@@ -38,7 +38,7 @@
 // or peer process; the container's cgroup).
 //
 // The server is the one in ZKLOCK_TEST_SERVERS if set, or else a throwaway
-// container started with zktest.Run (run `bash scripts/setup.sh` first),
+// container started with zktest.Run (run `scripts/setup.sh` first),
 // with the image in ZKLOCK_ZK_IMAGE or, if unset, the one setup.sh wrote to
 // .zklock-image; testcontainers' reaper is off unless
 // TESTCONTAINERS_RYUK_DISABLED says otherwise, and zkbench terminates the

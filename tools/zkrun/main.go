@@ -1,6 +1,6 @@
 // Command zkrun runs a command against a throwaway ZooKeeper server:
 //
-//	go run ./cmd/zkrun [-v] [--] command [args...]
+//	go run ./tools/zkrun [-v] [--] command [args...]
 //
 // It starts a container with [zktest.Run], with the image named by
 // ZKLOCK_ZK_IMAGE or else [zktest.DefaultImage], runs the command with
