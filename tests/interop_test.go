@@ -40,7 +40,7 @@ import (
 // it writes, by recipe.
 type peerLang struct {
 	name  string   // "java" or "python", also the prefix of peer ids
-	argv  []string // the peer program, relative to the repository root
+	argv  []string // the peer program, relative to this directory
 	nodes map[string]*regexp.Regexp
 	// args are extra arguments for the peers of the mixed contention tests.
 	args []string
@@ -64,7 +64,7 @@ var (
 
 	javaPeer = peerLang{
 		name:  "java",
-		argv:  []string{"tools/peers/java/build/zkpeer"},
+		argv:  []string{"../tools/peers/java/build/zkpeer"},
 		nodes: curatorNodes,
 	}
 	// kazoo 2.8's ReadLock may wait for a writer queued after it, which
@@ -74,7 +74,7 @@ var (
 	// stock recipes are what the one-peer tests use.
 	pythonPeer = peerLang{
 		name:  "python",
-		argv:  []string{"/usr/bin/python3", "tools/peers/python/zkpeer.py"},
+		argv:  []string{"/usr/bin/python3", "../tools/peers/python/zkpeer.py"},
 		nodes: kazooNodes,
 		args:  []string{"--kazoo-rw-fix"},
 	}
@@ -95,7 +95,7 @@ func buildPeers(t *testing.T) {
 	peerBuild.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		peerBuild.out, peerBuild.err = exec.CommandContext(ctx, "bash", "tools/peers/build-peers.sh").CombinedOutput()
+		peerBuild.out, peerBuild.err = exec.CommandContext(ctx, "bash", "../tools/peers/build-peers.sh").CombinedOutput()
 	})
 	if peerBuild.err != nil {
 		t.Fatalf("interop: tools/peers/build-peers.sh failed (%v): the interop tests need a JDK, "+
