@@ -2,10 +2,26 @@
 # make demo: the examples against a throwaway ZooKeeper.
 # Both run scripts/setup.sh first: it installs what is missing, starts Docker
 # and chooses the ZooKeeper image (saved in .zklock-image).
+#
+# The repository holds several Go modules (see the README's "Repository
+# layout"), tied together by go.work: from the root, ./... means the library
+# module only, and $(MODULE)/... every package of every module.
 
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
+
+MODULE := github.com/zkrecipes/zklock
+# The directories of the modules go.work uses, the library's first.
+MODULES := . zktest tests tools examples
+# Every module but the library's, as package patterns.
+OTHERS := $(MODULE)/zktest/... $(MODULE)/tests/... $(MODULE)/tools/... $(MODULE)/examples/...
+
+# The oldest Go the library's go.mod admits, which the library must build
+# and vet with (the go command downloads it through the module proxy).
+OLDEST_GO := go1.21.13
+# staticcheck 2026.2.2, the first release line that knows Go 1.26.
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # The image comes from the environment if set, else from what setup chose.
 # Ryuk, testcontainers' reaper, cannot be pulled offline; zktest terminates
@@ -13,27 +29,48 @@ GO ?= go
 ZK_ENV = ZKLOCK_ZK_IMAGE="$${ZKLOCK_ZK_IMAGE:-$$(cat .zklock-image)}" \
 	TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}"
 
-.PHONY: setup test vet fmt-check demo
+.PHONY: setup test check vet vet-oldest fmt-check mod-check staticcheck demo
 
 setup:
 	scripts/setup.sh
 
-# The chaos suite runs on its own with -v, so its line of figures (faults by
-# kind, acquisitions, overlaps, orphans, leaked watches, longest recovery)
-# shows in CI's output; everything else runs first.
-test: setup vet fmt-check
-	$(ZK_ENV) $(GO) test -race -count=1 -timeout 15m -skip '^TestChaos$$' ./...
-	set -o pipefail; $(ZK_ENV) $(GO) test -race -count=1 -timeout 10m -run '^TestChaos$$' -v . \
+# The library's tests need only a ZooKeeper: zkrun starts one and hands its
+# address over in ZKLOCK_TEST_SERVERS (or passes on the one already there).
+# The other modules' tests start their containers through zktest. The chaos
+# suite runs on its own with -v, so its line of figures (faults by kind,
+# acquisitions, overlaps, orphans, leaked watches, longest recovery) shows in
+# CI's output; everything else runs first.
+test: setup check
+	$(ZK_ENV) $(GO) run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- \
+		$(GO) test -race -count=1 -timeout 10m ./...
+	$(ZK_ENV) $(GO) test -race -count=1 -timeout 15m -skip '^TestChaos$$' $(OTHERS)
+	set -o pipefail; $(ZK_ENV) $(GO) test -race -count=1 -timeout 10m -run '^TestChaos$$' -v ./tests \
 		| grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS)'
 
+# Everything that needs no ZooKeeper.
+check: mod-check vet vet-oldest fmt-check staticcheck
+
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(MODULE)/...
+
+vet-oldest:
+	GOTOOLCHAIN=$(OLDEST_GO) GOWORK=off $(GO) vet ./...
 
 fmt-check:
 	@unformatted=$$(gofmt -l .); \
 	if [[ -n $$unformatted ]]; then \
 		echo "gofmt -w needed on:" >&2; echo "$$unformatted" >&2; exit 1; \
 	fi
+
+# Each module's go.mod and go.sum are complete and tidy on their own, without
+# go.work: what a user of the module gets.
+mod-check:
+	@for m in $(MODULES); do \
+		(cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "go mod tidy needed in $$m" >&2; exit 1; }; \
+	done
+
+staticcheck:
+	$(STATICCHECK) $(MODULE)/...
 
 demo: setup
 	$(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry'

@@ -1,18 +1,24 @@
 // Command zkrun runs a command against a throwaway ZooKeeper server:
 //
-//	go run ./tools/zkrun [-v] [--] command [args...]
+//	go run ./tools/zkrun [-v] [-env NAME[,NAME...]] [--] command [args...]
 //
 // It starts a container with [zktest.Run], with the image named by
-// ZKLOCK_ZK_IMAGE or else [zktest.DefaultImage], runs the command with
-// ZKLOCK_SERVERS set to the server's address (127.0.0.1:port), and
-// terminates the container when the command exits or when zkrun gets SIGINT
-// or SIGTERM, which it forwards to the command. zkrun exits with the
-// command's status: its exit code, or 128 plus the number of the signal that
-// killed it. Its own failures exit with 125, a command that cannot be started
-// with 126 or 127.
+// ZKLOCK_ZK_IMAGE or else [zktest.DefaultImage], runs the command with the
+// environment variables named by -env set to the server's address
+// (127.0.0.1:port), and terminates the container when the command exits or
+// when zkrun gets SIGINT or SIGTERM, which it forwards to the command. zkrun
+// exits with the command's status: its exit code, or 128 plus the number of
+// the signal that killed it. Its own failures exit with 125, a command that
+// cannot be started with 126 or 127.
 //
-// When ZKLOCK_SERVERS is already set, zkrun starts nothing and runs the
-// command against those servers.
+// -env defaults to ZKLOCK_SERVERS, which the example programs read; zklock's
+// tests read ZKLOCK_TEST_SERVERS:
+//
+//	go run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- go test -race ./...
+//
+// When one of the named variables is already set, zkrun starts nothing and
+// runs the command against those servers, with the other names set to the
+// same value.
 //
 // Since zkrun always terminates its container itself, it runs without
 // testcontainers' reaper (Ryuk), which is often not pullable where zkrun is
@@ -54,15 +60,17 @@ func main() {
 
 func run() int {
 	verbose := flag.Bool("v", false, "print testcontainers' log")
+	envList := flag.String("env", serversEnv, "comma-separated `names` of the environment variables to set to the server's address")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(),
-			"usage: zkrun [-v] [--] command [args...]\n\n"+
-				"Runs command with %s set to a throwaway ZooKeeper server.\n\n", serversEnv)
+			"usage: zkrun [-v] [-env NAME[,NAME...]] [--] command [args...]\n\n"+
+				"Runs command with %s (or the -env names) set to a throwaway ZooKeeper server.\n\n", serversEnv)
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	args := flag.Args()
-	if len(args) == 0 {
+	names := envNames(*envList)
+	if len(args) == 0 || len(names) == 0 {
 		flag.Usage()
 		return 2
 	}
@@ -82,7 +90,12 @@ func run() int {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	servers := os.Getenv(serversEnv)
+	var servers string
+	for _, name := range names {
+		if servers = os.Getenv(name); servers != "" {
+			break
+		}
+	}
 	if servers == "" {
 		c, code := startServer(sigs)
 		defer terminate(c)
@@ -91,7 +104,21 @@ func run() int {
 		}
 		servers = c.ClientEndpoint()
 	}
-	return runCommand(args, setEnv(env, serversEnv, servers), sigs)
+	for _, name := range names {
+		env = setEnv(env, name, servers)
+	}
+	return runCommand(args, env, sigs)
+}
+
+// envNames splits -env's list, dropping empty names.
+func envNames(list string) []string {
+	var names []string
+	for name := range strings.SplitSeq(list, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // startServer starts the container; a non-zero code means zkrun must exit
