@@ -49,7 +49,7 @@ func TestConnectBadInput(t *testing.T) {
 		"empty auth": func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithAuth("", nil)); return err },
 		"nil retry":  func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithRetry(nil)); return err },
 		"nil option": func() error { _, err := zklock.Connect(bound(), servers, d, nil); return err },
-		//nolint:staticcheck // a nil context is exactly the bad input under test
+		//lint:ignore SA1012 a nil context is exactly the bad input under test
 		"nil context": func() error { _, err := zklock.Connect(nil, servers, d); return err },
 	} {
 		call := call
@@ -107,7 +107,7 @@ func TestLockBadInput(t *testing.T) {
 		mustIs(t, err, zklock.ErrInvalidArgument, "AcquireN(%d) of 3", n)
 	}
 	m := newMutex(t, c, root)
-	//nolint:staticcheck // a nil context is exactly the bad input under test
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
 	_, err = m.Acquire(nil)
 	mustIs(t, err, zklock.ErrInvalidArgument, "nil context")
 
