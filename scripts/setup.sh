@@ -69,7 +69,9 @@ install_packages() {
 		installed docker.io || missing+=(docker.io)
 	fi
 	local pkg
-	for pkg in mmdebstrap zookeeper libcurator-recipes-java python3-kazoo; do
+	# iptables and util-linux (nsenter): zktest's Ensemble.Isolate filters a
+	# server's traffic from inside its container's network namespace.
+	for pkg in mmdebstrap zookeeper libcurator-recipes-java python3-kazoo iptables util-linux; do
 		installed "$pkg" || missing+=("$pkg")
 	done
 	command -v javac >/dev/null || missing+=(default-jdk-headless)
