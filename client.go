@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,25 +20,38 @@ import (
 // with a Client share its session: when the session expires, or the Client
 // is closed, every lease taken through it is lost.
 //
-// A Client follows the session's state through a non-blocking callback, is
-// the only holder of the connection (every ZooKeeper call of the library
-// goes through it), and owns exactly one goroutine, its janitor, which
-// deletes the nodes of abandoned acquires and lost leases; [Client.Close]
-// stops it and waits for it. A Client is safe for concurrent use.
+// A Client follows the session's state through a non-blocking callback and is
+// the only holder of the connection: every ZooKeeper call of the library goes
+// through it, and it may replace the connection (see [Connect]). It owns two
+// goroutines: its janitor, which deletes the nodes of abandoned acquires and
+// lost leases, and its keeper, which has the quorum confirm the session while
+// leases are held or awaited and ends leases at their deadline. [Client.Close]
+// stops both and waits for them. A Client is safe for concurrent use.
 type Client struct {
 	acl        []zk.ACL
 	log        *slog.Logger
 	newBackOff func() backoff.BackOff
 	identity   []byte
 	janitor    *janitor
+	keeper     *keeper
+	wire       *wire
+	dial       dialOptions // to open a new connection
+	lossOnDrop bool
 
-	mu        sync.Mutex
-	zc        conn                // the connection; only the Client sets it
-	connected bool                // the connection has a live session
-	closed    bool                // Close was called
-	epoch     uint64              // bumped on every change of the above
-	changed   chan struct{}       // closed and replaced at every bump
-	leases    map[*Lease]struct{} // held
+	mu          sync.Mutex
+	zc          conn                // the connection; only the Client sets it
+	gen         uint64              // the connection's generation: events of older ones are stale
+	connected   bool                // the connection has a live session
+	closed      bool                // Close was called
+	epoch       uint64              // bumped on every change of the above
+	changed     chan struct{}       // closed and replaced at every bump
+	leases      map[*Lease]struct{} // held
+	waiting     map[string]int64    // the last node of each acquire under way, and its session
+	session     int64               // the session that confirmed and deadline belong to
+	confirmed   time.Time           // when the latest write the quorum acknowledged went out
+	deadline    time.Time           // the leases' deadline (see confirm); zero: none
+	downSince   time.Time           // when the session was last lost; zero while connected
+	confirmedCh chan struct{}       // closed and replaced when the deadline moves
 }
 
 // Connect opens a session with the ZooKeeper ensemble at servers
@@ -46,6 +60,11 @@ type Client struct {
 // for which errors.Is(err, ctx.Err()) holds. Bad arguments fail with an
 // error wrapping ErrInvalidArgument before any network I/O. On failure
 // nothing is left open.
+//
+// If the Client then finds no server that takes its session for twice the
+// session timeout (the session is surely gone by then, or every server has
+// forgotten it, as a rebuilt ensemble does), it opens a new connection, and
+// so a new session: waiting acquires queue again there.
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, error) {
 	o, err := connectOptions(ctx, servers, opts)
 	if err != nil {
@@ -55,22 +74,28 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		return nil, fmt.Errorf("zklock: connect: %w", err)
 	}
 	c := &Client{
-		acl:        o.acl,
-		log:        o.logger,
-		newBackOff: o.newBackOff,
-		identity:   defaultIdentity(),
-		changed:    make(chan struct{}),
-		leases:     make(map[*Lease]struct{}),
+		acl:         o.acl,
+		log:         o.logger,
+		newBackOff:  o.newBackOff,
+		identity:    defaultIdentity(),
+		wire:        &wire{dial: o.dialer},
+		lossOnDrop:  o.lossOnDrop,
+		changed:     make(chan struct{}),
+		confirmedCh: make(chan struct{}),
+		leases:      make(map[*Lease]struct{}),
+		waiting:     make(map[string]int64),
 	}
-	c.janitor = newJanitor(c)
-	zc, err := dial(dialOptions{
+	c.dial = dialOptions{
 		servers:        servers,
 		sessionTimeout: o.sessionTimeout,
-		dialer:         o.dialer,
+		dialer:         c.wire.dialer,
 		log:            o.logger,
-		onState:        c.onState,
-	})
+	}
+	c.janitor = newJanitor(c)
+	c.keeper = newKeeper(c)
+	zc, err := c.open(0)
 	if err != nil {
+		c.keeper.close()
 		c.janitor.close()
 		return nil, fmt.Errorf("zklock: connect %v: %w", servers, err)
 	}
@@ -91,6 +116,13 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		}
 	}
 	return c, nil
+}
+
+// open dials a connection of generation gen.
+func (c *Client) open(gen uint64) (conn, error) {
+	o := c.dial
+	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
+	return dial(o)
 }
 
 // connectOptions validates Connect's arguments and applies the options over
@@ -136,7 +168,7 @@ func (c *Client) conn() conn {
 
 // Conn returns the underlying go-zookeeper connection, an escape hatch.
 // Closing it directly leaves the Client's leases to find out through
-// session events.
+// session events. The Client may replace it (see [Connect]).
 func (c *Client) Conn() *zk.Conn { return c.conn().raw() }
 
 // SessionID returns the id of the current session (0 while there is none).
@@ -144,7 +176,7 @@ func (c *Client) SessionID() int64 { return c.conn().sessionID() }
 
 // Close ends the session: the server deletes every node of it, and every
 // live lease is lost with ErrClientClosed. Acquires under way return
-// ErrClientClosed. Close waits for the Client's goroutine to exit. Calling
+// ErrClientClosed. Close waits for the Client's goroutines to exit. Calling
 // Close again returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
@@ -154,60 +186,115 @@ func (c *Client) Close() error {
 	}
 	c.closed, c.connected = true, false
 	for l := range c.leases {
-		l.end(ErrClientClosed)
+		c.loseLocked(l, ErrClientClosed)
 	}
-	clear(c.leases)
 	c.bumpLocked()
 	zc := c.zc
 	c.mu.Unlock()
 
-	// Closing the connection first fails any request the janitor is
-	// waiting on, so it sees the stop promptly.
+	// Closing the connection first fails any request the goroutines are
+	// waiting on, so they see the stop promptly.
 	zc.close()
+	c.keeper.close()
 	c.janitor.close()
 	return nil
 }
 
-// onState follows the session. The connection calls it from its own
-// goroutine, so it must never block: it only flips state under a short
-// mutex, closes channels and queues work for the janitor.
-func (c *Client) onState(s sessionState, server string) {
+// classify is [classify], except that a closed connection means "closing"
+// only if the Client itself is closed: the Client may have put a new
+// connection in its place.
+func (c *Client) classify(err error) outcome {
+	o := classify(err)
+	if o == closing && !c.state().closed {
+		return retry
+	}
+	return o
+}
+
+// onState follows the session of the connection of generation gen. The
+// connection calls it from its own goroutine, so it must never block: it
+// only flips state under a short mutex, closes channels and queues work for
+// the janitor.
+func (c *Client) onState(gen uint64, s sessionState, server string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed || gen != c.gen {
 		return
 	}
 	switch s {
 	case stateHasSession:
-		c.connected = true
+		c.connected, c.downSince = true, time.Time{}
 		c.log.Debug("zklock: session established", "server", server)
 	case stateDisconnected:
 		if !c.connected {
 			return
 		}
-		c.connected = false
+		c.connected, c.downSince = false, time.Now()
 		c.log.Debug("zklock: connection lost", "server", server)
-		// A holder that cannot reach the server cannot prove it still
-		// holds: its lease ends now, well before the server could expire
-		// the session and let another client in. Its node is the
-		// janitor's to delete once the session is back; if the session
-		// ends first, the server deletes it.
-		for l := range c.leases {
-			if l.end(ErrConnectionSuspended) {
-				c.janitor.enqueue(job{nodes: []string{l.node}, session: l.session})
+		if c.lossOnDrop {
+			// WithLossOnDisconnect: a holder that cannot reach the server
+			// gives up at once. The node is the janitor's to delete once
+			// the session is back; if it ends first, the server deletes it.
+			for l := range c.leases {
+				c.loseLocked(l, ErrConnectionSuspended)
 			}
 		}
-		clear(c.leases)
+		// Otherwise leases ride out the drop until their deadline: the
+		// keeper ends them then if the session has not been confirmed again.
 	case stateExpired:
 		c.connected = false
-		c.log.Debug("zklock: session expired")
-		for l := range c.leases {
-			l.end(ErrSessionExpired)
+		if c.downSince.IsZero() {
+			c.downSince = time.Now()
 		}
-		clear(c.leases)
+		c.log.Debug("zklock: session expired")
+		c.newSessionLocked()
 	default:
 		return
 	}
+	c.bumpLocked()
+}
+
+// newSessionLocked forgets the session that was: its leases are lost, and
+// nothing confirmed in it counts any more. c.mu is held.
+func (c *Client) newSessionLocked() {
+	for l := range c.leases {
+		c.loseLocked(l, ErrSessionExpired)
+	}
+	c.session, c.confirmed, c.deadline = 0, time.Time{}, time.Time{}
+}
+
+// replace closes the connection and opens a new one, with a new session:
+// what go-zookeeper never does by itself when no server will take its
+// session (a rebuilt ensemble refuses the old session and the zxid it has
+// seen, forever). The keeper calls it.
+func (c *Client) replace() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	old := c.zc
+	c.gen++
+	gen := c.gen
+	c.mu.Unlock()
+
+	c.log.Warn("zklock: no server took the session; opening a new connection")
+	old.close()
+	zc, err := c.open(gen)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("zklock: open a new connection", "err", err)
+		c.downSince = time.Now() // try again in a while
+		return
+	}
+	if c.closed || gen != c.gen {
+		zc.close()
+		return
+	}
+	c.zc, c.connected, c.downSince = zc, false, time.Now()
+	c.newSessionLocked()
 	c.bumpLocked()
 }
 
@@ -217,6 +304,7 @@ func (c *Client) bumpLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.janitor.wake()
+	c.keeper.wake()
 }
 
 // clientState is a consistent snapshot of the session's state.
@@ -254,9 +342,11 @@ func (c *Client) awaitSession(ctx context.Context) (int64, error) {
 }
 
 // grant turns a participant's nodes into leases if nothing changed in the
-// session since epoch (when the children that decided it were read): a
-// lease is only handed out for a decision made in the connection it was read
-// on. It returns nil if the decision must be made again.
+// session since epoch (when the children that decided it were read), and if
+// the session's deadline is still ahead: a lease is only handed out for a
+// decision made in the connection it was read on, in a session the quorum
+// has confirmed for a while yet. It returns nil if the decision must be
+// made again.
 func (c *Client) grant(epoch uint64, session int64, nodes []string, token int64) ([]*Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -266,13 +356,36 @@ func (c *Client) grant(epoch uint64, session int64, nodes []string, token int64)
 	if !c.connected || c.epoch != epoch || c.zc.sessionID() != session {
 		return nil, nil
 	}
+	if c.session != session || !time.Now().Before(c.deadline) {
+		c.keeper.wake()
+		return nil, errUnconfirmed
+	}
 	leases := make([]*Lease, len(nodes))
 	for i, n := range nodes {
 		l := &Lease{c: c, node: n, token: token, session: session, done: make(chan struct{})}
 		c.leases[l] = struct{}{}
 		leases[i] = l
 	}
+	c.keeper.wake() // its deadline timer now matters
 	return leases, nil
+}
+
+// errUnconfirmed: a grant found the session's deadline behind it.
+var errUnconfirmed = errors.New("session not confirmed")
+
+// awaitConfirmed waits until the quorum confirms the session again, its
+// state changes, or ctx is done.
+func (c *Client) awaitConfirmed(ctx context.Context, st clientState) error {
+	c.mu.Lock()
+	ch := c.confirmedCh
+	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-st.changed:
+	case <-ch:
+	}
+	return nil
 }
 
 // forget drops a lease that was released.
@@ -280,6 +393,52 @@ func (c *Client) forget(l *Lease) {
 	c.mu.Lock()
 	delete(c.leases, l)
 	c.mu.Unlock()
+}
+
+// lose ends a held lease with err and takes care of its node.
+func (c *Client) lose(l *Lease, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loseLocked(l, err)
+}
+
+// loseLocked ends a held lease with err. If the lease was live, its node is
+// handed to the janitor, unless the session is gone (and the node with it).
+// c.mu is held.
+func (c *Client) loseLocked(l *Lease, err error) {
+	if !l.end(err, c.deadline) {
+		return
+	}
+	delete(c.leases, l)
+	if err != ErrSessionExpired && err != ErrClientClosed {
+		c.janitor.enqueue(job{nodes: []string{l.node}, session: l.session})
+	}
+}
+
+// valid reports whether a lease of session is within its deadline at now,
+// and the deadline.
+func (c *Client) valid(session int64, now time.Time) (bool, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != session {
+		return false, time.Time{}
+	}
+	return now.Before(c.deadline), c.deadline
+}
+
+// await records that an acquire waits with node, its last, in session: the
+// keeper confirms the session while anyone waits, so that a grant finds a
+// deadline ahead. done undoes it.
+func (c *Client) await(node string, session int64) (done func()) {
+	c.mu.Lock()
+	c.waiting[node] = session
+	c.mu.Unlock()
+	c.keeper.wake()
+	return func() {
+		c.mu.Lock()
+		delete(c.waiting, node)
+		c.mu.Unlock()
+	}
 }
 
 // defaultIdentity is the default node data: a short owner identity.

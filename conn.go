@@ -1,9 +1,12 @@
 package zklock
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -33,6 +36,11 @@ type conn interface {
 	// when the node's data changes or it is deleted, or (with a
 	// not-watching event) when the session ends.
 	getW(path string) (stat, <-chan event, error)
+	// check is a write that changes nothing: a multi-operation of one
+	// version check (any version) on path. ZooKeeper commits it through the
+	// leader and a quorum like any write (it takes a zxid), so its reply
+	// confirms the session; it fails with zk.ErrNoNode if path is gone.
+	check(path string) error
 	// set overwrites a node's data, whatever its version.
 	set(path string, data []byte) error
 	// sync makes the server this connection talks to catch up with the
@@ -168,6 +176,11 @@ func (z zkConn) getW(path string) (stat, <-chan event, error) {
 	return statOf(st), ch, nil
 }
 
+func (z zkConn) check(path string) error {
+	_, err := z.c.Multi(&zk.CheckVersionRequest{Path: path, Version: -1})
+	return err
+}
+
 func (z zkConn) set(path string, data []byte) error {
 	_, err := z.c.Set(path, data, -1)
 	return err
@@ -192,4 +205,121 @@ type zkLogger struct{ l *slog.Logger }
 
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
+}
+
+// wire wraps the dialer of a connection, to see what go-zookeeper does not
+// tell: the session timeout the server granted (read off each connect
+// response), when each of our packets went out (for the lease deadline,
+// see [Client.confirm]), and a way to drop the connection so that
+// go-zookeeper moves to another server.
+type wire struct {
+	dial zk.Dialer
+
+	mu      sync.Mutex
+	cur     *wireConn
+	timeout time.Duration // granted by the last connect response
+}
+
+// wireConn is one TCP connection of a wire.
+type wireConn struct {
+	net.Conn
+	w *wire
+
+	// Written by go-zookeeper's one reader goroutine, read under w.mu.
+	hdr  [12]byte // length, protocol version and timeout of the connect response
+	nhdr int
+
+	// Under w.mu.
+	first time.Time   // when the connect request went out
+	sent  []time.Time // when packets went out, thinned to one per wireGrain, oldest first
+}
+
+// wireGrain thins the record of sent packets: one per wireGrain of the
+// session timeout is kept, and what is kept errs early, which only makes
+// deadlines earlier.
+const wireGrain = 24
+
+func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := w.dial(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	wc := &wireConn{Conn: c, w: w}
+	w.mu.Lock()
+	w.cur = wc
+	w.mu.Unlock()
+	return wc, nil
+}
+
+func (c *wireConn) Write(p []byte) (int, error) {
+	now := time.Now()
+	c.w.mu.Lock()
+	if c.first.IsZero() {
+		c.first = now
+	}
+	grain := c.w.timeout / wireGrain
+	if n := len(c.sent); n == 0 || now.Sub(c.sent[n-1]) >= grain {
+		c.sent = append(c.sent, now)
+	}
+	if c.w.timeout > 0 { // forget what no deadline will look at again
+		for len(c.sent) > 1 && now.Sub(c.sent[0]) > 2*c.w.timeout {
+			c.sent = c.sent[1:]
+		}
+	}
+	c.w.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *wireConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.nhdr < len(c.hdr) {
+		c.nhdr += copy(c.hdr[c.nhdr:], p[:n])
+		if c.nhdr == len(c.hdr) {
+			// ConnectResponse: int32 protocolVersion, int32 timeOut (ms), ...
+			if ms := int32(binary.BigEndian.Uint32(c.hdr[8:12])); ms > 0 {
+				c.w.mu.Lock()
+				c.w.timeout = time.Duration(ms) * time.Millisecond
+				c.w.mu.Unlock()
+			}
+		}
+	}
+	return n, err
+}
+
+// sessionTimeout is the timeout the server granted, 0 before it has.
+func (w *wire) sessionTimeout() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.timeout
+}
+
+// sentBy returns when the latest packet that went out no later than t on
+// the current connection went out (errs early by up to a grain), or, if
+// none did, when the connection's connect request went out.
+func (w *wire) sentBy(t time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.cur
+	if c == nil {
+		return time.Time{}
+	}
+	at := c.first
+	for _, s := range c.sent {
+		if s.After(t) {
+			break
+		}
+		at = s
+	}
+	return at
+}
+
+// drop closes the current connection: go-zookeeper notices, fails what is
+// pending on it, and reconnects to the next server in its list.
+func (w *wire) drop() {
+	w.mu.Lock()
+	c := w.cur
+	w.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
 }

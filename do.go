@@ -11,7 +11,10 @@ import (
 const releaseTimeout = 30 * time.Second
 
 // Do acquires l, runs fn with a context that is cancelled (with the lease's
-// error as cause) if the lease is lost, then releases the lease. It returns
+// error as cause) if the lease is lost, then releases the lease. The
+// context's Err checks the lease's deadline itself, as [Lease.Err] does: a
+// process resumed from a pause past the deadline sees the loss at fn's first
+// check of ctx.Err(), not only once a goroutine has caught up. It returns
 // fn's error, joined with an error wrapping the reason if the lease was
 // lost while fn ran, and with any release error. If Acquire fails, fn does
 // not run and Do returns Acquire's error.
@@ -33,11 +36,27 @@ func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error) error
 		case <-fctx.Done():
 		}
 	}()
-	ferr := fn(fctx)
+	ferr := fn(leaseContext{fctx, lease, cancel})
 	cancel(nil)
 	<-watched
 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer rcancel()
 	return errors.Join(ferr, lease.Release(rctx))
+}
+
+// leaseContext is fn's context in Do: a cancel-cause context whose Err first
+// asks the lease. It cancels itself before it reports the loss, so Done is
+// closed whenever Err is non-nil, as the context contract wants.
+type leaseContext struct {
+	context.Context
+	lease  *Lease
+	cancel context.CancelCauseFunc
+}
+
+func (c leaseContext) Err() error {
+	if err := c.lease.Err(); err != nil {
+		c.cancel(err)
+	}
+	return c.Context.Err()
 }

@@ -260,10 +260,10 @@ func TestErrStableAfterDone(t *testing.T) {
 	f.Partition()
 	<-l.Done()
 	first := l.Err()
-	mustIs(t, first, zklock.ErrConnectionSuspended)
+	mustIs(t, first, zklock.ErrLeaseExpired)
 	must(t, f.PartitionUntilExpired(ctxT(t)), "let the session expire")
 	f.Heal()
-	if got := l.Err(); !errors.Is(got, zklock.ErrConnectionSuspended) || errors.Is(got, zklock.ErrSessionExpired) {
+	if got := l.Err(); !errors.Is(got, zklock.ErrLeaseExpired) || errors.Is(got, zklock.ErrSessionExpired) {
 		t.Fatalf("Err changed after Done: %v, then %v", first, got)
 	}
 }

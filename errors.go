@@ -34,10 +34,15 @@ var (
 	ErrSessionExpired = errors.New("session expired")
 
 	// ErrConnectionSuspended reports that the connection to ZooKeeper was
-	// lost while the lease was held. The holder can no longer prove that it
-	// holds, so the lease counts as lost at once, before the server could
-	// expire the session and let anyone else acquire.
+	// lost while the lease was held, on a Client made with
+	// [WithLossOnDisconnect]: the lease counts as lost at once.
 	ErrConnectionSuspended = errors.New("connection suspended")
+
+	// ErrLeaseExpired reports that the lease's deadline passed before the
+	// quorum confirmed the session again (see [Lease.ValidUntil]): the
+	// server may have expired the session, and someone else may hold the
+	// lock now. Also the error of a lease whose node someone deleted.
+	ErrLeaseExpired = errors.New("lease expired")
 
 	// ErrClientClosed reports that the [Client] was closed.
 	ErrClientClosed = errors.New("client closed")

@@ -83,11 +83,11 @@ func connect(t testing.TB, opts ...zklock.Option) *zklock.Client {
 }
 
 // faulty opens a Client whose transport the test can break.
-func faulty(t testing.TB, session time.Duration) (*zklock.Client, *faults.Faults) {
+func faulty(t testing.TB, session time.Duration, opts ...zklock.Option) (*zklock.Client, *faults.Faults) {
 	t.Helper()
 	f := faults.New(nil)
 	t.Cleanup(f.Close) // registered first, so it runs after the Client's Close
-	c := connect(t, zklock.WithDialer(f.Dialer()), zklock.WithSessionTimeout(session))
+	c := connect(t, append([]zklock.Option{zklock.WithDialer(f.Dialer()), zklock.WithSessionTimeout(session)}, opts...)...)
 	return c, f
 }
 

@@ -4,17 +4,20 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Lease is one held position in a lock: a node of ours that the lock's
 // driver says holds. It is safe for concurrent use.
 //
 // Holding is never guaranteed: a lease ends when it is released, and is lost
-// when the connection drops (ErrConnectionSuspended), the session expires
-// (ErrSessionExpired) or the Client is closed (ErrClientClosed). Watch
-// [Lease.Done] and stop relying on the lock when it closes; pass
-// [Lease.Token] to the resources you protect so they can reject a stale
-// holder.
+// when its deadline passes before the quorum confirmed the session again
+// (ErrLeaseExpired; see [Lease.ValidUntil]), when the session expires
+// (ErrSessionExpired), when the Client is closed (ErrClientClosed), or, with
+// [WithLossOnDisconnect], at the first disconnect (ErrConnectionSuspended).
+// Watch [Lease.Done], or check [Lease.Err], and stop relying on the lock when
+// it is lost; pass [Lease.Token] to the resources you protect so they can
+// reject a stale holder.
 type Lease struct {
 	c       *Client
 	node    string
@@ -23,6 +26,7 @@ type Lease struct {
 
 	mu       sync.Mutex
 	err      error // set once, when the lease ends; never changes after
+	until    time.Time
 	released bool
 	done     chan struct{}
 }
@@ -41,15 +45,49 @@ func (l *Lease) Token() int64 { return l.token }
 // lost. [Lease.Err] says why, and says the same from then on.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Err returns nil while the lease is held. Once [Lease.Done] is closed it
-// returns the one reason the lease ended, an error wrapping ErrReleased,
-// ErrConnectionSuspended, ErrSessionExpired or ErrClientClosed, and never
-// changes again: a lease lost to a disconnect reports ErrConnectionSuspended
-// even if its session expires later.
+// Err returns nil while the lease is held. Once the lease has ended it
+// returns the one reason, an error wrapping ErrReleased, ErrLeaseExpired,
+// ErrSessionExpired, ErrClientClosed or ErrConnectionSuspended, and never
+// changes again (a lease lost to a disconnect reports ErrConnectionSuspended
+// even if its session expires later).
+//
+// Err compares the clock with the deadline itself ([Lease.ValidUntil]): a
+// process that was paused past the deadline sees ErrLeaseExpired on its
+// first call, before any event or goroutine has told it; Done is closed by
+// then too.
 func (l *Lease) Err() error {
+	l.mu.Lock()
+	err := l.err
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if ok, deadline := l.c.valid(l.session, time.Now()); !ok {
+		l.c.lose(l, errLeaseExpired(deadline))
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// ValidUntil returns the lease's deadline: the time before which no
+// ZooKeeper leader can have expired its session, by what the quorum has
+// confirmed (the derivation is in keeper.go). It moves forward while the
+// Client's keeper has the session confirmed, at least every third of the
+// session timeout; once it passes, [Lease.Err] is non-nil on its very next
+// call. Work that the lock protects and that its resource cannot fence
+// with [Lease.Token] should finish before it. After the lease has ended it
+// returns the deadline the lease had then, or the time it ended, whichever
+// came first.
+func (l *Lease) ValidUntil() time.Time {
+	l.mu.Lock()
+	ended, until := l.err != nil, l.until
+	l.mu.Unlock()
+	if ended {
+		return until
+	}
+	_, deadline := l.c.valid(l.session, time.Now())
+	return deadline
 }
 
 // Release ends the lease and deletes its node, retrying connection errors
@@ -68,14 +106,18 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("zklock: release %s: %w", l.node, ErrReleased)
 	}
 	l.released = true
-	lost := l.err
-	if lost == nil {
-		l.err = ErrReleased
-		close(l.done)
-	}
 	l.mu.Unlock()
+	// End the lease before touching its node, so that it never outlives
+	// the node. One that is lost (or past its deadline: Err ends it) stays
+	// lost, and whoever ended it took care of its node.
+	lost := l.Err()
+	if lost == nil {
+		_, deadline := l.c.valid(l.session, time.Now())
+		if !l.end(ErrReleased, deadline) {
+			lost = l.Err() // lost meanwhile
+		}
+	}
 	if lost != nil {
-		// Whoever ended the lease took care of its node.
 		return fmt.Errorf("zklock: release %s: lease was lost: %w", l.node, lost)
 	}
 	l.c.forget(l)
@@ -92,16 +134,19 @@ func (l *Lease) Release(ctx context.Context) error {
 	return fmt.Errorf("zklock: release %s: %w", l.node, err)
 }
 
-// end ends a held lease with err. It reports whether the lease was live,
-// so that exactly one caller takes care of its node. It never blocks: the
-// Client calls it from its state callback.
-func (l *Lease) end(err error) bool {
+// end ends a held lease with err; deadline is the one it had. It reports
+// whether the lease was live, so that exactly one caller takes care of its
+// node. It never blocks: the Client calls it from its state callback.
+func (l *Lease) end(err error, deadline time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return false
 	}
-	l.err = err
+	l.err, l.until = err, time.Now()
+	if deadline.Before(l.until) {
+		l.until = deadline
+	}
 	close(l.done)
 	return true
 }

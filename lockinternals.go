@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
@@ -164,7 +165,11 @@ func (p *participant) run(ctx context.Context, try bool) (leases []*Lease, err e
 		if err := p.enqueue(ctx); err != nil {
 			return nil, err
 		}
+		// The keeper has the session confirmed while we wait, so that a
+		// grant finds the deadline ahead.
+		done := p.c.await(p.nodes[len(p.nodes)-1], p.session)
 		leases, err = p.await(ctx, try)
+		done()
 		if !errors.Is(err, errRequeue) {
 			return leases, err
 		}
@@ -199,9 +204,11 @@ func (p *participant) enqueue(ctx context.Context) error {
 			return err
 		}
 		zc := c.conn()
+		sent := time.Now()
 		nodes, err := zc.create(prefix, l.data, c.acl, p.n)
-		switch classify(err) {
+		switch c.classify(err) {
 		case done:
+			c.confirm(sent, session) // a write the quorum acknowledged
 			if now := zc.sessionID(); now != session {
 				// The session changed while the create was in flight, so
 				// the nodes may belong to the new one: delete them if so
@@ -345,7 +352,7 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 			return nil, err
 		}
 		if d.Holds {
-			if leases, err := p.grant(st, waited && d.announce); err != nil || leases != nil {
+			if leases, err := p.grant(ctx, st, waited && d.announce); err != nil || leases != nil {
 				return leases, err
 			}
 			continue // the session changed since the read: decide again
@@ -359,7 +366,7 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 			return nil, err
 		}
 		if fast {
-			if leases, err := p.grant(st, announce); err != nil || leases != nil {
+			if leases, err := p.grant(ctx, st, announce); err != nil || leases != nil {
 				return leases, err
 			}
 		}
@@ -492,13 +499,23 @@ func (p *participant) locate(kids []Child) (first, last int, ok bool) {
 	return first, last, first >= 0 && found == len(p.nodes)
 }
 
-func (p *participant) grant(st clientState, announce bool) ([]*Lease, error) {
+// grant turns our nodes into leases. It returns nil leases if the session
+// changed since st (the caller decides again), or, after waiting for it, if
+// the session's deadline was not ahead (it never grants past the deadline).
+func (p *participant) grant(ctx context.Context, st clientState, announce bool) ([]*Lease, error) {
 	leases, err := p.c.grant(st.epoch, p.session, p.nodes, p.token)
+	if errors.Is(err, errUnconfirmed) {
+		return nil, p.c.awaitConfirmed(ctx, st)
+	}
 	if leases != nil && announce {
 		// Successors waiting with awaitHold watch our last node: bumping
 		// its version tells them we hold.
-		if err := p.c.conn().set(p.nodes[len(p.nodes)-1], p.l.data); err != nil {
-			p.c.log.Debug("zklock: announce hold", "node", p.nodes[len(p.nodes)-1], "err", err)
+		zc, node := p.c.conn(), p.nodes[len(p.nodes)-1]
+		sent := time.Now()
+		if err := zc.set(node, p.l.data); err != nil {
+			p.c.log.Debug("zklock: announce hold", "node", node, "err", err)
+		} else {
+			p.c.confirm(sent, p.session)
 		}
 	}
 	return leases, err

@@ -19,6 +19,7 @@ type clientOptions struct {
 	dialer         zk.Dialer
 	logger         *slog.Logger
 	newBackOff     func() backoff.BackOff
+	lossOnDrop     bool
 }
 
 type authInfo struct {
@@ -113,6 +114,20 @@ func defaultBackOff() backoff.BackOff {
 	b.RandomizationFactor = 0.5
 	b.MaxElapsedTime = 0
 	return b
+}
+
+// WithLossOnDisconnect ends every lease at the first disconnect, with
+// ErrConnectionSuspended, as Apache Curator's "standard" connection-state
+// policy does. Default: a lease rides out a disconnect and ends only at its
+// deadline ([Lease.ValidUntil]), so that a leader election or a rolling
+// restart of the servers, which drop connections but keep sessions, costs no
+// lock; choose this option when a holder must stop at the first sign of
+// trouble.
+func WithLossOnDisconnect() Option {
+	return func(o *clientOptions) error {
+		o.lossOnDrop = true
+		return nil
+	}
 }
 
 // LockOption configures a lock ([NewMutex], [NewRWMutex], [NewSemaphore],

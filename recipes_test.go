@@ -709,58 +709,77 @@ func TestDo(t *testing.T) {
 
 // A holder that loses its connection hears it (Done, Err) before anyone
 // else can acquire; after the session expires, another client acquires.
-// The lost lease keeps saying why it ended first: ErrConnectionSuspended.
+// The lost lease keeps saying why it ended first: its deadline passed.
 //
 // The one real-time property of these tests, kept on purpose because it is
-// the guarantee itself: the cut-off holder hears of it after 2/3 of the
-// session timeout, the server expires the session after all of it, so the
-// holder must be done before the other client's Acquire returns.
+// the guarantee itself: the cut-off holder's deadline is at most 19/20 of
+// the session timeout after a packet the server saw, and the server expires
+// the session no sooner than a full timeout after it, so the holder must be
+// done before the other client's Acquire returns.
 func TestHolderSessionExpiry(t *testing.T) {
-	t.Parallel()
-	path := lockPath(t)
-	a, fa := faulty(t, time.Second)
-	m := newMutex(t, a, path)
-	held, err := m.Acquire(ctxT(t))
-	must(t, err)
-	sid := a.SessionID()
+	for _, tc := range []struct {
+		name string
+		opts []zklock.Option
+		want error
+	}{
+		{"deadline", nil, zklock.ErrLeaseExpired},
+		{"loss on disconnect", []zklock.Option{zklock.WithLossOnDisconnect()}, zklock.ErrConnectionSuspended},
+	} {
+		tc := tc
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := lockPath(t)
+			a, fa := faulty(t, time.Second, tc.opts...)
+			m := newMutex(t, a, path)
+			held, err := m.Acquire(ctxT(t))
+			must(t, err)
+			sid := a.SessionID()
 
-	bm := newMutex(t, connect(t), path)
-	b := async(bm.Acquire, ctxT(t))
-	queued(t, a, path, 2)
+			bm := newMutex(t, connect(t), path)
+			b := async(bm.Acquire, ctxT(t))
+			queued(t, a, path, 2)
 
-	fa.Partition()
-	bl := await(t, b)
-	if !closed(held.Done()) {
-		t.Fatal("another client acquired before the cut-off holder heard that it may have lost the lock")
+			fa.Partition()
+			bl := await(t, b)
+			if !closed(held.Done()) {
+				t.Fatal("another client acquired before the cut-off holder heard that it may have lost the lock")
+			}
+			if err := held.Err(); !errors.Is(err, tc.want) {
+				t.Fatalf("Err = %v, want %v", err, tc.want)
+			}
+			if bl.Token() <= held.Token() {
+				t.Fatalf("tokens must increase: %d after %d", bl.Token(), held.Token())
+			}
+			if !held.ValidUntil().Before(time.Now()) {
+				t.Fatalf("ValidUntil %v is not in the past", held.ValidUntil())
+			}
+
+			fa.Heal()
+			eventually(t, func() bool { id := a.SessionID(); return id != sid && id != 0 },
+				"the client learns that its session expired and gets a new one")
+			// The client works again in its new session.
+			ch := async(m.Acquire, ctxT(t))
+			release(t, bl)
+			release(t, await(t, ch))
+
+			// By now the client has surely handled the expiry: the lease
+			// still says what ended it.
+			mustIs(t, held.Err(), tc.want, "Err after the session expired")
+			if errors.Is(held.Err(), zklock.ErrSessionExpired) {
+				t.Fatalf("Err changed after Done closed: %v", held.Err())
+			}
+			mustIs(t, held.Release(ctxT(t)), tc.want, "releasing the lost lease")
+		})
 	}
-	mustIs(t, held.Err(), zklock.ErrConnectionSuspended)
-	if bl.Token() <= held.Token() {
-		t.Fatalf("tokens must increase: %d after %d", bl.Token(), held.Token())
-	}
-
-	fa.Heal()
-	eventually(t, func() bool { id := a.SessionID(); return id != sid && id != 0 },
-		"the client learns that its session expired and gets a new one")
-	// The client works again in its new session.
-	ch := async(m.Acquire, ctxT(t))
-	release(t, bl)
-	release(t, await(t, ch))
-
-	// By now the client has surely handled the expiry: the lease still says
-	// what ended it.
-	mustIs(t, held.Err(), zklock.ErrConnectionSuspended, "Err after the session expired")
-	if errors.Is(held.Err(), zklock.ErrSessionExpired) {
-		t.Fatalf("Err changed after Done closed: %v", held.Err())
-	}
-	mustIs(t, held.Release(ctxT(t)), zklock.ErrConnectionSuspended, "releasing the lost lease")
 }
 
-// Done closes while the session lives on: a disconnect alone ends the lease,
-// and its node is deleted once the connection is back.
+// With WithLossOnDisconnect, Done closes while the session lives on: a
+// disconnect alone ends the lease, and its node is deleted once the
+// connection is back.
 func TestHolderDisconnectSuspendsLease(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
-	a, fa := faulty(t, 10*time.Second)
+	a, fa := faulty(t, 10*time.Second, zklock.WithLossOnDisconnect())
 	m := newMutex(t, a, path)
 	held, err := m.Acquire(ctxT(t))
 	must(t, err)
@@ -782,6 +801,40 @@ func TestHolderDisconnectSuspendsLease(t *testing.T) {
 	l, err := m.Acquire(ctxT(t))
 	must(t, err)
 	release(t, l)
+}
+
+// By default a lease rides out a disconnect: the same session comes back,
+// the quorum confirms it again, and the lease goes on without a gap, its
+// node untouched and its deadline moved forward. (A leader election or a
+// rolling restart drops connections this way and keeps sessions.)
+func TestLeaseRidesOutDisconnect(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	a, fa := faulty(t, 10*time.Second)
+	m := newMutex(t, a, path)
+	held, err := m.Acquire(ctxT(t))
+	must(t, err)
+	sid := a.SessionID()
+	before := held.ValidUntil()
+	if !before.After(time.Now()) {
+		t.Fatalf("a fresh lease's deadline %v is not ahead", before)
+	}
+
+	dropped := time.Now()
+	fa.Drop()
+	eventually(t, func() bool {
+		return closed(held.Done()) || held.ValidUntil().After(dropped.Add(time.Second))
+	}, "the lease is confirmed again after the drop, or lost")
+	must(t, held.Err(), "the lease after the drop")
+	if id := a.SessionID(); id != sid {
+		t.Fatalf("session %#x, want the same session %#x", id, sid)
+	}
+	if kids := children(t, connect(t), path); len(kids) != 1 || path+"/"+kids[0] != held.Node() {
+		t.Fatalf("children %v, want only the held node", kids)
+	}
+	_, err = newMutex(t, connect(t), path).TryAcquire(ctxT(t))
+	mustIs(t, err, zklock.ErrLocked, "the lock is still held")
+	release(t, held)
 }
 
 // A waiter whose session expires queues again in its new session.

@@ -1,0 +1,312 @@
+package zklock
+
+import (
+	"fmt"
+	"time"
+)
+
+// The lease deadline.
+//
+// A lease is only as good as the server's promise not to expire its session,
+// and the client cannot ask the server for that promise. What it can know is
+// when its own packets went out and which of its writes the quorum
+// acknowledged. From those, [Client.confirm] derives a time before which no
+// ZooKeeper leader can have expired the session: the deadline. A lease is
+// granted only before it, [Lease.Err] reports the loss once the clock passes
+// it, and the keeper ends every lease then, whatever events did or did not
+// arrive. The keeper moves it forward by having the quorum acknowledge a
+// write at least every third of the session timeout while leases are held
+// or awaited (the engine's own creates and deletes count; otherwise a
+// version check that changes nothing, [conn.check]).
+//
+// The bound. Let T be the session timeout the server granted, R a write of
+// ours that the quorum acknowledged, sent at s, and w the latest of our
+// packets that went out on the same connection no later than s - T/3 (or,
+// if the connection is younger, its connect request). Then no leader
+// expires the session before w + T:
+//
+//  1. A server touches a session when a packet of it arrives
+//     (ZooKeeperServer.submitRequest -> touch), and a leader expires a
+//     session no sooner than T after its last touch, rounded up to a tick
+//     (SessionTrackerImpl.touchSession, ExpiryQueue.update ->
+//     roundToNextInterval(now + timeout)). A new leader starts every session
+//     afresh, T from its own start (SessionTrackerImpl's constructor calls
+//     trackSession for each), so a leader change only lengthens a session.
+//  2. Connected to the leader, our packet w was touched when it arrived,
+//     after w. Connected to a follower F, F records the touch
+//     (LearnerSessionTracker.touchSession, its touchTable) and relays it to
+//     the leader in its reply to the leader's next ping (Learner.ping ->
+//     getTouchSnapshot); the leader applies relayed touches on the thread
+//     that reads F's stream, in order with F's forwarded requests
+//     (LearnerHandler.run: PING then learnerMaster.touch, REQUEST then
+//     submitLearnerRequest). The leader pings every tick/2 (Leader.lead) and
+//     the granted timeout is at least two ticks (minSessionTimeout's
+//     default), so a ping reached F and was answered within T/4 of w's
+//     arrival; R, forwarded by F no sooner than s >= w + T/3, came after that
+//     reply on F's stream, so the leader that committed R had touched the
+//     session at or after w. A connect request is touched by the leader
+//     itself: a new session is created there, a resumed one revalidated
+//     (Leader.revalidateSession -> checkIfValidGlobalSession -> touchSession).
+//  3. R was committed by a quorum after s. A server that sees a leader's
+//     proposals keeps following it until it has heard nothing from it for
+//     syncLimit ticks (Learner's socket timeout), so a newer leader is elected
+//     after s, and by (1) starts the session afresh after s > w.
+//
+// A sync would not do for R: the leader answers a sync alone, even one cut
+// off from the quorum that has not yet noticed (Leader.processSync with no
+// outstanding proposals). Nor would a reconnect, for the same reason.
+//
+// Assumptions, where the client cannot know the server's settings: the
+// servers' minSessionTimeout is at least two ticks (the default); their
+// clocks run at the rate of ours within a few percent (the deadline keeps
+// T/20 in hand); a ping between servers is delivered within T/12. The
+// deadline uses the monotonic clock, so a process paused past it sees the
+// loss on its first look when it wakes.
+
+// horizon is what the deadline keeps in hand of the bound w + T.
+func horizon(t time.Duration) time.Duration { return t - t/20 }
+
+// confirm records that the quorum acknowledged a write of ours sent at sent,
+// in session, and moves the deadline forward accordingly.
+func (c *Client) confirm(sent time.Time, session int64) {
+	t := c.wire.sessionTimeout()
+	if t <= 0 || session == 0 {
+		return
+	}
+	w := c.wire.sentBy(sent.Add(-t / 3))
+	if w.IsZero() {
+		return
+	}
+	until := w.Add(horizon(t))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.zc.sessionID() != session {
+		return
+	}
+	if c.session != session {
+		c.session, c.confirmed, c.deadline = session, time.Time{}, time.Time{}
+	}
+	if sent.After(c.confirmed) {
+		c.confirmed = sent
+	}
+	if until.After(c.deadline) {
+		c.deadline = until
+		close(c.confirmedCh)
+		c.confirmedCh = make(chan struct{})
+	}
+}
+
+// keeper is the Client's goroutine for the session's health: it has the
+// quorum confirm the session while leases are held or awaited, ends leases
+// at their deadline, moves away from a server that stops confirming, and
+// opens a new connection when no server will take the session.
+type keeper struct {
+	c    *Client
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newKeeper(c *Client) *keeper {
+	k := &keeper{c: c, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go k.run()
+	return k
+}
+
+// wake makes the keeper look again. It never blocks.
+func (k *keeper) wake() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the keeper and waits for it.
+func (k *keeper) close() {
+	close(k.stop)
+	<-k.done
+}
+
+// keeperView is what the keeper reads of the Client at each turn.
+type keeperView struct {
+	connected, closed bool
+	holding, waiting  bool
+	session           int64
+	confirmed         time.Time
+	deadline          time.Time
+	downSince         time.Time
+	changed           <-chan struct{}
+	node              string // a node of ours to confirm the session with
+}
+
+func (c *Client) keeperView() keeperView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := keeperView{
+		connected: c.connected, closed: c.closed,
+		holding: len(c.leases) > 0, waiting: len(c.waiting) > 0,
+		confirmed: c.confirmed, deadline: c.deadline, downSince: c.downSince,
+		changed: c.changed,
+	}
+	if c.zc != nil {
+		v.session = c.zc.sessionID()
+	}
+	if v.session != c.session {
+		v.confirmed, v.deadline = time.Time{}, time.Time{}
+	}
+	for l := range c.leases {
+		if l.session == v.session {
+			v.node = l.node
+			break
+		}
+	}
+	if v.node == "" {
+		for n, s := range c.waiting {
+			if s == v.session {
+				v.node = n
+				break
+			}
+		}
+	}
+	return v
+}
+
+func (k *keeper) run() {
+	defer close(k.done)
+	c := k.c
+	var retryAt time.Time // after a failed confirmation
+	for {
+		v := c.keeperView()
+		if v.closed {
+			return
+		}
+		now := time.Now()
+		t := c.wire.sessionTimeout()
+		var wake time.Time
+		at := func(x time.Time) {
+			if !x.IsZero() && (wake.IsZero() || x.Before(wake)) {
+				wake = x
+			}
+		}
+		if v.holding {
+			if !now.Before(v.deadline) {
+				c.expireLeases(now)
+				continue
+			}
+			at(v.deadline)
+		}
+		if t > 0 && v.connected && (v.holding || v.waiting) && v.node != "" {
+			// Every third of the timeout, and sooner while the deadline is
+			// short (after an idle spell the first confirmations reach back
+			// to old packets: see the bound above).
+			next := v.confirmed.Add(t / 3)
+			if d := v.deadline.Add(-t / 6); d.Before(next) {
+				next = d
+			}
+			if next.Before(retryAt) {
+				next = retryAt
+			}
+			if !now.Before(next) {
+				if !k.confirm(v.node, v.session, t) {
+					retryAt = time.Now().Add(t / 12)
+				}
+				continue
+			}
+			at(next)
+		}
+		if t > 0 && !v.connected && !v.downSince.IsZero() {
+			rejoin := v.downSince.Add(2 * t)
+			if !now.Before(rejoin) {
+				c.replace()
+				continue
+			}
+			at(rejoin)
+		}
+		if !k.sleep(wake, v.changed) {
+			return
+		}
+	}
+}
+
+// sleep waits until wake (forever if zero), a kick or a state change. It
+// reports false once the keeper must stop.
+func (k *keeper) sleep(wake time.Time, changed <-chan struct{}) bool {
+	var timer <-chan time.Time
+	if !wake.IsZero() {
+		tm := time.NewTimer(time.Until(wake))
+		defer tm.Stop()
+		timer = tm.C
+	}
+	select {
+	case <-k.stop:
+		return false
+	case <-k.kick:
+	case <-changed:
+	case <-timer:
+	}
+	return true
+}
+
+// confirm has the quorum acknowledge a write that changes nothing. If no
+// answer comes within a third of the session timeout while the connection
+// stays up (a follower cut off from the quorum answers pings but not
+// writes), it drops the connection, so that go-zookeeper moves to another
+// server, before the deadline if it can. It reports success.
+func (k *keeper) confirm(node string, session int64, t time.Duration) bool {
+	c := k.c
+	zc := c.conn()
+	sent := time.Now()
+	res := make(chan error, 1)
+	go func() { res <- zc.check(node) }() // ends with the request, which the connection's end fails
+	stall := time.NewTimer(t / 3)
+	defer stall.Stop()
+	var err error
+	select {
+	case err = <-res:
+	case <-stall.C:
+		c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")
+		c.wire.drop()
+		err = <-res
+	}
+	switch c.classify(err) {
+	case done:
+		c.confirm(sent, session)
+		return true
+	case gone:
+		c.nodeGone(node)
+	}
+	c.log.Debug("zklock: confirm session", "err", err)
+	return false
+}
+
+// expireLeases ends every lease whose deadline has passed.
+func (c *Client) expireLeases(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Before(c.deadline) {
+		return
+	}
+	for l := range c.leases {
+		c.loseLocked(l, errLeaseExpired(c.deadline))
+	}
+}
+
+func errLeaseExpired(deadline time.Time) error {
+	if deadline.IsZero() {
+		return fmt.Errorf("%w: the session was never confirmed", ErrLeaseExpired)
+	}
+	return fmt.Errorf("%w: the quorum last confirmed it until %s", ErrLeaseExpired, deadline.Format(time.RFC3339Nano))
+}
+
+// nodeGone ends the lease whose node someone deleted: another participant
+// may hold the lock already.
+func (c *Client) nodeGone(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.waiting, node) // its acquire finds out by its own watch
+	for l := range c.leases {
+		if l.node == node {
+			c.loseLocked(l, fmt.Errorf("%w: its node %s was deleted", ErrLeaseExpired, node))
+		}
+	}
+}
