@@ -21,13 +21,18 @@
 //
 // # Lock loss
 //
-// Holding is never guaranteed. A [Lease] ends when it is released, and is
-// lost when the connection drops ([ErrConnectionSuspended]: the holder can no
-// longer prove it holds, so it counts as lost before the server could expire
-// the session and let anyone else in), when the session expires
-// ([ErrSessionExpired]) or when the [Client] is closed ([ErrClientClosed]).
-// [Lease.Done] is closed at that moment and [Lease.Err] says why, once and
-// for good. The context [Do] passes to its function is cancelled then too.
+// Holding is never guaranteed. Every [Lease] has a deadline,
+// [Lease.ValidUntil]: the time before which no ZooKeeper leader can have
+// expired its session, by what the quorum has confirmed; the Client keeps
+// moving it forward while it can. A lease ends when it is released, and is
+// lost when its deadline passes first ([ErrLeaseExpired]), when the session
+// expires ([ErrSessionExpired]) or when the [Client] is closed
+// ([ErrClientClosed]). A disconnect alone does not end it, unless the Client
+// was made [WithLossOnDisconnect] ([ErrConnectionSuspended]). [Lease.Done] is
+// closed then and [Lease.Err] says why, once and for good; Err also checks
+// the clock itself, so a process paused past the deadline sees the loss on
+// its first look. The context [Do] passes to its function is cancelled then
+// too.
 //
 // # Fencing
 //
