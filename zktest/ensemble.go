@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,10 +36,13 @@ var ErrNoLeader = errors.New("zktest: no leader")
 //
 // An Ensemble's methods are safe for concurrent use, with the same caveat as
 // [Container]'s about changing the state of one server from several
-// goroutines at once.
+// goroutines at once, except [Ensemble.Rebuild], which replaces every
+// server's container and must run alone.
 type Ensemble struct {
 	nodes   []*Container // index i is server id i+1
 	network *testcontainers.DockerNetwork
+	img     string
+	opts    []testcontainers.ContainerCustomizer // the user's, for Rebuild
 }
 
 // RunEnsemble starts an ensemble of [EnsembleSize] servers from img (see
@@ -78,39 +82,21 @@ func RunEnsemble(ctx context.Context, img string, opts ...testcontainers.Contain
 	if err != nil {
 		return nil, fmt.Errorf("zktest: ensemble network: %w", err)
 	}
-	e := &Ensemble{network: nw, nodes: make([]*Container, EnsembleSize)}
-
-	var servers []testcontainers.ContainerCustomizer
-	for id := 1; id <= EnsembleSize; id++ {
-		servers = append(servers, WithConfig("server."+strconv.Itoa(id), alias(id)+":2888:3888;2181"))
+	e := &Ensemble{
+		network: nw,
+		nodes:   make([]*Container, EnsembleSize),
+		img:     img,
+		opts:    slices.Clone(opts),
 	}
+
 	errs := make([]error, EnsembleSize)
 	var wg sync.WaitGroup
 	for i := range EnsembleSize {
-		id := i + 1
-		nodeOpts := []testcontainers.ContainerCustomizer{
-			WithConfig("initLimit", "25"),
-			WithConfig("syncLimit", "10"),
-			WithConfig("cnxTimeout", "1000"),
-			WithConfig("fastleader.maxNotificationInterval", "1000"),
-		}
-		nodeOpts = append(nodeOpts, opts...)
-		nodeOpts = append(nodeOpts, servers...)
-		nodeOpts = append(nodeOpts,
-			WithConfig("quorumListenOnAllIPs", "true"),
-			network.WithNetwork([]string{alias(id)}, nw),
-			testcontainers.WithEnv(map[string]string{"ZOO_MY_ID": strconv.Itoa(id)}),
-			testcontainers.WithFiles(testcontainers.ContainerFile{
-				Reader:            strings.NewReader(strconv.Itoa(id) + "\n"),
-				ContainerFilePath: "/data/myid",
-				FileMode:          0o644,
-			}),
-		)
 		wg.Go(func() {
-			c, err := Run(ctx, img, nodeOpts...)
+			c, err := Run(ctx, img, e.serverOpts(i)...)
 			e.nodes[i] = c
 			if err != nil {
-				errs[i] = fmt.Errorf("zktest: ensemble server %d: %w", id, err)
+				errs[i] = fmt.Errorf("zktest: ensemble server %d: %w", i+1, err)
 			}
 		})
 	}
@@ -119,6 +105,34 @@ func RunEnsemble(ctx context.Context, img string, opts ...testcontainers.Contain
 		return e, err
 	}
 	return e, nil
+}
+
+// serverOpts returns the options server i starts with: the ensemble's
+// defaults, the user's options, then what makes it server i of this
+// ensemble. They are made anew for each start, since a file's Reader is
+// read once.
+func (e *Ensemble) serverOpts(i int) []testcontainers.ContainerCustomizer {
+	id := i + 1
+	opts := []testcontainers.ContainerCustomizer{
+		WithConfig("initLimit", "25"),
+		WithConfig("syncLimit", "10"),
+		WithConfig("cnxTimeout", "1000"),
+		WithConfig("fastleader.maxNotificationInterval", "1000"),
+	}
+	opts = append(opts, e.opts...)
+	for n := 1; n <= EnsembleSize; n++ {
+		opts = append(opts, WithConfig("server."+strconv.Itoa(n), alias(n)+":2888:3888;2181"))
+	}
+	return append(opts,
+		WithConfig("quorumListenOnAllIPs", "true"),
+		network.WithNetwork([]string{alias(id)}, e.network),
+		testcontainers.WithEnv(map[string]string{"ZOO_MY_ID": strconv.Itoa(id)}),
+		testcontainers.WithFiles(testcontainers.ContainerFile{
+			Reader:            strings.NewReader(strconv.Itoa(id) + "\n"),
+			ContainerFilePath: "/data/myid",
+			FileMode:          0o644,
+		}),
+	)
 }
 
 // alias is the name of server id on the ensemble's network.
@@ -260,6 +274,86 @@ func (e *Ensemble) KillLeader(ctx context.Context) (int, error) {
 		return -1, err
 	}
 	return i, nil
+}
+
+// Restart stops server i (0 <= i < [EnsembleSize]) gracefully, starts it
+// again and waits until it serves again, as leader or follower, that is until
+// it has rejoined the ensemble and caught up with the leader. It keeps the
+// server's data, endpoint and network alias; its clients are disconnected
+// and reconnect to it or to another server, and keep their sessions if they
+// are back within their timeout. If server i led, the other two elect a new
+// leader meanwhile. Restarting the servers one after another is a rolling
+// restart: as each waits until it has rejoined, the ensemble keeps a quorum
+// throughout.
+//
+//	for i := range e.Nodes() {
+//		err := e.Restart(ctx, i)
+//		// ...
+//	}
+//
+// The start waits for up to a minute, or until ctx is done.
+func (e *Ensemble) Restart(ctx context.Context, i int) error {
+	c := e.Node(i)
+	if c == nil {
+		return fmt.Errorf("zktest: restart server %d: no such server (0..%d)", i, len(e.nodes)-1)
+	}
+	if err := c.Stop(ctx, nil); err != nil {
+		return fmt.Errorf("zktest: restart %s: %w", c.endpoint, err)
+	}
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("zktest: restart %s: %w", c.endpoint, err)
+	}
+	return nil
+}
+
+// Rebuild replaces every server with a new, empty one, as rebuilding a lost
+// ensemble from nothing would: it kills and removes every container with its
+// data, starts a new container for each server on the same endpoint, with
+// the same network alias and options, and returns once they serve again (see
+// [RunEnsemble]). The new ensemble has none of the old one's nodes, sessions
+// or transaction history: its zxids start again from epoch 1. So the
+// clients of the old one are refused, not just expired: a client presents
+// the last zxid it saw when it reconnects, and every server refuses a client
+// that has seen a later zxid than its own ("Refusing session request for
+// client ... client must try another server"), until the new ensemble's
+// zxids have gone past it. go-zookeeper keeps trying.
+//
+// The new containers get the options [RunEnsemble] was given, applied again:
+// a file given to testcontainers.WithFiles as a Reader, which the first
+// start has read to its end, arrives empty (give its HostFilePath instead).
+// The [Container] values from [Ensemble.Node] and [Ensemble.Nodes] stay
+// valid and refer to the new containers (their container IDs change); do
+// not use them, or any other method of the Ensemble, while Rebuild runs. ctx
+// bounds the whole rebuild. If Rebuild fails, the ensemble may be left with
+// missing servers; [Ensemble.Terminate] still removes what is left.
+func (e *Ensemble) Rebuild(ctx context.Context) error {
+	// Every old server goes before any new one starts: a new server that
+	// found an old one still up would sync the old data back from it.
+	errs := make([]error, len(e.nodes))
+	var wg sync.WaitGroup
+	for i, c := range e.nodes {
+		wg.Go(func() {
+			errs[i] = c.Terminate(ctx, testcontainers.StopTimeout(0))
+			if errs[i] == nil {
+				c.Container = nil
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("zktest: rebuild: %w", err)
+	}
+	// All at once, as in RunEnsemble: a lone quorum member never serves.
+	for i, c := range e.nodes {
+		wg.Go(func() {
+			errs[i] = c.rerun(ctx, e.img, e.serverOpts(i))
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("zktest: rebuild: %w", err)
+	}
+	return nil
 }
 
 // Terminate stops and removes every server, concurrently, then the

@@ -141,15 +141,10 @@ type Container struct {
 //	defer testcontainers.TerminateContainer(c) // nil-safe
 //	if err != nil { ... }
 func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustomizer) (*Container, error) {
-	settings := options{tickTime: defaultTickTime}
-	for _, opt := range opts {
-		if o, ok := opt.(Option); ok && o != nil {
-			if err := o(&settings); err != nil {
-				return nil, fmt.Errorf("zktest: %w", err)
-			}
-		}
+	cfg, err := configOf(opts)
+	if err != nil {
+		return nil, err
 	}
-	cfg := zooCfg(&settings)
 
 	for attempt := 1; ; attempt++ {
 		port, err := freePort()
@@ -165,6 +160,19 @@ func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustom
 			return c, errors.Join(err, terr)
 		}
 	}
+}
+
+// configOf renders the zoo.cfg that zktest's Options among opts ask for.
+func configOf(opts []testcontainers.ContainerCustomizer) (string, error) {
+	settings := options{tickTime: defaultTickTime}
+	for _, opt := range opts {
+		if o, ok := opt.(Option); ok && o != nil {
+			if err := o(&settings); err != nil {
+				return "", fmt.Errorf("zktest: %w", err)
+			}
+		}
+	}
+	return zooCfg(&settings), nil
 }
 
 func run(ctx context.Context, img, cfg string, port int, opts []testcontainers.ContainerCustomizer) (*Container, error) {
@@ -197,6 +205,28 @@ func run(ctx context.Context, img, cfg string, port int, opts []testcontainers.C
 		return c, fmt.Errorf("zktest: run %s: %w", img, err)
 	}
 	return c, nil
+}
+
+// rerun replaces c's terminated container with a new one from img and opts,
+// on the same client endpoint. c keeps whatever was created, for Terminate.
+func (c *Container) rerun(ctx context.Context, img string, opts []testcontainers.ContainerCustomizer) error {
+	cfg, err := configOf(opts)
+	if err != nil {
+		return err
+	}
+	_, p, err := net.SplitHostPort(c.endpoint)
+	if err != nil {
+		return err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return err
+	}
+	nc, err := run(ctx, img, cfg, port, opts)
+	if nc != nil {
+		*c = *nc
+	}
+	return err
 }
 
 // bindClientPort publishes the client port on 127.0.0.1:port. It comes after
