@@ -110,6 +110,12 @@
 // Docker network, each node's client port published on 127.0.0.1. Stop,
 // start, pause or kill one node through [Ensemble.Node], or find and kill
 // the leader with [Ensemble.Leader] and [Ensemble.KillLeader].
+// [Ensemble.Isolate] cuts one node off from the other two while its clients
+// still reach it (a partition; [Ensemble.Heal] ends it), [Ensemble.Restart]
+// restarts one with its data (in a loop: a rolling restart), and
+// [Ensemble.Rebuild] brings all three back empty on the same endpoints.
+// Isolate needs root, a local Docker engine and the host's nsenter and
+// iptables (scripts/setup.sh installs them).
 //
 // # Cleaning up
 //

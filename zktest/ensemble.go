@@ -43,6 +43,9 @@ type Ensemble struct {
 	network *testcontainers.DockerNetwork
 	img     string
 	opts    []testcontainers.ContainerCustomizer // the user's, for Rebuild
+
+	mu       sync.Mutex
+	isolated map[int]isolation // by server index
 }
 
 // RunEnsemble starts an ensemble of [EnsembleSize] servers from img (see
@@ -255,6 +258,7 @@ func (e *Ensemble) Kill(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("zktest: kill %s: %w", c.endpoint, err)
 	}
+	e.forget(i)
 	return nil
 }
 
@@ -291,7 +295,8 @@ func (e *Ensemble) KillLeader(ctx context.Context) (int, error) {
 //		// ...
 //	}
 //
-// The start waits for up to a minute, or until ctx is done.
+// The start waits for up to a minute, or until ctx is done. Restart heals
+// an isolated server ([Ensemble.Isolate]).
 func (e *Ensemble) Restart(ctx context.Context, i int) error {
 	c := e.Node(i)
 	if c == nil {
@@ -300,6 +305,7 @@ func (e *Ensemble) Restart(ctx context.Context, i int) error {
 	if err := c.Stop(ctx, nil); err != nil {
 		return fmt.Errorf("zktest: restart %s: %w", c.endpoint, err)
 	}
+	e.forget(i)
 	if err := c.Start(ctx); err != nil {
 		return fmt.Errorf("zktest: restart %s: %w", c.endpoint, err)
 	}
@@ -342,6 +348,9 @@ func (e *Ensemble) Rebuild(ctx context.Context) error {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("zktest: rebuild: %w", err)
+	}
+	for i := range e.nodes {
+		e.forget(i)
 	}
 	// All at once, as in RunEnsemble: a lone quorum member never serves.
 	for i, c := range e.nodes {
