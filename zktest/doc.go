@@ -113,9 +113,10 @@
 // [Ensemble.Isolate] cuts one node off from the other two while its clients
 // still reach it (a partition; [Ensemble.Heal] ends it), [Ensemble.Restart]
 // restarts one with its data (in a loop: a rolling restart), and
-// [Ensemble.Rebuild] brings all three back empty on the same endpoints.
-// Isolate needs root, a local Docker engine and the host's nsenter and
-// iptables (scripts/setup.sh installs them).
+// [Ensemble.Rebuild] brings all three back empty on the same endpoints. The
+// ensemble's timing is fast (a 200ms tick); RunEnsemble's doc shows how to
+// run it at ZooKeeper's own. Isolate needs root, a local Docker engine and
+// the host's nsenter and iptables (scripts/setup.sh installs them).
 //
 // # Cleaning up
 //

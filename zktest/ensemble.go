@@ -72,6 +72,27 @@ type Ensemble struct {
 // accepts in zoo.cfg without their "zookeeper." prefix; they keep a
 // re-election after [Ensemble.KillLeader] to about a second.
 //
+// This timing makes failures quick to see. A test that needs ZooKeeper's
+// own (zoo_sample.cfg's; the official image has syncLimit=2, initLimit=5)
+// asks for it, and its options win over the ensemble's:
+//
+//	e, err := zktest.RunEnsemble(ctx, zktest.Image(),
+//		zktest.WithTickTime(2*time.Second),    // sessions: 4s to 40s
+//		zktest.WithConfig("initLimit", "10"),  // 20s to join
+//		zktest.WithConfig("syncLimit", "5"),   // a silent follower or leader: 10s
+//		zktest.WithConfig("minSessionTimeout", "2000"), // if a test asks for 2s
+//	)
+//
+// ZooKeeper grants a session timeout between minSessionTimeout (two ticks
+// unless set) and maxSessionTimeout (twenty ticks, but zktest never sets
+// less than 30s), and clamps a request outside to the nearer bound: without
+// the last line, a client asking for 2s gets 4s. With it, the server grants
+// 2s; since it looks for expired sessions once per tick, such a session
+// expires between 2s and 4s after its client's last heartbeat. (ZooKeeper
+// refuses to start with a minimum above the maximum.) Elections stay quick
+// unless cnxTimeout and fastleader.maxNotificationInterval are set back to
+// ZooKeeper's 5000 and 60000 too.
+//
 // ctx bounds the whole start. On failure RunEnsemble returns an error and,
 // if anything was created, the partial ensemble too, for the caller to
 // terminate:

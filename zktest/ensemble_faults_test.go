@@ -3,6 +3,7 @@ package zktest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -226,4 +227,38 @@ func TestEnsembleRestartAndRebuild(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, zxid(t, e.Node(leader)), seen,
 		"an old client's last zxid is ahead of the rebuilt ensemble")
+}
+
+// An ensemble can run at ZooKeeper's own timing (zoo_sample.cfg), the
+// user's options winning over the ensemble's defaults, and grant a session
+// shorter than two ticks when minSessionTimeout allows it.
+func TestEnsembleDefaultTiming(t *testing.T) {
+	t.Parallel()
+	e := zktest.StartEnsemble(t,
+		zktest.WithTickTime(2*time.Second),
+		zktest.WithConfig("initLimit", "10"),
+		zktest.WithConfig("syncLimit", "5"),
+		zktest.WithConfig("minSessionTimeout", "2000"),
+	)
+	ctx := t.Context()
+	for i, c := range e.Nodes() {
+		conf, err := c.FourLetter(ctx, "conf")
+		require.NoError(t, err)
+		for _, want := range []string{"tickTime=2000", "initLimit=10", "syncLimit=5",
+			"minSessionTimeout=2000", "maxSessionTimeout=40000"} {
+			require.Contains(t, conf, want+"\n", "server %d", i)
+		}
+	}
+
+	c := e.Node(0)
+	short := connect(t, c.Servers(), 2*time.Second)
+	long := connect(t, c.Servers(), 20*time.Second)
+	cons, err := c.FourLetter(ctx, "cons")
+	require.NoError(t, err)
+	for conn, want := range map[*zk.Conn]string{short: "to=2000,", long: "to=20000,"} {
+		sid := fmt.Sprintf("sid=0x%x,", conn.SessionID())
+		line := regexp.MustCompile(`.*` + regexp.QuoteMeta(sid) + `.*`).FindString(cons)
+		require.NotEmpty(t, line, "no %s in cons: %q", sid, cons)
+		require.Contains(t, line, want)
+	}
 }
