@@ -348,6 +348,17 @@ func (c *Client) awaitSession(ctx context.Context) (int64, error) {
 // has confirmed for a while yet. It returns nil if the decision must be
 // made again.
 func (c *Client) grant(epoch uint64, session int64, nodes []string, token int64) ([]*Lease, error) {
+	groups := make([][]string, len(nodes))
+	for i := range nodes {
+		groups[i] = nodes[i : i+1]
+	}
+	return c.grantGroups(epoch, session, groups, token)
+}
+
+// grantGroups is grant with one lease per group of nodes: the group's
+// first node is the lease's Node, the others its nodes on other paths (a
+// [MultiLock]'s lease).
+func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, token int64) ([]*Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -360,9 +371,9 @@ func (c *Client) grant(epoch uint64, session int64, nodes []string, token int64)
 		c.keeper.wake()
 		return nil, errUnconfirmed
 	}
-	leases := make([]*Lease, len(nodes))
-	for i, n := range nodes {
-		l := &Lease{c: c, node: n, token: token, session: session, done: make(chan struct{})}
+	leases := make([]*Lease, len(groups))
+	for i, g := range groups {
+		l := &Lease{c: c, node: g[0], others: g[1:], token: token, session: session, done: make(chan struct{})}
 		c.leases[l] = struct{}{}
 		leases[i] = l
 	}
@@ -411,7 +422,7 @@ func (c *Client) loseLocked(l *Lease, err error) {
 	}
 	delete(c.leases, l)
 	if err != ErrSessionExpired && err != ErrClientClosed {
-		c.janitor.enqueue(job{nodes: []string{l.node}, session: l.session})
+		c.janitor.enqueue(job{nodes: l.nodes(), session: l.session})
 	}
 }
 

@@ -24,10 +24,17 @@ type conn interface {
 	// create makes n ephemeral-sequential nodes named prefix<seq>, in one
 	// multi-operation when n > 1 (all or none, consecutive sequences).
 	create(prefix string, data []byte, acl []zk.ACL, n int) ([]string, error)
+	// createEach makes one ephemeral-sequential node named prefix<seq> for
+	// each prefix, in one multi-operation: all or none, in one transaction,
+	// so all of them carry one zxid.
+	createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error)
 	// createContainer makes a container node; one that exists is fine.
 	createContainer(path string, acl []zk.ACL) error
 	// delete deletes a node, whatever its version.
 	delete(path string) error
+	// deleteAll deletes nodes, whatever their versions, in one
+	// multi-operation: all or none.
+	deleteAll(paths []string) error
 	// children lists a node's children.
 	children(path string) ([]string, error)
 	// get reads a node's data and stat.
@@ -153,7 +160,40 @@ func (z zkConn) createContainer(path string, acl []zk.ACL) error {
 	return err
 }
 
+func (z zkConn) createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error) {
+	ops := make([]any, len(prefixes))
+	for i, p := range prefixes {
+		ops[i] = &zk.CreateRequest{Path: p, Data: data, Acl: acl, Flags: zk.FlagEphemeralSequential}
+	}
+	return multi(z.c.Multi(ops...))
+}
+
 func (z zkConn) delete(path string) error { return z.c.Delete(path, -1) }
+
+func (z zkConn) deleteAll(paths []string) error {
+	ops := make([]any, len(paths))
+	for i, p := range paths {
+		ops[i] = &zk.DeleteRequest{Path: p, Version: -1}
+	}
+	_, err := multi(z.c.Multi(ops...))
+	return err
+}
+
+// multi reads a multi-operation's results: the path each op names (the
+// created node's, for a create), or the first error.
+func multi(res []zk.MultiResponse, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(res))
+	for i, r := range res {
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		out[i] = r.String
+	}
+	return out, nil
+}
 
 func (z zkConn) children(path string) ([]string, error) {
 	names, _, err := z.c.Children(path)

@@ -167,6 +167,17 @@ func (j *janitor) delete(jb job) error {
 	return deleteOwned(zc, nodes, jb.session)
 }
 
+// deleteAllOwned deletes nodes owned by session, in one multi-operation
+// when there are several, so that a [MultiLock] frees all its paths in one
+// transaction; if that fails (one is gone already, the connection dropped),
+// it deletes them one by one with deleteOwned.
+func deleteAllOwned(zc conn, nodes []string, session int64) error {
+	if len(nodes) > 1 && zc.sessionID() == session && zc.deleteAll(nodes) == nil {
+		return nil
+	}
+	return deleteOwned(zc, nodes, session)
+}
+
 // deleteOwned deletes nodes owned by session. Nodes already gone, or gone
 // with their session, are fine.
 func deleteOwned(zc conn, nodes []string, session int64) error {

@@ -21,6 +21,7 @@ import (
 type Lease struct {
 	c       *Client
 	node    string
+	others  []string // a [MultiLock]'s lease: its nodes on the other paths
 	token   int64
 	session int64
 
@@ -31,14 +32,19 @@ type Lease struct {
 	done     chan struct{}
 }
 
-// Node returns the full path of the lease's znode.
+// Node returns the full path of the lease's znode. A [MultiLock]'s lease
+// has a node on each of its paths; Node returns the one on the first path.
 func (l *Lease) Node() string { return l.node }
+
+// nodes returns every node of the lease, Node's first.
+func (l *Lease) nodes() []string { return append([]string{l.node}, l.others...) }
 
 // Token returns the lease's fencing token: the zxid that created its node.
 // ZooKeeper's zxids are totally ordered and a participant only holds after
 // every conflicting participant queued ahead of it has gone, so tokens
 // strictly increase across successive conflicting holders of a path. The
-// leases of one [Semaphore.AcquireN] share a token.
+// leases of one [Semaphore.AcquireN] share a token; a [MultiLock]'s lease
+// has one, the zxid of the one transaction that created all its nodes.
 func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: released, or
@@ -94,7 +100,8 @@ func (l *Lease) ValidUntil() time.Time {
 // with backoff until ctx is done. The lease counts as ended (Done is closed)
 // before the node is deleted, so it never outlives its node. If ctx ends
 // before the node is deleted, the Client's janitor keeps deleting it in the
-// background, while the session lasts.
+// background, while the session lasts. A [MultiLock]'s lease deletes its
+// nodes on every path, in one multi-operation when it can.
 //
 // Release returns nil, or, if the lease had been lost already, an error
 // wrapping the reason (the janitor deletes its node, if the session still
@@ -122,8 +129,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.c.forget(l)
 
-	nodes := []string{l.node}
-	err := l.c.retry(ctx, func(zc conn) error { return deleteOwned(zc, nodes, l.session) })
+	nodes := l.nodes()
+	err := l.c.retry(ctx, func(zc conn) error { return deleteAllOwned(zc, nodes, l.session) })
 	switch o := classify(err); {
 	case o == done || o == closing:
 		return nil
