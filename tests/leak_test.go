@@ -12,9 +12,10 @@ import (
 	"github.com/zkrecipes/zklock/zktest"
 )
 
-// TestNoGoroutineLeaks runs every recipe, a cancelled acquire, a lost lease
-// and Do, closes the clients, and checks that nothing is left running. It
-// is not parallel, so no other test's goroutines are about.
+// TestNoGoroutineLeaks runs every recipe, a cancelled acquire, Do, a lease
+// lost at its deadline and one lost at a disconnect, closes the clients, and
+// checks that nothing is left running. It is not parallel, so no other
+// test's goroutines are about.
 func TestNoGoroutineLeaks(t *testing.T) {
 	servers := zktest.Servers(t) // start the shared server before the snapshot
 	opts := []goleak.Option{goleak.IgnoreCurrent()}
@@ -27,7 +28,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		defer a.Close()
 		f := zktest.NewFaults(nil)
 		defer f.Close()
-		b, err := zklock.Connect(ctx, servers, zklock.WithDialer(f.Dialer()))
+		b, err := zklock.Connect(ctx, servers, zklock.WithDialer(f.Dialer()), zklock.WithSessionTimeout(2*time.Second))
 		require.NoError(t, err)
 		defer b.Close()
 
@@ -55,11 +56,39 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			require.NoError(t, l.Release(ctx))
 		}
 
+		// A lease lost at its deadline (the Client's keeper ends it) while
+		// the client is cut off, and one lost at a disconnect.
 		lost, err := bm.Acquire(ctx)
 		require.NoError(t, err)
-		f.Drop()
-		<-lost.Done()
+		f.Partition()
+		awaitDone(t, ctx, lost)
+		require.ErrorIs(t, lost.Err(), zklock.ErrLeaseExpired)
+		f.Heal()
 		require.Error(t, lost.Release(ctx))
+
+		g := zktest.NewFaults(nil)
+		defer g.Close()
+		d, err := zklock.Connect(ctx, servers, zklock.WithDialer(g.Dialer()), zklock.WithLossOnDisconnect())
+		require.NoError(t, err)
+		defer d.Close()
+		dm, err := zklock.NewMutex(d, path)
+		require.NoError(t, err)
+		suspended, err := dm.Acquire(ctx)
+		require.NoError(t, err)
+		g.Drop()
+		awaitDone(t, ctx, suspended)
+		require.ErrorIs(t, suspended.Err(), zklock.ErrConnectionSuspended)
+		require.Error(t, suspended.Release(ctx))
 	}()
 	goleak.VerifyNone(t, opts...)
+}
+
+// awaitDone waits until l has ended, or fails the test when ctx ends first.
+func awaitDone(t *testing.T, ctx context.Context, l *zklock.Lease) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-ctx.Done():
+		t.Fatalf("lease %s still live: %v", l.Node(), ctx.Err())
+	}
 }
