@@ -7,10 +7,16 @@ package zklock_test
 // every fault, and that nothing was left behind.
 //
 // A hold runs from Acquire returning to the earlier of Release being called
-// and the lease's Done closing; everything runs in one process, so the
-// monotonic clock orders all holds. When Done closes, the hold ends at the
-// moment the engine told the holder (see lossClock), not when the worker's
-// goroutine got round to noticing.
+// and the end of the lease: for a lease that was lost, the deadline it
+// reports ([zklock.Lease.ValidUntil], read once Done has closed), which is
+// the latest moment its holder was entitled to rely on it, however late the
+// loss was noticed. Everything runs in one process, so the monotonic clock
+// orders all holds.
+//
+// Half the clients keep the default policy (a lease rides out a disconnect
+// and ends only at its deadline), half use zklock.WithLossOnDisconnect (a
+// lease ends at the first disconnect); the figures count each policy's
+// acquisitions and losses.
 //
 // Knobs: ZKLOCK_CHAOS_DURATION (faults per phase, default 40s),
 // ZKLOCK_CHAOS_SEED (replay a schedule), ZKLOCK_CHAOS_LOG (the clients' debug
@@ -186,22 +192,33 @@ type chaosServerFault struct {
 	inject func(ctx context.Context, rng *rand.Rand) (heal func(context.Context) error, err error)
 }
 
-// chaosHold is one acquisition: from Acquire returning to the earlier of Release
-// being called and the lease's Done closing.
+// chaosHold is one acquisition: from Acquire returning to the earlier of
+// Release being called and the lease's end (its ValidUntil, if it was lost).
 type chaosHold struct {
 	lock   string // "mutex" or "rw"
 	write  bool   // exclusive: the mutex, or the write side
 	client int
+	policy string // the client's: chaosDefault or chaosLossOnDisconnect
 	start  time.Time
 	end    time.Time
 	token  int64
 	node   string
 	lost   error     // why the lease ended before Release, if it did
 	woke   time.Time // when the worker saw Done closed, if it did
-	// stillborn: Done was closed when Acquire returned (the connection
-	// dropped between the grant and the return). It was never held.
+	// stillborn: the lease had ended when Acquire returned (its deadline
+	// passed, or the connection dropped, between the grant and the
+	// return). It was never held.
 	stillborn bool
 }
+
+// The clients' policies: even clients keep the default, odd ones lose their
+// leases at the first disconnect.
+const (
+	chaosDefault          = "default"
+	chaosLossOnDisconnect = "loss-on-disconnect"
+)
+
+var chaosPolicies = []string{chaosDefault, chaosLossOnDisconnect}
 
 // fault is one injected fault.
 type chaosFault struct {
@@ -215,11 +232,11 @@ type chaosFault struct {
 // chaosClient is one client, its transport and its two locks.
 type chaosClient struct {
 	i      int
+	policy string
 	c      *zklock.Client
 	f      *zktest.Faults
 	mutex  *zklock.Mutex
 	rw     *zklock.RWMutex
-	losses *lossClock
 	held   atomic.Int32 // leases its workers hold now
 	busy   atomic.Bool  // under a client fault, or not yet recovered from one
 	// lastHold is when (since chaosEpoch) the latest hold of its workers began.
@@ -228,49 +245,6 @@ type chaosClient struct {
 
 // chaosEpoch is the origin of chaosClient.lastHold: a monotonic clock reading.
 var chaosEpoch = time.Now()
-
-// lossClock is a slog.Handler that timestamps the moments a Client tells
-// its leases that they are lost. The engine logs "connection lost" or
-// "session expired" in its event callback, under its lock, immediately
-// before closing the Done channels of its leases, so these timestamps are
-// when the holders learned of the loss. A worker selecting on Done wakes up
-// later, by however long the scheduler takes; ending a hold at the wake-up
-// would charge that delay to the engine. If the engine stops logging these
-// messages, holds end at the wake-up: the check gets stricter, not weaker.
-type lossClock struct {
-	mu   sync.Mutex
-	at   []time.Time
-	next slog.Handler // ZKLOCK_CHAOS_LOG: also print the client's log
-}
-
-func (h *lossClock) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *lossClock) Handle(ctx context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, "zklock: connection lost") || strings.HasPrefix(r.Message, "zklock: session expired") {
-		now := time.Now()
-		h.mu.Lock()
-		h.at = append(h.at, now)
-		h.mu.Unlock()
-	}
-	if h.next != nil {
-		return h.next.Handle(ctx, r)
-	}
-	return nil
-}
-
-func (h *lossClock) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *lossClock) WithGroup(string) slog.Handler      { return h }
-
-// firstAfter returns the first loss at or after t, if any.
-func (h *lossClock) firstAfter(t time.Time) (time.Time, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	i := sort.Search(len(h.at), func(i int) bool { return !h.at[i].Before(t) })
-	if i == len(h.at) {
-		return time.Time{}, false
-	}
-	return h.at[i], true
-}
 
 // chaosRecorder collects holds, faults and anything unexpected.
 type chaosRecorder struct {
@@ -330,15 +304,16 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	rec := &chaosRecorder{counts: map[string]int{}}
 	clients := make([]*chaosClient, chaosClients)
 	for i := range clients {
-		cl := &chaosClient{i: i, f: zktest.NewFaults(nil), losses: &lossClock{}}
-		if os.Getenv("ZKLOCK_CHAOS_LOG") != "" {
-			cl.losses.next = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}).
-				WithAttrs([]slog.Attr{slog.Int("client", i)})
+		cl := &chaosClient{i: i, policy: chaosPolicies[i%len(chaosPolicies)], f: zktest.NewFaults(nil)}
+		opts := []zklock.Option{zklock.WithDialer(cl.f.Dialer()), zklock.WithSessionTimeout(chaosSession)}
+		if cl.policy == chaosLossOnDisconnect {
+			opts = append(opts, zklock.WithLossOnDisconnect())
 		}
-		cl.c, err = zklock.Connect(ctx, plan.servers,
-			zklock.WithDialer(cl.f.Dialer()),
-			zklock.WithSessionTimeout(chaosSession),
-			zklock.WithLogger(slog.New(cl.losses)))
+		if os.Getenv("ZKLOCK_CHAOS_LOG") != "" {
+			opts = append(opts, zklock.WithLogger(slog.New(
+				slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("client", i)))
+		}
+		cl.c, err = zklock.Connect(ctx, plan.servers, opts...)
 		require.NoError(t, err)
 		defer cl.f.Close()
 		defer cl.c.Close() // before the transport: defers run last-in first-out
@@ -502,15 +477,17 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 			continue
 		}
 
-		h := chaosHold{lock: lock, write: write, client: cl.i, start: start, token: lease.Token(), node: lease.Node()}
-		select {
-		case <-lease.Done():
-			h.stillborn, h.end, h.lost = true, start, lease.Err()
-		default:
+		h := chaosHold{lock: lock, write: write, client: cl.i, policy: cl.policy, start: start,
+			token: lease.Token(), node: lease.Node()}
+		// Err compares the clock with the deadline itself: a lease whose
+		// deadline passed on the way back from Acquire is over, even if the
+		// keeper has not closed Done yet.
+		if err := lease.Err(); err != nil {
+			h.stillborn, h.end, h.lost = true, start, err
+		} else {
 			cl.held.Add(1)
 			// Mostly short holds, some long ones, and a few longer than
-			// the two thirds of the session timeout that a partitioned
-			// holder takes to notice, so that faults find holders to take
+			// the session timeout, so that faults find holders to take
 			// leases from. Writes stay short: they stop everyone else.
 			d := time.Duration(rng.IntN(5000)) * time.Microsecond
 			switch p := rng.IntN(100); {
@@ -522,34 +499,30 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 			timer := time.NewTimer(d)
 			select {
 			case <-lease.Done():
-				h.end, h.lost = time.Now(), lease.Err()
-				h.woke = h.end
+				h.woke = time.Now()
 			case <-timer.C:
-				h.end = time.Now() // Release is called next
 			}
 			timer.Stop()
-			if h.lost == nil {
-				select {
-				case <-lease.Done(): // closed as the timer fired
-					h.lost = lease.Err()
-				default:
-				}
-			}
-			if lost, ok := cl.losses.firstAfter(start); ok && lost.Before(h.end) {
-				switch {
-				case h.lost != nil:
-					h.end = lost // the holder learned it then; see lossClock
-				case h.end.Sub(lost) > 10*time.Millisecond:
-					// The engine closes Done microseconds after it logs.
-					rec.fail("client %d: lease %s still held %v after its client lost the connection",
-						cl.i, h.node, h.end.Sub(lost))
+			// The hold ends now, when Release is called next, if the lease
+			// is still live after this reading: Err returning nil then
+			// means the deadline is still ahead. Otherwise it ended at the
+			// deadline the lease reports, which for a lost lease is the
+			// earlier of its deadline and the moment it was declared lost.
+			h.end = time.Now()
+			if h.lost = lease.Err(); h.lost != nil {
+				h.end = lease.ValidUntil()
+				if !h.end.After(start) {
+					// Err said live after start: the deadline was ahead then,
+					// and the lease ended later.
+					rec.fail("client %d (%s): lease %s, live after Acquire returned at %v, reports ValidUntil %v",
+						cl.i, cl.policy, h.node, start.Sub(chaosEpoch), h.end.Sub(chaosEpoch))
 				}
 			}
 			cl.held.Add(-1)
 			cl.lastHold.Store(int64(start.Sub(chaosEpoch)))
 		}
-		if h.lost != nil && !isLoss(h.lost) {
-			rec.fail("client %d: lease %s lost with %v", cl.i, h.node, h.lost)
+		if h.lost != nil && !isLoss(h.lost, cl.policy) {
+			rec.fail("client %d (%s): lease %s lost with %v", cl.i, cl.policy, h.node, h.lost)
 		}
 		rec.add(h)
 
@@ -558,15 +531,21 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		err = lease.Release(rctx)
 		rcancel()
-		if err != nil && !isLoss(err) {
-			rec.fail("client %d: release %s: %v", cl.i, h.node, err)
+		if err != nil && !isLoss(err, cl.policy) {
+			rec.fail("client %d (%s): release %s: %v", cl.i, cl.policy, h.node, err)
 		}
 		chaosSleep(ctx, time.Duration(rng.IntN(5000))*time.Microsecond)
 	}
 }
 
-func isLoss(err error) bool {
-	return errors.Is(err, zklock.ErrConnectionSuspended) || errors.Is(err, zklock.ErrSessionExpired) ||
+// isLoss reports whether err is a way for a lease of a client of policy to
+// be lost: past its deadline, its session expired, its client closed, and,
+// only with WithLossOnDisconnect, a disconnect.
+func isLoss(err error, policy string) bool {
+	if errors.Is(err, zklock.ErrConnectionSuspended) {
+		return policy == chaosLossOnDisconnect
+	}
+	return errors.Is(err, zklock.ErrLeaseExpired) || errors.Is(err, zklock.ErrSessionExpired) ||
 		errors.Is(err, zklock.ErrClientClosed)
 }
 
@@ -642,15 +621,17 @@ func chaosClientFaults(ctx context.Context, seed uint64, end time.Time, clients 
 }
 
 // chaosExpire kills the client's session the way a real expiry happens: first
-// the client is cut off and notices (its leases end), and only then does the
-// server end the session and let others in. Killing the session of a
-// connected client instead would let another client take a lock before the
-// holder could possibly know it lost it, which no lock can prevent, and
-// which no real expiry does (a client notices the silence after two thirds
-// of its timeout; the server waits for all of it).
+// the client is cut off and its leases end (at their deadline, or at the
+// disconnect with WithLossOnDisconnect), and only then does the server end
+// the session and let others in. Killing the session of a connected client
+// instead would let another client take a lock before the holder could
+// possibly know it lost it, which no lock can prevent, and which no real
+// expiry does (the server expires a session no sooner than a full timeout
+// after it last heard from the client; the lease's deadline comes before).
 func chaosExpire(ctx context.Context, cl *chaosClient, serverMu *sync.RWMutex) error {
 	serverMu.RLock() // the server that has the session must be up
 	defer serverMu.RUnlock()
+	cut := time.Now()
 	cl.f.Partition()
 	defer cl.f.Heal()
 	cl.f.Drop()
@@ -659,9 +640,13 @@ func chaosExpire(ctx context.Context, cl *chaosClient, serverMu *sync.RWMutex) e
 	}) {
 		return fmt.Errorf("still holding %d lease(s) 10s after being cut off", cl.held.Load())
 	}
-	// A real expiry comes a third of the session timeout after the client
-	// noticed; a tenth of a second is plenty for the test's own bookkeeping.
-	chaosSleep(ctx, 100*time.Millisecond)
+	// The earliest a server would expire the session by itself: a full
+	// timeout after the last packet it had from the client, which went out
+	// before the cut. By then every lease of the client is past its
+	// deadline (under a timeout after one of the client's packets), even
+	// one granted just before the cut that its worker had not yet counted
+	// in held.
+	chaosSleep(ctx, max(time.Until(cut.Add(chaosSession)), 100*time.Millisecond))
 	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return cl.f.KillSession(kctx)
@@ -740,7 +725,7 @@ type chaosFigures struct {
 	unexpected    int
 	recovery      time.Duration
 	recoveryKind  string
-	wakeLag       time.Duration // longest Done wake-up after the engine's loss
+	wakeLag       time.Duration // longest Done wake-up after the lease's ValidUntil
 }
 
 func newChaosFigures() *chaosFigures {
@@ -776,12 +761,40 @@ func (f *chaosFigures) String() string {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, f.faults[k]))
 	}
 	c := f.counts
+	var policies []string
+	for _, p := range chaosPolicies {
+		var reasons []string
+		for _, r := range chaosLossReasons {
+			if n := c[p+" lost "+r]; n > 0 {
+				reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+			}
+		}
+		policies = append(policies, fmt.Sprintf("%s: acquisitions %d, lost while held %d (%s), lost on return %d",
+			p, c[p], c[p+" lost"], strings.Join(reasons, ", "), c[p+" stillborn"]))
+	}
 	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, write %d; lost while held %d, lost on return %d; "+
-		"cancelled waits %d, try-locked %d); overlaps %d; token inversions %d; orphans %d; watches leaked %d; "+
-		"unexpected errors %d; longest recovery %v (%s); longest wake-up on Done %v",
+		"cancelled waits %d, try-locked %d); %s; overlaps %d; token inversions %d; orphans %d; watches leaked %d; "+
+		"unexpected errors %d; longest recovery %v (%s); longest wake-up on Done after ValidUntil %v",
 		strings.Join(fs, " "), c["mutex"]+c["read"]+c["write"], c["mutex"], c["read"], c["write"], c["lost"], c["stillborn"],
-		c["cancelled"], c["try-locked"], f.overlaps, f.inversions, f.orphans, f.watchesLeaked,
+		c["cancelled"], c["try-locked"], strings.Join(policies, "; "), f.overlaps, f.inversions, f.orphans, f.watchesLeaked,
 		f.unexpected, f.recovery.Round(time.Millisecond), f.recoveryKind, f.wakeLag.Round(time.Microsecond))
+}
+
+// chaosLossReasons name the ways a lease is lost, in the figures' order.
+var chaosLossReasons = []string{"lease-expired", "session-expired", "suspended", "closed", "other"}
+
+func lossReason(err error) string {
+	switch {
+	case errors.Is(err, zklock.ErrLeaseExpired):
+		return "lease-expired"
+	case errors.Is(err, zklock.ErrSessionExpired):
+		return "session-expired"
+	case errors.Is(err, zklock.ErrConnectionSuspended):
+		return "suspended"
+	case errors.Is(err, zklock.ErrClientClosed):
+		return "closed"
+	}
+	return "other"
 }
 
 // check runs the checker over one phase's holds and faults.
@@ -831,11 +844,15 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 		default:
 			f.counts["read"]++
 		}
+		f.counts[h.policy]++
 		switch {
 		case h.stillborn:
 			f.counts["stillborn"]++
+			f.counts[h.policy+" stillborn"]++
 		case h.lost != nil:
 			f.counts["lost"]++
+			f.counts[h.policy+" lost"]++
+			f.counts[h.policy+" lost "+lossReason(h.lost)]++
 			if !h.woke.IsZero() {
 				f.wakeLag = max(f.wakeLag, h.woke.Sub(h.end))
 			}
@@ -885,8 +902,8 @@ func checkHolds(holds []chaosHold) (overlaps, inversions []string) {
 		if h.lost != nil {
 			reason = h.lost.Error()
 		}
-		return fmt.Sprintf("%s by client %d, token %#x, held %v (%s), %s",
-			kind, h.client, h.token, h.end.Sub(h.start).Round(time.Microsecond), reason, h.node)
+		return fmt.Sprintf("%s by client %d (%s), token %#x, held %v (%s), %s",
+			kind, h.client, h.policy, h.token, h.end.Sub(h.start).Round(time.Microsecond), reason, h.node)
 	}
 	for i := range holds {
 		h := &holds[i]
