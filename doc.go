@@ -13,6 +13,7 @@
 //	RWMutex.ReadLock()     InterProcessReadWriteLock.readLock()    _c_<uuid>-__READ__<seq>
 //	RWMutex.WriteLock()    InterProcessReadWriteLock.writeLock()   _c_<uuid>-__WRIT__<seq>
 //	Semaphore (+AcquireN)  (InterProcessSemaphoreV2: other layout) _c_<uuid>-lease-<seq>
+//	MultiLock              InterProcessMultiLock (can deadlock)    _c_<uuid>-lock-<seq> on each path
 //	NewLock(c, p, driver)  LockInternals + LockInternalsDriver     one of the above kinds
 //
 // All of them are first come, first served across every process on the path,
