@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/faults"
 )
 
 // multiPaths returns n lock paths of the test's own, side by side.
@@ -291,6 +292,160 @@ func TestMultiLockNodeDeletedWhileWaiting(t *testing.T) {
 		t.Fatalf("granted a lease on the deleted node %s", node)
 	}
 	release(t, l)
+}
+
+// Bad input fails with ErrInvalidArgument, before any ZooKeeper call.
+func TestMultiLockBadInput(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	paths := multiPaths(t, 2)
+	a, b := paths[0], paths[1]
+	for name, bad := range map[string][]string{
+		"no paths":         {},
+		"a bad path":       {a, "relative"},
+		"the root":         {a, "/"},
+		"a path twice":     {a, b, a},
+		"a path inside":    {a, a + "/x"},
+		"a path outside":   {a + "/x", b, a},
+		"under /zookeeper": {a, "/zookeeper/x"},
+	} {
+		_, err := zklock.NewMultiLock(c, bad)
+		mustIs(t, err, zklock.ErrInvalidArgument, "%s: %q", name, bad)
+	}
+	_, err := zklock.NewMultiLock(c, nil)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil paths")
+	_, err = zklock.NewMultiLock(nil, paths)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")
+	_, err = zklock.NewMultiLock(c, paths, nil)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil option")
+	// Each node's data is within a Mutex's bound, but the one multi-operation
+	// would carry three times as much.
+	_, err = zklock.NewMultiLock(c, append(paths, b+"x"), zklock.WithNodeData(make([]byte, 200<<10)))
+	mustIs(t, err, zklock.ErrInvalidArgument, "node data over 512 KiB in all")
+	_, err = zklock.NewMultiLock(c, paths, zklock.WithNodeData(make([]byte, 200<<10)))
+	must(t, err, "node data within 512 KiB in all")
+	// a and a+"x" are siblings, not one inside the other.
+	_, err = zklock.NewMultiLock(c, []string{a, a + "x"})
+	must(t, err, "sibling paths")
+
+	m := newMulti(t, c, paths...)
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
+	_, err = m.Acquire(nil)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil context")
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
+	_, err = m.TryAcquire(nil)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil context")
+	for _, p := range paths {
+		ok, _, err := c.Conn().Exists(p)
+		must(t, err)
+		if ok {
+			t.Fatalf("bad input made a node: %s exists", p)
+		}
+	}
+}
+
+// A lease lost to a disconnect (WithLossOnDisconnect) ends at once, and
+// the janitor deletes its nodes on every path once the session is back.
+func TestMultiLockLostLeaseFreesEveryPath(t *testing.T) {
+	t.Parallel()
+	paths := multiPaths(t, 3)
+	a, fa := faulty(t, 10*time.Second, zklock.WithLossOnDisconnect())
+	l, err := newMulti(t, a, paths...).Acquire(ctxT(t))
+	must(t, err)
+	fa.Drop()
+	select {
+	case <-l.Done():
+	case <-time.After(long):
+		t.Fatal("lease not lost on disconnect")
+	}
+	mustIs(t, l.Err(), zklock.ErrConnectionSuspended)
+	c := connect(t)
+	for _, p := range paths {
+		p := p
+		eventually(t, func() bool { return len(children(t, c, p)) == 0 },
+			"the lost lease's node on %s is deleted after reconnecting", p)
+	}
+	mustIs(t, l.Release(ctxT(t)), zklock.ErrConnectionSuspended, "release of a lost lease")
+}
+
+// A waiter whose session expires queues again, on every path, in the new
+// session.
+func TestMultiLockWaiterRequeuesAfterExpiry(t *testing.T) {
+	t.Parallel()
+	paths := multiPaths(t, 2)
+	c := connect(t)
+	held, err := newMutex(t, c, paths[1]).Acquire(ctxT(t))
+	must(t, err)
+
+	a, fa := faulty(t, time.Second)
+	sid := a.SessionID()
+	ch := async(newMulti(t, a, paths...).Acquire, ctxT(t))
+	queued(t, c, paths[0], 1)
+	queued(t, c, paths[1], 2)
+
+	fa.Partition()
+	queued(t, c, paths[0], 0) // the server expired the waiter's session
+	queued(t, c, paths[1], 1)
+	fa.Heal()
+	eventually(t, func() bool { id := a.SessionID(); return id != sid && id != 0 }, "a new session")
+	queued(t, c, paths[0], 1) // queued again
+	queued(t, c, paths[1], 2)
+	pending(t, ch)
+	release(t, held)
+	l := await(t, ch)
+	for _, p := range paths {
+		kids := children(t, c, p)
+		if len(kids) != 1 {
+			t.Fatalf("%s: children %v, want the lease's one node", p, kids)
+		}
+		_, stat, err := c.Conn().Get(p + "/" + kids[0])
+		must(t, err)
+		if stat.EphemeralOwner != a.SessionID() {
+			t.Fatalf("%s: node owned by session %#x, want the new session %#x", p, stat.EphemeralOwner, a.SessionID())
+		}
+	}
+	release(t, l)
+}
+
+// A multi-create whose reply is lost is found again by its protected id,
+// on every path, and never left behind, even by an acquire that gives up.
+func TestMultiLockLostCreateReplyLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
+	paths := multiPaths(t, 3)
+	c := connect(t)
+	a, fa := faulty(t, 10*time.Second)
+	m := newMulti(t, a, paths...)
+	warm, err := m.Acquire(ctxT(t)) // parents exist, so the next multi is the create
+	must(t, err)
+	release(t, warm)
+
+	fa.DropAfter(faults.OpMulti)
+	l, err := m.Acquire(ctxT(t))
+	must(t, err)
+	for _, p := range paths {
+		if kids := children(t, c, p); len(kids) != 1 {
+			t.Fatalf("%s: want exactly our node, children %v", p, kids)
+		}
+	}
+	release(t, l)
+
+	// And a waiter that gives up after its create was cut off. One path
+	// stays held, so the acquire can only end with its deadline.
+	hl, err := newMutex(t, c, paths[1]).Acquire(ctxT(t))
+	must(t, err)
+	fa.DropAfter(faults.OpMulti)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = m.Acquire(ctx)
+	mustIs(t, err, context.DeadlineExceeded)
+	for i, p := range paths {
+		p, want := p, 0
+		if i == 1 {
+			want = 1 // the holder's
+		}
+		eventually(t, func() bool { return len(children(t, c, p)) == want }, "%s: only the holder's node is left", p)
+	}
+	release(t, hl)
 }
 
 // Many clients take overlapping sets of paths, each listing them in its own
