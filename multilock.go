@@ -317,7 +317,8 @@ func (mp *multiParticipant) find() [][]string {
 // with a smaller zxid. A cycle of waits would need a zxid smaller than
 // itself: there is none, whatever order anyone listed the paths in. And
 // the participant with the smallest zxid has nothing ahead of it on any of
-// its paths, so it holds on all of them: someone always makes progress.
+// its paths, so it holds on all of them (every zklock driver holds at the
+// front of a queue): someone always makes progress.
 // Requeueing (after a session expiry) makes a new transaction, later than
 // all, so the order stays strict. This is TestMultiLockNoDeadlock; creating
 // the nodes one by one, in the caller's order, breaks the argument (two
@@ -338,7 +339,9 @@ func (mp *multiParticipant) find() [][]string {
 // [participant.intact]), so quiet watches mean that every node of ours was
 // there at the latest state we saw, each with nothing ahead of it: we hold
 // on every path at once. The grant itself checks that the epoch has not
-// moved since.
+// moved since. TestMultiLockNodeDeletedWhileWaiting fails without the
+// check of the watches; TestMultiLockMixed and TestMultiLockAllOrNothing
+// when a path is counted as holding before it was decided.
 func (mp *multiParticipant) await(ctx context.Context, try bool) (*Lease, error) {
 	n := len(mp.parts)
 	held := make([]bool, n)     // path i was seen to hold...
