@@ -8,7 +8,7 @@ package zklock_test
 //
 // A hold runs from Acquire returning to the earlier of Release being called
 // and the end of the lease: for a lease that was lost, the deadline it
-// reports ([zklock.Lease.ValidUntil], read once Done has closed), which is
+// reports ([zklock.Lease.ValidUntil], read once the lease has ended), which is
 // the latest moment its holder was entitled to rely on it, however late the
 // loss was noticed. Everything runs in one process, so the monotonic clock
 // orders all holds.
@@ -74,9 +74,10 @@ func chaosDuration(t *testing.T) time.Duration {
 
 // TestChaos runs two phases: eight clients on a standalone server, with
 // partitions, forced session expiries, connection drops and server pauses;
-// then eight clients on a 3-node ensemble, with the same client faults, paused
-// servers and killed leaders. It logs one line of figures per phase and one
-// for the whole run.
+// then eight clients on a 3-node ensemble, with the same client faults,
+// paused servers, killed leaders, a follower or the leader cut off from the
+// other two while its clients still reach it, and rolling restarts. It logs
+// one line of figures per phase and one for the whole run.
 //
 // It breaks its servers, so it starts its own containers, and it is skipped
 // when ZKLOCK_TEST_SERVERS says that tests must not start any, and in -short.
@@ -164,6 +165,45 @@ func TestChaos(t *testing.T) {
 						return c.Unpause, c.Pause(ctx)
 					},
 				},
+				{
+					// Cut off from the quorum while its clients still reach
+					// it: it answers their heartbeats but commits nothing,
+					// and steps down after syncLimit (2s here).
+					kind: "isolate-follower",
+					inject: func(ctx context.Context, rng *rand.Rand) (func(context.Context) error, error) {
+						leader, err := ensemble.Leader(ctx)
+						if err != nil {
+							return nil, err
+						}
+						return chaosIsolate(ctx, ensemble, (leader+1+rng.IntN(zktest.EnsembleSize-1))%zktest.EnsembleSize)
+					},
+				},
+				{
+					// The other two elect a new leader after syncLimit, and
+					// the old one steps down.
+					kind: "isolate-leader",
+					inject: func(ctx context.Context, _ *rand.Rand) (func(context.Context) error, error) {
+						leader, err := ensemble.Leader(ctx)
+						if err != nil {
+							return nil, err
+						}
+						return chaosIsolate(ctx, ensemble, leader)
+					},
+				},
+				{
+					// Every server stopped and started again in turn, each
+					// back in the ensemble before the next goes: a quorum
+					// throughout, and sessions kept.
+					kind: "rolling-restart",
+					inject: func(ctx context.Context, _ *rand.Rand) (func(context.Context) error, error) {
+						for i := range zktest.EnsembleSize {
+							if err := ensemble.Restart(ctx, i); err != nil {
+								return nil, err
+							}
+						}
+						return nil, nil
+					},
+				},
 			},
 		}, total)
 	})
@@ -186,10 +226,26 @@ type chaosNode struct {
 	fourLetter func(ctx context.Context, cmd string) (string, error)
 }
 
-// chaosServerFault breaks the servers; inject returns what heals them.
+// chaosServerFault breaks the servers; inject returns what heals them, or
+// nil if they are whole again when it returns.
 type chaosServerFault struct {
 	kind   string
 	inject func(ctx context.Context, rng *rand.Rand) (heal func(context.Context) error, err error)
+}
+
+// chaosIsolate isolates server i of e; the heal it returns waits until the
+// server serves again, as a follower, so that the next fault finds the
+// ensemble whole.
+func chaosIsolate(ctx context.Context, e *zktest.Ensemble, i int) (func(context.Context) error, error) {
+	if err := e.Isolate(ctx, i); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		if err := e.Heal(ctx, i); err != nil {
+			return err
+		}
+		return awaitServing(ctx, e)
+	}, nil
 }
 
 // chaosHold is one acquisition: from Acquire returning to the earlier of
@@ -652,23 +708,35 @@ func chaosExpire(ctx context.Context, cl *chaosClient, serverMu *sync.RWMutex) e
 	return cl.f.KillSession(kctx)
 }
 
-// chaosServerFaults breaks the servers every 3s to 6s, one fault at a time, each
-// for 0.5s to 3.5s: a server pause beyond the 2s session timeout expires
-// every session it has.
+// chaosServerFaults breaks the servers every 3s to 6s, one fault at a time,
+// each for 0.5s to 3.5s: a server pause beyond the 2s session timeout
+// expires every session it has. The kinds come in rounds, each kind once per
+// round in a random order, and the first round is always finished, so that
+// every phase has every kind of fault.
 func chaosServerFaults(ctx context.Context, plan chaosPlan, end time.Time, rec *chaosRecorder, serverMu *sync.RWMutex) {
 	rng := rand.New(rand.NewPCG(plan.seed, 2))
-	for {
-		if !chaosSleep(ctx, time.Duration(3000+rng.IntN(3000))*time.Millisecond) || !time.Now().Before(end) {
+	var round []chaosServerFault
+	for rounds := 0; ; {
+		if !chaosSleep(ctx, time.Duration(3000+rng.IntN(3000))*time.Millisecond) ||
+			(!time.Now().Before(end) && (rounds > 1 || len(round) == 0)) {
 			return
 		}
-		sf := plan.serverFaults[rng.IntN(len(plan.serverFaults))]
+		if len(round) == 0 {
+			round = slices.Clone(plan.serverFaults)
+			rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+			rounds++
+		}
+		sf := round[0]
+		round = round[1:]
 		d := time.Duration(500+rng.IntN(3000)) * time.Millisecond
 		func() {
 			serverMu.Lock()
 			defer serverMu.Unlock()
 			f := chaosFault{kind: sf.kind, victim: -1, at: time.Now()}
-			heal, err := sf.inject(ctx, rng)
-			if err == nil {
+			ictx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			heal, err := sf.inject(ictx, rng)
+			if err == nil && heal != nil {
 				chaosSleep(ctx, d)
 				hctx, cancel := context.WithTimeout(ctx, time.Minute)
 				err = heal(hctx)

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -77,4 +78,50 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// awaitServing waits until every server of e serves, one as leader, the
+// others as followers, or ctx ends.
+func awaitServing(ctx context.Context, e *zktest.Ensemble) error {
+	for {
+		modes := serverModes(ctx, e)
+		leaders, followers := 0, 0
+		for _, m := range modes {
+			switch m {
+			case "leader":
+				leaders++
+			case "follower":
+				followers++
+			}
+		}
+		if leaders == 1 && followers == len(modes)-1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ensemble not whole (modes %q): %w", modes, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// serverModes asks every server of e for its mode with srvr: "leader",
+// "follower", "not serving" (electing, or cut off) or "unreachable".
+func serverModes(ctx context.Context, e *zktest.Ensemble) []string {
+	modes := make([]string, zktest.EnsembleSize)
+	for i, c := range e.Nodes() {
+		probe, cancel := context.WithTimeout(ctx, time.Second)
+		out, err := c.FourLetter(probe, "srvr")
+		cancel()
+		_, m, ok := strings.Cut(out, "Mode: ")
+		m, _, _ = strings.Cut(m, "\n")
+		switch {
+		case err != nil:
+			m = "unreachable"
+		case !ok:
+			m = "not serving"
+		}
+		modes[i] = m
+	}
+	return modes
 }
