@@ -198,9 +198,12 @@ func (k *keeper) run() {
 		if t > 0 && v.connected && (v.holding || v.waiting) && v.node != "" {
 			// Every third of the timeout, and sooner while the deadline is
 			// short (after an idle spell the first confirmations reach back
-			// to old packets: see the bound above).
+			// to old packets: see the bound above), leaving a quarter of the
+			// timeout for the answer. Once confirmations come every third,
+			// the deadline is 0.62 of the timeout after the latest, and
+			// the third is the sooner.
 			next := v.confirmed.Add(t / 3)
-			if d := v.deadline.Add(-t / 6); d.Before(next) {
+			if d := v.deadline.Add(-t / 4); d.Before(next) {
 				next = d
 			}
 			if next.Before(retryAt) {
@@ -251,7 +254,8 @@ func (k *keeper) sleep(wake time.Time, changed <-chan struct{}) bool {
 // answer comes within a third of the session timeout while the connection
 // stays up (a follower cut off from the quorum answers pings but not
 // writes), it drops the connection, so that go-zookeeper moves to another
-// server, before the deadline if it can. It reports success.
+// server, before the deadline if it can (given more than one server
+// address: with one, a reconnect cannot help). It reports success.
 func (k *keeper) confirm(node string, session int64, t time.Duration) bool {
 	c := k.c
 	zc := c.conn()
@@ -264,6 +268,10 @@ func (k *keeper) confirm(node string, session int64, t time.Duration) bool {
 	select {
 	case err = <-res:
 	case <-stall.C:
+		if len(c.dial.servers) < 2 {
+			err = <-res // nowhere else to go: dropping would only cost the reconnect
+			break
+		}
 		c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")
 		c.wire.drop()
 		err = <-res

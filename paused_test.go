@@ -19,7 +19,7 @@ import (
 // TestPausedHolderSeesLossFirst: it names the lock path.
 const pausedHolderEnv = "ZKLOCK_TEST_PAUSED_HOLDER"
 
-const pausedSession = 2 * time.Second
+const pausedSession = 4 * time.Second
 
 // A holder paused past its session (SIGSTOP, as a long GC pause or a frozen
 // VM would) while a rival takes the lock must see the loss on its very first
@@ -105,20 +105,29 @@ func pausedHolder(t *testing.T, path string) {
 		return l, err
 	}), func(ctx context.Context) error {
 		fmt.Printf("holding %d\n", lease.Token())
-		prev := time.Now()
+		// The pause lasts until the server has expired the session, about
+		// pausedSession after the holder's last packet; the loop itself
+		// never stalls for half of that. A look that began after the pause
+		// is the one that counts; one the pause fell in the middle of
+		// proves nothing (it may have read the clock before), so the next
+		// look counts then.
+		const pause = pausedSession / 2
+		end, after := time.Now(), false
 		for {
+			begin := time.Now()
+			e, ce := lease.Err(), ctx.Err()
 			now := time.Now()
-			if now.Sub(prev) > pausedSession {
-				// The first looks after the pause, before anything else.
-				e, ce := lease.Err(), ctx.Err()
+			switch {
+			case after || begin.Sub(end) > pause:
 				fmt.Printf("resumed Err=%s ctx=%s\n", look(e), look(ce))
 				return nil
-			}
-			if err := lease.Err(); err != nil {
-				fmt.Printf("resumed lost before any pause: %v\n", err)
+			case now.Sub(begin) > pause:
+				after = true // paused during this look: the next one is the first
+			case e != nil:
+				fmt.Printf("resumed lost before any pause: %v\n", e)
 				return nil
 			}
-			prev = now
+			end = now
 			time.Sleep(time.Millisecond) // a worker's pace, not a wait for anything
 		}
 	})
