@@ -28,8 +28,11 @@ type conn interface {
 	// each prefix, in one multi-operation: all or none, in one transaction,
 	// so all of them carry one zxid.
 	createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error)
-	// createContainer makes a container node; one that exists is fine.
-	createContainer(path string, acl []zk.ACL) error
+	// createContainer makes a container node holding data; one that exists
+	// is fine.
+	createContainer(path string, data []byte, acl []zk.ACL) error
+	// createEphemeral makes a plain (not sequential) ephemeral node.
+	createEphemeral(path string, data []byte, acl []zk.ACL) error
 	// delete deletes a node, whatever its version.
 	delete(path string) error
 	// deleteAll deletes nodes, whatever their versions, in one
@@ -50,6 +53,10 @@ type conn interface {
 	check(path string) error
 	// set overwrites a node's data, whatever its version.
 	set(path string, data []byte) error
+	// setIf overwrites a node's data if its version is version.
+	setIf(path string, data []byte, version int32) error
+	// getDataW reads a node's data and leaves a watch on it, as getW does.
+	getDataW(path string) ([]byte, <-chan event, error)
 	// sync makes the server this connection talks to catch up with the
 	// leader.
 	sync(path string) error
@@ -72,6 +79,12 @@ type stat struct {
 
 // event is a watch notification.
 type event = zk.Event
+
+// badVersion reports a conditional write refused for the node's version.
+func badVersion(err error) bool { return errors.Is(err, zk.ErrBadVersion) }
+
+// nodeExists reports a create refused because the node exists.
+func nodeExists(err error) bool { return errors.Is(err, zk.ErrNodeExists) }
 
 // deleted reports a watch event that says the node is gone.
 func deleted(ev event) bool { return ev.Type == zk.EventNodeDeleted }
@@ -152,12 +165,30 @@ func (z zkConn) create(prefix string, data []byte, acl []zk.ACL, n int) ([]strin
 	return nodes, nil
 }
 
-func (z zkConn) createContainer(path string, acl []zk.ACL) error {
-	_, err := z.c.CreateContainer(path, nil, zk.FlagContainer, acl)
+func (z zkConn) createContainer(path string, data []byte, acl []zk.ACL) error {
+	_, err := z.c.CreateContainer(path, data, zk.FlagContainer, acl)
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil
 	}
 	return err
+}
+
+func (z zkConn) createEphemeral(path string, data []byte, acl []zk.ACL) error {
+	_, err := z.c.Create(path, data, zk.FlagEphemeral, acl)
+	return err
+}
+
+func (z zkConn) setIf(path string, data []byte, version int32) error {
+	_, err := z.c.Set(path, data, version)
+	return err
+}
+
+func (z zkConn) getDataW(path string) ([]byte, <-chan event, error) {
+	data, _, ch, err := z.c.GetW(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, ch, nil
 }
 
 func (z zkConn) createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error) {

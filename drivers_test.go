@@ -360,3 +360,21 @@ func TestKindLockNames(t *testing.T) {
 		}
 	}
 }
+
+// A downgraded reader sits at its writer's sequence (Curator 5.5's
+// format): it sorts first and holds, and everyone behind the writer is
+// behind it too.
+func TestDowngradedReaderSortsFirst(t *testing.T) {
+	w := curatorNode(uuidN(1), "__WRIT__", 5)
+	r := curatorNode(uuidN(2), "__READ__", 5) // the downgrade's plain ephemeral node
+	later := curatorNode(uuidN(3), "__WRIT__", 6)
+	for _, names := range [][]string{{w, r, later}, {later, r, w}, {r, later, w}} {
+		kids, err := sortChildren(names, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, childNames(kids), []string{r, w, later})
+		equal(t, readDriver{}.GetsTheLock(kids, 0, 0), Decision{Holds: true}, "the downgraded reader holds")
+		equal(t, exclusiveDriver{KindWrite}.GetsTheLock(kids, 2, 2), Decision{Watch: []int{1}}, "a later writer waits")
+	}
+}

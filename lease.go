@@ -30,6 +30,7 @@ type Lease struct {
 	until    time.Time
 	released bool
 	done     chan struct{}
+	revoked  chan struct{} // made by the first Revoked call
 }
 
 // Node returns the full path of the lease's znode. A [MultiLock]'s lease

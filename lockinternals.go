@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ type Lock struct {
 	driver Driver
 	data   []byte
 	refuse func(name string) bool // plain children that make the path unusable
+	size   []byte                 // a semaphore's maxLeases, recorded in the path's data
 }
 
 // NewLock returns a lock on path with the policy d. It validates its
@@ -308,7 +310,11 @@ func (p *participant) discardNames(names []string) {
 func (l *Lock) ensureParents(ctx context.Context) error {
 	for _, dir := range parents(l.path) {
 		dir := dir
-		err := l.c.retry(ctx, func(zc conn) error { return zc.createContainer(dir, l.c.acl) })
+		var data []byte
+		if dir == l.path {
+			data = l.size // a semaphore records its size in its path
+		}
+		err := l.c.retry(ctx, func(zc conn) error { return zc.createContainer(dir, data, l.c.acl) })
 		if err != nil {
 			return fmt.Errorf("create parent %s: %w", dir, err)
 		}
@@ -430,15 +436,22 @@ func (p *participant) read() ([]Child, error) {
 		own <-chan event
 		err error
 	}
-	ch := make(chan result, 1)
+	ch, sized := make(chan result, 1), make(chan error, 1)
 	go func() {
 		st, own, err := zc.getW(p.nodes[len(p.nodes)-1])
 		ch <- result{st, own, err}
 	}()
+	if p.l.size != nil {
+		go func() { sized <- p.l.checkSize(zc) }()
+	} else {
+		sized <- nil
+	}
 	names, err := zc.children(p.l.path)
-	r := <-ch
-	if err == nil {
-		err = r.err
+	r, serr := <-ch, <-sized
+	for _, e := range []error{r.err, serr} {
+		if err == nil {
+			err = e
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -456,6 +469,31 @@ func (p *participant) read() ([]Child, error) {
 		return nil, err
 	}
 	return p.dropStrays(kids), nil
+}
+
+// checkSize checks that the semaphore's path records our maxLeases, and
+// records it if nothing is recorded yet (a path made by someone else). It
+// runs on the first read after our create: a path cannot be deleted and
+// made again while our node is in it, so what it reads is what every
+// participant queued with us agreed to.
+func (l *Lock) checkSize(zc conn) error {
+	for {
+		data, st, err := zc.get(l.path)
+		if err != nil {
+			return err
+		}
+		switch {
+		case bytes.Equal(data, l.size):
+			return nil
+		case len(data) == 0:
+			err := zc.setIf(l.path, l.size, st.version)
+			if badVersion(err) {
+				continue // someone recorded a size meanwhile: compare with it
+			}
+			return err
+		}
+		return invalidf("semaphore %s has %q leases recorded by its other participants, not %s", l.path, data, l.size)
+	}
 }
 
 // dropStrays removes from kids any node with our protected id that is not

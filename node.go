@@ -216,10 +216,17 @@ func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 		}
 	}
 	sort.Slice(kids, func(i, j int) bool {
-		if kids[i].seq != kids[j].seq {
-			return seqBefore(kids[i].seq, kids[j].seq)
+		a, b := kids[i], kids[j]
+		if a.seq != b.seq {
+			return seqBefore(a.seq, b.seq)
 		}
-		return kids[i].Name < kids[j].Name
+		// Only a downgrade makes two nodes with one sequence: a reader
+		// (plain ephemeral) at its writer's place. It holds, so it sorts
+		// first, and everyone behind the writer is behind it too.
+		if (a.Kind == KindRead) != (b.Kind == KindRead) {
+			return a.Kind == KindRead
+		}
+		return a.Name < b.Name
 	})
 	out := make([]Child, len(kids))
 	for i, k := range kids {

@@ -2,7 +2,12 @@ package zklock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
 )
 
 // RWMutex is a distributed reader/writer lock on a ZooKeeper path,
@@ -12,8 +17,9 @@ import (
 // Any number of readers hold together; a writer holds alone. Order is
 // first-come-first-served: a queued writer blocks the readers that arrive
 // after it, so writers never starve, and a reader is never blocked by a
-// writer that queued after it. Neither side is reentrant, and a lease cannot
-// be upgraded or downgraded.
+// writer that queued after it. Neither side is reentrant. A write lease can
+// be downgraded to a read lease ([RWMutex.Downgrade]); a read lease cannot
+// be upgraded.
 //
 // An RWMutex is safe for concurrent use. The zero value is not usable: use
 // [NewRWMutex].
@@ -49,4 +55,123 @@ func (rw *RWMutex) Participants(ctx context.Context) ([]Participant, error) {
 		}
 		return rw.write.driver
 	})
+}
+
+// Downgrade turns write, a held write lease of rw, into a read lease,
+// without letting a writer in between: it creates the read node at the
+// writer's own place in the queue, then releases the write lease. It
+// returns the read lease, which holds at once.
+//
+// The read node is a plain ephemeral node named `_c_<uuid>-__READ__<seq>`,
+// where <seq> is the write node's sequence: the format Apache Curator 5.5
+// uses to downgrade (CURATOR-621), so Curator sees a reader where the
+// writer was. Why no writer gets in: the read node is created while the
+// write lease holds, in the same session, so no other writer holds then;
+// every writer queued behind the write node has a greater sequence, so it
+// is behind the read node too, and waits for it; readers queued behind
+// the writer hold together with it once the write node goes.
+//
+// write must be a live write lease of rw (otherwise ErrInvalidArgument, or
+// the lease's own error if it was lost). Upgrade does not exist: passing a
+// read lease fails with ErrInvalidArgument, since a reader that waits for
+// a write lease waits behind itself. If ctx ends first, or the session
+// changes, the read node is deleted and the write lease is left as it was.
+func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) {
+	path := rw.write.path
+	fail := func(err error) (*Lease, error) {
+		return nil, fmt.Errorf("zklock: downgrade %s: %w", path, err)
+	}
+	if ctx == nil {
+		return fail(invalidf("nil context"))
+	}
+	if write == nil {
+		return fail(invalidf("nil lease"))
+	}
+	ch, ok, _ := parseChild(strings.TrimPrefix(write.node, path+"/"))
+	switch {
+	case !strings.HasPrefix(write.node, path+"/") || !ok || write.c != rw.write.c:
+		return fail(invalidf("lease %s is not a lease of this lock", write.node))
+	case ch.Kind == KindRead:
+		return fail(invalidf("lease %s is a read lease: a read lease cannot be upgraded; release it and acquire the write lock", write.node))
+	case ch.Kind != KindWrite:
+		return fail(invalidf("lease %s is not a write lease", write.node))
+	}
+	if err := write.Err(); err != nil {
+		return fail(err)
+	}
+	c := rw.write.c
+	seq := write.node[strings.LastIndex(write.node, lockNameWrite)+len(lockNameWrite):]
+	node := path + "/" + nodePrefix(uuid.NewString(), KindRead) + seq
+	leases, err := downgradeTo(ctx, c, node, rw.read.data, write.session)
+	if err != nil {
+		return fail(err)
+	}
+	if err := write.Release(ctx); err != nil {
+		c.log.Debug("zklock: downgrade: release the write lease", "node", write.node, "err", err)
+	}
+	return leases[0], nil
+}
+
+// downgradeTo creates the read node in session and grants it. On failure
+// the node, if made, goes to the janitor.
+func downgradeTo(ctx context.Context, c *Client, node string, data []byte, session int64) (leases []*Lease, err error) {
+	made := false
+	defer func() {
+		if leases == nil && made {
+			c.janitor.discard(job{nodes: []string{node}, session: session})
+		}
+	}()
+	for {
+		st := c.state()
+		zc := c.conn()
+		if zc.sessionID() != session {
+			return nil, ErrSessionExpired
+		}
+		if !made {
+			// A create whose reply was lost may have made the node: only we
+			// know its name, so finding it there means it is ours.
+			sent := time.Now()
+			err := zc.createEphemeral(node, data, c.acl)
+			if nodeExists(err) {
+				err = nil
+			}
+			switch c.classify(err) {
+			case done:
+				made = true
+				c.confirm(sent, session)
+			case retry:
+				made = true // perhaps: the deferred cleanup must look
+				if err := sleep(ctx, 50*time.Millisecond); err != nil {
+					return nil, err
+				}
+				made = false
+				continue
+			default:
+				return nil, err
+			}
+		}
+		_, s, err := zc.get(node)
+		switch c.classify(err) {
+		case done:
+		case retry:
+			if err := sleep(ctx, 50*time.Millisecond); err != nil {
+				return nil, err
+			}
+			continue
+		default:
+			return nil, err
+		}
+		if s.ephemeralOwner != session {
+			return nil, ErrSessionExpired // made in a new session: never counts
+		}
+		leases, err = c.grant(st.epoch, session, []string{node}, s.czxid)
+		switch {
+		case errors.Is(err, errUnconfirmed):
+			if err := c.awaitConfirmed(ctx, st); err != nil {
+				return nil, err
+			}
+		case err != nil || leases != nil:
+			return leases, err
+		}
+	}
 }

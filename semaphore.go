@@ -17,9 +17,13 @@ import (
 // 32-hex-digit lease nodes), Acquire fails with ErrUnknownNode rather than
 // grant leases it cannot count.
 //
-// maxLeases is not stored in ZooKeeper: every participant must use the same
-// value. A Semaphore is safe for concurrent use. The zero value is not
-// usable: use [NewSemaphore].
+// maxLeases is recorded in the path's data ("3", as kazoo's Semaphore does)
+// by whoever creates the path, and checked by every Acquire: a participant
+// configured with another size fails with ErrInvalidArgument and leaves no
+// node, instead of granting more leases than the others allow. The path is a
+// container node all the same, deleted once it has no children; the next
+// participant records its size again. A Semaphore is safe for concurrent
+// use. The zero value is not usable: use [NewSemaphore].
 type Semaphore struct {
 	lock *Lock
 	max  int
@@ -37,6 +41,7 @@ func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*S
 		return nil, fmt.Errorf("zklock: new semaphore: %w", err)
 	}
 	l.refuse = foreignSemaphore
+	l.size = []byte(strconv.Itoa(maxLeases))
 	return &Semaphore{lock: l, max: maxLeases}, nil
 }
 
