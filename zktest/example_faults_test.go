@@ -48,10 +48,11 @@ func ExampleFaults_ExpireSession() {
 		log.Fatal(err)
 	}
 	<-lease.Done()
-	// The server drops the connection, then refuses the session: Err says
-	// which of the two the lease ended on, and keeps saying it.
+	// The server drops the connection, then refuses the session: the lease
+	// ends with the expiry (or, had the reconnect been slow, at its
+	// deadline), and Err keeps saying so.
 	err = lease.Err()
-	fmt.Println("lease lost:", errors.Is(err, zklock.ErrConnectionSuspended) || errors.Is(err, zklock.ErrSessionExpired))
+	fmt.Println("lease lost:", errors.Is(err, zklock.ErrSessionExpired) || errors.Is(err, zklock.ErrLeaseExpired))
 
 	// The client carries on in a new session.
 	lease, err = m.Acquire(ctx)
@@ -97,8 +98,8 @@ func ExampleFaults_KillSession() {
 
 	f.Partition()
 	f.Drop()
-	<-lease.Done() // the holder stops relying on the lock here
-	fmt.Println("holder suspended:", errors.Is(lease.Err(), zklock.ErrConnectionSuspended))
+	<-lease.Done() // the holder stops relying on the lock at its deadline
+	fmt.Println("holder's lease expired:", errors.Is(lease.Err(), zklock.ErrLeaseExpired))
 	if err := f.KillSession(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func ExampleFaults_KillSession() {
 	f.Heal()
 	_ = taken.Release(ctx)
 	// Output:
-	// holder suspended: true
+	// holder's lease expired: true
 	// rival's token is greater: true
 }
 

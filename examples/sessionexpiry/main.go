@@ -236,8 +236,8 @@ func run(ctx context.Context, servers []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "service lost its lease %v into the partition: %v\n", lost.At.Sub(cut).Round(100*time.Millisecond), lost.Err)
-	if !errors.Is(lost.Err, zklock.ErrConnectionSuspended) {
-		return fmt.Errorf("service: want the lease lost to the disconnect first, got %v", lost.Err)
+	if !errors.Is(lost.Err, zklock.ErrLeaseExpired) {
+		return fmt.Errorf("service: want the lease lost at its deadline first, got %v", lost.Err)
 	}
 	if lost.At.Sub(cut) >= sessionTimeout {
 		return fmt.Errorf("service: stopped only %v after the partition began, not before the server could expire its session", lost.At.Sub(cut))
