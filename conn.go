@@ -40,6 +40,10 @@ type conn interface {
 	deleteAll(paths []string) error
 	// children lists a node's children.
 	children(path string) ([]string, error)
+	// childrenStat lists a node's children with the node's stat, read
+	// together (DataTree.getChildren copies the stat and the list under the
+	// node's lock).
+	childrenStat(path string) ([]string, parentStat, error)
 	// get reads a node's data and stat.
 	get(path string) ([]byte, stat, error)
 	// getW reads a node's stat and leaves a watch on it, which fires once:
@@ -75,6 +79,13 @@ type stat struct {
 	czxid          int64 // the zxid that created the node: a lease's token
 	ephemeralOwner int64 // the session that owns an ephemeral node
 	version        int32 // the data version: a semaphore's hold announcement
+}
+
+// parentStat is what zklock reads of a lock path's stat.
+type parentStat struct {
+	cversion    int32 // children changes: creates and deletes (DataNode.copyStat)
+	numChildren int32
+	pzxid       int64 // the zxid of the latest create or delete of a child
 }
 
 // event is a watch notification.
@@ -229,6 +240,14 @@ func multi(res []zk.MultiResponse, err error) ([]string, error) {
 func (z zkConn) children(path string) ([]string, error) {
 	names, _, err := z.c.Children(path)
 	return names, err
+}
+
+func (z zkConn) childrenStat(path string) ([]string, parentStat, error) {
+	names, st, err := z.c.Children(path)
+	if err != nil {
+		return nil, parentStat{}, err
+	}
+	return names, parentStat{cversion: st.Cversion, numChildren: st.NumChildren, pzxid: st.Pzxid}, nil
 }
 
 func (z zkConn) get(path string) ([]byte, stat, error) {

@@ -40,12 +40,16 @@ func (l *Lease) Node() string { return l.node }
 // nodes returns every node of the lease, Node's first.
 func (l *Lease) nodes() []string { return append([]string{l.node}, l.others...) }
 
-// Token returns the lease's fencing token: the zxid that created its node.
-// ZooKeeper's zxids are totally ordered and a participant only holds after
-// every conflicting participant queued ahead of it has gone, so tokens
-// strictly increase across successive conflicting holders of a path. The
-// leases of one [Semaphore.AcquireN] share a token; a [MultiLock]'s lease
-// has one, the zxid of the one transaction that created all its nodes.
+// Token returns the lease's fencing token, a ZooKeeper zxid: the one that
+// created its node, or, for a lease held on its first look with nothing
+// created behind it, the lock path's latest child change (its pzxid),
+// which saves a request. ZooKeeper's zxids are totally ordered and a
+// participant only holds after every conflicting participant queued ahead
+// of it has gone, so tokens strictly increase across successive
+// conflicting holders of a path (the proof is in [participant.parentToken]).
+// The leases of one [Semaphore.AcquireN] share a token; a [MultiLock]'s
+// lease has one, the zxid of the one transaction that created all its
+// nodes.
 func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: released, or

@@ -189,7 +189,7 @@ func (p *participant) abandon() {
 	case p.unsure:
 		p.c.janitor.discard(job{parent: p.l.path, prefix: protectedPrefix + p.id + "-", session: p.session})
 	}
-	p.nodes, p.unsure, p.own = nil, false, nil
+	p.nodes, p.unsure, p.own, p.token = nil, false, nil, 0
 }
 
 // enqueue creates our nodes. A create that fails with a connection error
@@ -332,21 +332,17 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 		if err != nil {
 			return nil, err
 		}
-		kids, err := p.read()
-		switch classify(err) {
-		case done:
-			b = nil
-		case gone:
-			return nil, errRequeue // the path or our node is gone, so is our node
-		case retry:
-			if b == nil {
-				b = p.c.newBackOff()
+		var kids []Child
+		var ps parentStat
+		if p.token == 0 {
+			kids, ps, err = p.look() // the first look: no token yet
+		} else {
+			kids, err = p.read()
+		}
+		if again, err := p.backoff(ctx, &b, err); again || err != nil {
+			if again {
+				continue
 			}
-			if err := sleep(ctx, b.NextBackOff()); err != nil {
-				return nil, err
-			}
-			continue
-		default:
 			return nil, err
 		}
 		first, last, ok := p.locate(kids)
@@ -358,6 +354,16 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 			return nil, err
 		}
 		if d.Holds {
+			if p.token == 0 {
+				if p.token = p.parentToken(ps); p.token == 0 {
+					if again, err := p.backoff(ctx, &b, p.watchOwn()); again || err != nil {
+						if again {
+							continue
+						}
+						return nil, err
+					}
+				}
+			}
 			if leases, err := p.grant(ctx, st, waited && d.announce); err != nil || leases != nil {
 				return leases, err
 			}
@@ -365,6 +371,14 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 		}
 		if try {
 			return nil, ErrLocked
+		}
+		if p.own == nil {
+			if again, err := p.backoff(ctx, &b, p.watchOwn()); again || err != nil {
+				if again {
+					continue
+				}
+				return nil, err
+			}
 		}
 		waited = true
 		fast, announce, err := p.wait(ctx, st, p.plan(kids, first, last, d))
@@ -377,6 +391,28 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 			}
 		}
 	}
+}
+
+// backoff sorts out the error of a read: again says to read again (after a
+// backoff, for an error that may pass); err is what ends the acquire,
+// errRequeue when our nodes or the path are gone.
+func (p *participant) backoff(ctx context.Context, b *backoff.BackOff, err error) (again bool, _ error) {
+	switch classify(err) {
+	case done:
+		*b = nil
+		return false, nil
+	case gone:
+		return false, errRequeue // the path or our node is gone, so is our node
+	case retry:
+		if *b == nil {
+			*b = p.c.newBackOff()
+		}
+		if err := sleep(ctx, (*b).NextBackOff()); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, err
 }
 
 // ready waits until the session that owns our nodes is connected.
@@ -414,6 +450,80 @@ func (p *participant) check(d decision, first int) error {
 			return invalidf("driver %T watches child %d, not one ahead of the participant's first node %d", p.l.driver, i, first)
 		}
 	}
+	return nil
+}
+
+// look is an acquire's first read: the children of the lock path, in queue
+// order, and the path's stat, pipelined with a semaphore's size check.
+// Whoever holds on it at once may take its token from the stat
+// ([participant.parentToken]) and needs no other request; whoever waits
+// reads its own node next ([participant.watchOwn]).
+func (p *participant) look() ([]Child, parentStat, error) {
+	zc := p.c.conn()
+	sized := make(chan error, 1)
+	if p.l.size != nil {
+		go func() { sized <- p.l.checkSize(zc) }()
+	} else {
+		sized <- nil
+	}
+	names, ps, err := zc.childrenStat(p.l.path)
+	if serr := <-sized; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, ps, err
+	}
+	kids, err := sortChildren(names, p.l.refuse)
+	if err != nil {
+		return nil, ps, err
+	}
+	return p.dropStrays(kids), ps, nil
+}
+
+// parentToken returns the token of a participant that holds on its first
+// look, from the lock path's stat, or 0 if the stat cannot give it.
+//
+// Proof that these tokens still strictly increase across successive
+// conflicting holders, mixed with the czxid tokens of everyone else. Our
+// last node's sequence is the path's create count before it
+// (PrepRequestProcessor.pRequest2TxnCreate), so the count after it is
+// seq+1; the stat's cversion counts creates and deletes, 2*creates -
+// children (DataNode.copyStat). When cversion = 2*(seq+1) - numChildren,
+// nothing was created under the path after our node up to this read, and
+// the token is the path's pzxid P, the zxid of the latest create or delete
+// of a child up to the read (at least our czxid). Any holder before us
+// held until its node was deleted, and we hold only on a read that no
+// longer lists that node, so that delete is at most P, and that holder's
+// token (its czxid, or its own P) is below its delete. Any conflicting
+// holder after us has a node we do not see, created after this read, so
+// its czxid, and so its token, is above P.
+func (p *participant) parentToken(ps parentStat) int64 {
+	ch, ok, _ := parseChild(p.nodes[len(p.nodes)-1][len(p.l.path)+1:])
+	if !ok || ps.pzxid == 0 {
+		return 0
+	}
+	if ps.cversion != 2*(ch.seq+1)-ps.numChildren { // int32 arithmetic: wraps as the server's does
+		return 0 // something was created after us: read our own czxid
+	}
+	return ps.pzxid
+}
+
+// watchOwn reads our last node with a watch: its czxid is the token, its
+// owner proves it is ours, and the watch tells a waiter if someone deletes
+// it (see [participant.intact]).
+func (p *participant) watchOwn() error {
+	st, own, err := p.c.conn().getW(p.nodes[len(p.nodes)-1])
+	if err != nil {
+		return err
+	}
+	if st.ephemeralOwner != p.session {
+		// Never count a node of another session; if it is the current
+		// one's, it must not stay in the queue either.
+		p.c.janitor.discard(job{nodes: p.nodes, session: st.ephemeralOwner})
+		p.nodes = nil
+		return errRequeue
+	}
+	p.token, p.own = st.czxid, own
 	return nil
 }
 
