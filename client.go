@@ -321,6 +321,20 @@ func (c *Client) state() clientState {
 	return clientState{c.connected, c.closed, c.epoch, c.changed}
 }
 
+// usable checks what every acquire needs before it makes a ZooKeeper call:
+// a context that is set and not done, and a Client that is not closed.
+func (c *Client) usable(ctx context.Context) error {
+	switch {
+	case ctx == nil:
+		return invalidf("nil context")
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case c.state().closed:
+		return ErrClientClosed
+	}
+	return nil
+}
+
 // awaitSession waits for a live session and returns its id.
 func (c *Client) awaitSession(ctx context.Context) (int64, error) {
 	for {

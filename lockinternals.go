@@ -121,14 +121,8 @@ func (l *Lock) acquire(ctx context.Context, op string, n int, try bool) ([]*Leas
 	fail := func(err error) ([]*Lease, error) {
 		return nil, fmt.Errorf("zklock: %s %s: %w", op, l.path, err)
 	}
-	if ctx == nil {
-		return fail(invalidf("nil context"))
-	}
-	if err := ctx.Err(); err != nil {
+	if err := l.c.usable(ctx); err != nil {
 		return fail(err)
-	}
-	if l.c.state().closed {
-		return fail(ErrClientClosed)
 	}
 	p := &participant{l: l, c: l.c, n: n}
 	leases, err := p.run(ctx, try)

@@ -127,14 +127,8 @@ func (m *MultiLock) acquire(ctx context.Context, op string, try bool) (*Lease, e
 	fail := func(err error) (*Lease, error) {
 		return nil, fmt.Errorf("zklock: %s %s: %w", op, strings.Join(m.paths, ","), err)
 	}
-	if ctx == nil {
-		return fail(invalidf("nil context"))
-	}
-	if err := ctx.Err(); err != nil {
+	if err := m.c.usable(ctx); err != nil {
 		return fail(err)
-	}
-	if m.c.state().closed {
-		return fail(ErrClientClosed)
 	}
 	mp := &multiParticipant{m: m, c: m.c, parts: make([]*participant, len(m.locks))}
 	for i, l := range m.locks {
