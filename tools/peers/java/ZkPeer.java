@@ -5,7 +5,8 @@
 //
 //   zkpeer hold  --servers H:P --path /p --recipe mutex|read|write --count N --hold-ms M --id NAME
 //                [--session-ms 10000] [--start-file F] [--once-then-wait]
-//                [--acquire-timeout-ms 0] [--node-names native|curator]
+//                [--acquire-timeout-ms 0] [--node-names native|curator] [--revocable]
+//   zkpeer revoke --servers H:P --node /p/_c_...-lock-0000000000 [--id NAME] [--session-ms 10000]
 //   zkpeer bench --servers H:P --path /p --workload W1|W2|W3|W4 --clients C --duration-ms D
 //                [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
 //                [--hold-us 0]
@@ -14,6 +15,13 @@
 // <unix_nanos>" right before release, "DONE <id> <count>" at the end, or "ERR <id> <message>"
 // (exit 1). bench prints one JSON object. Curator always writes Curator-format nodes, so
 // --node-names is accepted (for a uniform harness) and ignored.
+//
+// Revocation (Curator only: kazoo has no revocation convention, so the Python peer has neither):
+// hold --revocable makes each acquisition revocable (InterProcessMutex.makeRevocable); when its
+// RevocationListener fires the peer prints "REVOKED <id> <recipe> <unix_nanos>" and ends the
+// current hold at once (REL, release), or, if it fired while the peer was still waiting, the next
+// hold as soon as it is acquired. revoke calls Revoker.attemptRevoke(client, node) once and
+// prints "DONE <id> 1"; like Revoker, it says nothing about a node that does not exist.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -28,7 +36,9 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -41,6 +51,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class ZkPeer {
@@ -71,7 +82,7 @@ public class ZkPeer {
 
         Args(String[] argv) throws UsageException {
             if (argv.length == 0) {
-                throw new UsageException("usage: zkpeer hold|bench --servers H:P --path /p ...");
+                throw new UsageException("usage: zkpeer hold|bench|revoke --servers H:P --path /p ...");
             }
             mode = argv[0];
             for (int i = 1; i < argv.length; i++) {
@@ -85,7 +96,7 @@ public class ZkPeer {
                 if (eq >= 0) {
                     val = key.substring(eq + 1);
                     key = key.substring(0, eq);
-                } else if (key.equals("once-then-wait")) {
+                } else if (key.equals("once-then-wait") || key.equals("revocable")) {
                     val = "true";
                 } else {
                     if (i + 1 >= argv.length) {
@@ -141,8 +152,11 @@ public class ZkPeer {
                 case "bench":
                     bench(args);
                     break;
+                case "revoke":
+                    revoke(args);
+                    break;
                 default:
-                    throw new UsageException("unknown mode " + args.mode + " (want hold or bench)");
+                    throw new UsageException("unknown mode " + args.mode + " (want hold, bench or revoke)");
             }
             rc = 0;
         } catch (Throwable t) {
@@ -211,6 +225,10 @@ public class ZkPeer {
         if (!recipe.equals("mutex") && !recipe.equals("read") && !recipe.equals("write")) {
             throw new UsageException("--recipe wants mutex, read or write, got " + recipe);
         }
+        if (args.flag("revocable")) {
+            holdRevocable(args, servers, path, recipe, sessionMs, timeoutMs, onceThenWait, count, holdMs, startFile);
+            return;
+        }
 
         CuratorFramework client = newClient(servers, sessionMs);
         try {
@@ -235,6 +253,84 @@ public class ZkPeer {
                 lock.release();
             }
             emit("DONE " + id + " " + count);
+        } finally {
+            client.close();
+        }
+    }
+
+    /** What ends a revocable hold: a line (or EOF) on stdin, or the RevocationListener. */
+    private enum Signal { STDIN, REVOKED }
+
+    /**
+     * hold --revocable: as hold, but every acquisition is made revocable, and a revocation ends
+     * the hold it belongs to (the current one, or the next if it came while waiting).
+     *
+     * Two Curator 5.4 facts shape this. The listener runs on the executor given to makeRevocable,
+     * by default MoreExecutors.directExecutor(), that is ZooKeeper's event thread; and
+     * InterProcessMutex belongs to the thread that acquired it (release() from another thread
+     * throws IllegalMonitorStateException "You do not own the lock"). So the listener only
+     * reports and signals; the holding thread releases. And LockInternals.releaseLock clears the
+     * RevocationSpec, so makeRevocable holds for one acquisition: it is called before each.
+     */
+    private static void holdRevocable(Args args, String servers, String path, String recipe, int sessionMs,
+            int timeoutMs, boolean onceThenWait, int count, int holdMs, String startFile) throws Exception {
+        BlockingQueue<Signal> signals = new LinkedBlockingQueue<>();
+        CuratorFramework client = newClient(servers, sessionMs);
+        try {
+            // Every recipe's lock is an InterProcessMutex (the read-write lock's halves are
+            // subclasses), and InterProcessMutex is Revocable.
+            InterProcessMutex lock = (InterProcessMutex) newLock(client, path, recipe);
+            if (startFile != null) {
+                while (!Files.exists(Paths.get(startFile))) {
+                    Thread.sleep(2);
+                }
+            }
+            if (onceThenWait) {
+                Thread reader = new Thread(() -> {
+                    try {
+                        new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+                    } catch (Exception ignore) {
+                        // an unreadable stdin counts as EOF
+                    }
+                    signals.add(Signal.STDIN); // a line or EOF releases the lock
+                }, "stdin");
+                reader.setDaemon(true);
+                reader.start();
+            }
+            for (int i = 0; i < count; i++) {
+                lock.makeRevocable(forWhom -> {
+                    emit("REVOKED " + id + " " + recipe + " " + unixNanos());
+                    signals.add(Signal.REVOKED);
+                });
+                acquire(lock, timeoutMs, path);
+                emit("ACQ " + id + " " + recipe + " " + unixNanos());
+                if (onceThenWait) {
+                    signals.take();
+                } else if (holdMs > 0) {
+                    signals.poll(holdMs, TimeUnit.MILLISECONDS); // a revocation ends it early
+                } else {
+                    signals.poll(); // a revocation that came while waiting belongs to this hold
+                }
+                emit("REL " + id + " " + recipe + " " + unixNanos());
+                lock.release();
+            }
+            emit("DONE " + id + " " + count);
+        } finally {
+            client.close();
+        }
+    }
+
+    // ---------------------------------------------------------------- revoke
+
+    /** revoke: Curator's Revoker.attemptRevoke on one lock node, as another process would. */
+    private static void revoke(Args args) throws Exception {
+        String servers = args.str("servers", null);
+        String node = args.str("node", null);
+        int sessionMs = args.integer("session-ms", 10000);
+        CuratorFramework client = newClient(servers, sessionMs);
+        try {
+            Revoker.attemptRevoke(client, node);
+            emit("DONE " + id + " 1");
         } finally {
             client.close();
         }
