@@ -160,3 +160,37 @@ func parentsOf(p string) []string {
 	}
 	return append(out, p)
 }
+
+// A semaphore waiter asked to let go keeps the request once it holds: the
+// hold announcement to the waiters behind it bumps its node's version
+// without writing over "__REVOKE__". The waiter behind it still moves up.
+func TestRevokeSemaphoreWaiter(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	c := connect(t)
+	sem := func() *zklock.Semaphore {
+		s, err := zklock.NewSemaphore(connect(t), path, 1)
+		must(t, err)
+		return s
+	}
+	a, err := sem().Acquire(ctxT(t))
+	must(t, err)
+	b := async(sem().Acquire, ctxT(t))
+	queued(t, c, path, 2)
+	cw := async(sem().Acquire, ctxT(t))
+	queued(t, c, path, 3)
+	parts, err := sem().Participants(ctxT(t))
+	must(t, err)
+	must(t, zklock.Revoke(ctxT(t), c, parts[1].Node), "revoke the waiter")
+
+	release(t, a)
+	bl := await(t, b)
+	select {
+	case <-bl.Revoked():
+	case <-ctxT(t).Done():
+		t.Fatal("the revocation written while it waited is lost")
+	}
+	pending(t, cw)
+	release(t, bl)
+	release(t, await(t, cw))
+}

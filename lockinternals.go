@@ -144,6 +144,13 @@ type participant struct {
 	session int64    // the session of nodes, or of the unsure create
 	token   int64
 	own     <-chan event // a watch on our last node; nil until read sets it
+	seen    seenVersion  // the last version of an awaited node we decided on
+}
+
+// seenVersion is a node's data version, as a waiter with awaitHold saw it.
+type seenVersion struct {
+	path    string
+	version int32
 }
 
 // run queues the participant and waits until it holds.
@@ -651,10 +658,19 @@ func (p *participant) grant(ctx context.Context, st clientState, announce bool) 
 	}
 	if leases != nil && announce {
 		// Successors waiting with awaitHold watch our last node: bumping
-		// its version tells them we hold.
+		// its version tells them we hold. If someone wrote to it since its
+		// create (a revocation), what they wrote stays: the bump writes
+		// the node's data back.
 		zc, node := p.c.conn(), p.nodes[len(p.nodes)-1]
 		sent := time.Now()
-		if err := zc.set(node, p.l.data); err != nil {
+		err := zc.setIf(node, p.l.data, 0)
+		for badVersion(err) {
+			data, ns, gerr := zc.get(node)
+			if err = gerr; err == nil {
+				err = zc.setIf(node, data, ns.version)
+			}
+		}
+		if err != nil {
 			p.c.log.Debug("zklock: announce hold", "node", node, "err", err)
 		} else {
 			p.c.confirm(sent, p.session)
@@ -707,8 +723,12 @@ func (p *participant) wait(ctx context.Context, st clientState, w watchPlan) (fa
 		s, ch, err := zc.getW(path)
 		switch classify(err) {
 		case done:
-			if w.awaitHold && s.version != 0 {
-				return false, false, nil // it announced before we watched
+			if w.awaitHold && s.version != 0 && p.seen != (seenVersion{path, s.version}) {
+				// It announced before we watched (or someone wrote to it:
+				// deciding again tells). A version decided on once is not
+				// news: then wait for the next change.
+				p.seen = seenVersion{path, s.version}
+				return false, false, nil
 			}
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 		case gone:
