@@ -210,7 +210,7 @@ func (k *keeper) run() {
 				next = retryAt
 			}
 			if !now.Before(next) {
-				if !k.confirm(v.node, v.session, t) {
+				if !k.confirm(v.node, v.session, t, v.holding, v.deadline) {
 					retryAt = time.Now().Add(t / 12)
 				}
 				continue
@@ -256,7 +256,7 @@ func (k *keeper) sleep(wake time.Time, changed <-chan struct{}) bool {
 // writes), it drops the connection, so that go-zookeeper moves to another
 // server, before the deadline if it can (given more than one server
 // address: with one, a reconnect cannot help). It reports success.
-func (k *keeper) confirm(node string, session int64, t time.Duration) bool {
+func (k *keeper) confirm(node string, session int64, t time.Duration, holding bool, deadline time.Time) bool {
 	c := k.c
 	zc := c.conn()
 	sent := time.Now()
@@ -264,17 +264,30 @@ func (k *keeper) confirm(node string, session int64, t time.Duration) bool {
 	go func() { res <- zc.check(node) }() // ends with the request, which the connection's end fails
 	stall := time.NewTimer(t / 3)
 	defer stall.Stop()
+	// The leases end at their deadline even while the check hangs (a
+	// follower cut off from the quorum holds our pings behind it, so the
+	// connection takes two thirds of the timeout to fail).
+	var expire <-chan time.Time
+	if holding {
+		dl := time.NewTimer(time.Until(deadline))
+		defer dl.Stop()
+		expire = dl.C
+	}
 	var err error
-	select {
-	case err = <-res:
-	case <-stall.C:
-		if len(c.dial.servers) < 2 {
-			err = <-res // nowhere else to go: dropping would only cost the reconnect
-			break
+	for waiting := true; waiting; {
+		select {
+		case err = <-res:
+			waiting = false
+		case <-expire:
+			c.expireLeases(time.Now())
+			expire = nil
+		case <-stall.C:
+			if len(c.dial.servers) < 2 {
+				continue // nowhere else to go: dropping would only cost the reconnect
+			}
+			c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")
+			c.wire.drop()
 		}
-		c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")
-		c.wire.drop()
-		err = <-res
 	}
 	switch c.classify(err) {
 	case done:
