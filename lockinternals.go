@@ -333,39 +333,14 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 		if err != nil {
 			return nil, err
 		}
-		var kids []Child
-		var ps parentStat
-		if p.token == 0 {
-			kids, ps, err = p.look() // the first look: no token yet
-		} else {
-			kids, err = p.read()
-		}
-		if again, err := p.backoff(ctx, &b, err); again || err != nil {
-			if again {
-				continue
-			}
+		v, err := p.survey(try)
+		if again, err := p.backoff(ctx, &b, err); again {
+			continue
+		} else if err != nil {
 			return nil, err
 		}
-		first, last, ok := p.locate(kids)
-		if !ok {
-			return nil, errRequeue
-		}
-		d := decide(p.l.driver, kids, first, last)
-		if err := p.check(d, first); err != nil {
-			return nil, err
-		}
-		if d.Holds {
-			if p.token == 0 {
-				if p.token = p.parentToken(ps); p.token == 0 {
-					if again, err := p.backoff(ctx, &b, p.watchOwn()); again || err != nil {
-						if again {
-							continue
-						}
-						return nil, err
-					}
-				}
-			}
-			if leases, err := p.grant(ctx, st, waited && d.announce); err != nil || leases != nil {
+		if v.d.Holds {
+			if leases, err := p.grant(ctx, st, waited && v.d.announce); err != nil || leases != nil {
 				return leases, err
 			}
 			continue // the session changed since the read: decide again
@@ -373,16 +348,8 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 		if try {
 			return nil, ErrLocked
 		}
-		if p.own == nil {
-			if again, err := p.backoff(ctx, &b, p.watchOwn()); again || err != nil {
-				if again {
-					continue
-				}
-				return nil, err
-			}
-		}
 		waited = true
-		fast, announce, err := p.wait(ctx, st, p.plan(kids, first, last, d))
+		fast, announce, err := p.wait(ctx, st, p.plan(v.kids, v.first, v.last, v.d))
 		if err != nil {
 			return nil, err
 		}
@@ -392,6 +359,46 @@ func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
 			}
 		}
 	}
+}
+
+// view is a participant's place in the queue, as one read showed it.
+type view struct {
+	kids        []Child
+	first, last int
+	d           decision
+}
+
+// survey reads the queue and decides, and gets what the decision needs
+// before acting on it: a token for a holder (from the path's stat when it
+// can, see [participant.parentToken]; else from our node), and for a
+// waiter, the watch on its own node.
+func (p *participant) survey(try bool) (v view, err error) {
+	var ps parentStat
+	if p.token == 0 {
+		v.kids, ps, err = p.look() // the first look: no token yet
+	} else {
+		v.kids, err = p.read()
+	}
+	if err != nil {
+		return v, err
+	}
+	var ok bool
+	if v.first, v.last, ok = p.locate(v.kids); !ok {
+		return v, errRequeue
+	}
+	v.d = decide(p.l.driver, v.kids, v.first, v.last)
+	if err := p.check(v.d, v.first); err != nil {
+		return v, err
+	}
+	switch {
+	case v.d.Holds && p.token == 0:
+		if p.token = p.parentToken(ps); p.token == 0 {
+			err = p.watchOwn()
+		}
+	case !v.d.Holds && !try && p.own == nil:
+		err = p.watchOwn()
+	}
+	return v, err
 }
 
 // backoff sorts out the error of a read: again says to read again (after a
