@@ -71,9 +71,14 @@ func TestPausedHolderSeesLossFirst(t *testing.T) {
 	expect("holding ")
 
 	must(t, child.Process.Signal(syscall.SIGSTOP), "pause the holder")
+	stopped := time.Now()
 	rival := newMutex(t, connect(t), path)
 	l, err := rival.Acquire(ctxT(t)) // once the paused holder's session has expired
 	must(t, err, "the rival acquires")
+	// The pause is the fault under test: make it last a session timeout at
+	// least (the rival may get in sooner, if the holder's last packet was
+	// well before the stop), so the holder knows it was paused.
+	time.Sleep(time.Until(stopped.Add(pausedSession)))
 	must(t, child.Process.Signal(syscall.SIGCONT), "resume the holder")
 
 	report := expect("resumed ")
@@ -104,7 +109,6 @@ func pausedHolder(t *testing.T, path string) {
 		lease = l
 		return l, err
 	}), func(ctx context.Context) error {
-		fmt.Printf("holding %d\n", lease.Token())
 		// The pause lasts until the server has expired the session, about
 		// pausedSession after the holder's last packet; the loop itself
 		// never stalls for half of that. A look that began after the pause
@@ -112,7 +116,8 @@ func pausedHolder(t *testing.T, path string) {
 		// proves nothing (it may have read the clock before), so the next
 		// look counts then.
 		const pause = pausedSession / 2
-		end, after := time.Now(), false
+		end, after := time.Now(), false // before the parent can know we hold, and pause us
+		fmt.Printf("holding %d\n", lease.Token())
 		for {
 			begin := time.Now()
 			e, ce := lease.Err(), ctx.Err()
