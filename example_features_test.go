@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -106,5 +107,51 @@ func ExampleLease_ValidUntil() {
 			return
 		}
 		// ... one short step of work ...
+	}
+}
+
+// Every participant of a semaphore must agree on its size: the first one
+// records it in the path, and one configured otherwise is refused.
+func ExampleNewSemaphore() {
+	ctx := context.Background()
+	c, err := zklock.Connect(ctx, []string{"127.0.0.1:2181"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	s, err := zklock.NewSemaphore(c, "/locks/exporters", 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := s.Acquire(ctx)
+	if errors.Is(err, zklock.ErrInvalidArgument) {
+		log.Fatal("this path's semaphore has another size: ", err)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Release(ctx)
+}
+
+// A service moving from go-zookeeper's zk.Lock to zklock, one instance at
+// a time: on one path the two exclude each other.
+func ExampleMutex_migrateFromZkLock() {
+	ctx := context.Background()
+	c, err := zklock.Connect(ctx, []string{"127.0.0.1:2181"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	// Old instances: zk.NewLock(conn, "/locks/jobs", acl).Lock()
+	// New instances, on the same path:
+	m, err := zklock.NewMutex(c, "/locks/jobs")
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = zklock.Do(ctx, m, func(ctx context.Context) error {
+		return nil // held: no zk.Lock holder holds now
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
 }
