@@ -535,53 +535,25 @@ func (p *participant) watchOwn() error {
 	return nil
 }
 
-// read gets the children of the lock path, in queue order. The first time,
-// and after our own node's watch has fired, it also reads our last node
-// with a watch: its czxid is the token, its owner proves it is ours, and
-// the watch tells us if someone deletes it while we wait. The two requests
-// are pipelined on the connection, so neither costs a round trip.
+// read gets the children of the lock path, in queue order. When our own
+// node has no watch (a MultiLock's first read, or after the watch fired)
+// it also reads our node with one ([participant.watchOwn]), pipelined on
+// the connection, so it costs no round trip. A semaphore's size was
+// checked by the first look; a read does not check it again.
 func (p *participant) read() ([]Child, error) {
-	zc := p.c.conn()
-	if p.own != nil {
-		names, err := zc.children(p.l.path)
-		if err != nil {
-			return nil, err
-		}
-		return sortChildren(names, p.l.refuse)
-	}
-	type result struct {
-		st  stat
-		own <-chan event
-		err error
-	}
-	ch, sized := make(chan result, 1), make(chan error, 1)
-	go func() {
-		st, own, err := zc.getW(p.nodes[len(p.nodes)-1])
-		ch <- result{st, own, err}
-	}()
-	if p.l.size != nil {
-		go func() { sized <- p.l.checkSize(zc) }()
+	owned := make(chan error, 1)
+	if p.own == nil {
+		go func() { owned <- p.watchOwn() }()
 	} else {
-		sized <- nil
+		owned <- nil
 	}
-	names, err := zc.children(p.l.path)
-	r, serr := <-ch, <-sized
-	for _, e := range []error{r.err, serr} {
-		if err == nil {
-			err = e
-		}
+	names, err := p.c.conn().children(p.l.path)
+	if oerr := <-owned; oerr != nil {
+		err = oerr // errRequeue (our node went with another session) comes first
 	}
 	if err != nil {
 		return nil, err
 	}
-	if r.st.ephemeralOwner != p.session {
-		// Never count a node of another session; if it is the current
-		// one's, it must not stay in the queue either.
-		p.c.janitor.discard(job{nodes: p.nodes, session: r.st.ephemeralOwner})
-		p.nodes = nil
-		return nil, errRequeue
-	}
-	p.token, p.own = r.st.czxid, r.own
 	kids, err := sortChildren(names, p.l.refuse)
 	if err != nil {
 		return nil, err
