@@ -51,16 +51,26 @@ type conn interface {
 	// not-watching event) when the session ends.
 	getW(path string) (stat, <-chan event, error)
 	// check is a write that changes nothing: a multi-operation of one
-	// version check (any version) on path. ZooKeeper commits it through the
-	// leader and a quorum like any write (it takes a zxid), so its reply
-	// confirms the session; it fails with zk.ErrNoNode if path is gone.
-	check(path string) error
+	// version check (any version) on each of paths. ZooKeeper commits it
+	// through the leader and a quorum like any write (it takes a zxid), so
+	// its reply confirms the session; if a path is gone it fails with a
+	// *goneNode naming it (which wraps zk.ErrNoNode).
+	check(paths []string) error
 	// set overwrites a node's data, whatever its version.
 	set(path string, data []byte) error
 	// setIf overwrites a node's data if its version is version.
 	setIf(path string, data []byte, version int32) error
-	// getDataW reads a node's data and leaves a watch on it, as getW does.
-	getDataW(path string) ([]byte, <-chan event, error)
+	// getDataW reads a node's data and stat and leaves a watch on it, as
+	// getW does.
+	getDataW(path string) ([]byte, stat, <-chan event, error)
+
+	// childrenW lists path's children and watches them (an election's
+	// observer, while nobody leads).
+	childrenW(path string) ([]string, <-chan event, error)
+
+	// existsW reports whether path exists, and watches it: for its
+	// creation if it does not.
+	existsW(path string) (bool, <-chan event, error)
 	// sync makes the server this connection talks to catch up with the
 	// leader.
 	sync(path string) error
@@ -79,6 +89,7 @@ type stat struct {
 	czxid          int64 // the zxid that created the node: a lease's token
 	ephemeralOwner int64 // the session that owns an ephemeral node
 	version        int32 // the data version: a semaphore's hold announcement
+	ctime          int64 // when the node was created, in ms since the epoch (the leader's clock)
 }
 
 // parentStat is what zklock reads of a lock path's stat.
@@ -194,12 +205,28 @@ func (z zkConn) setIf(path string, data []byte, version int32) error {
 	return err
 }
 
-func (z zkConn) getDataW(path string) ([]byte, <-chan event, error) {
-	data, _, ch, err := z.c.GetW(path)
+func (z zkConn) getDataW(path string) ([]byte, stat, <-chan event, error) {
+	data, st, ch, err := z.c.GetW(path)
+	if err != nil {
+		return nil, stat{}, nil, err
+	}
+	return data, statOf(st), ch, nil
+}
+
+func (z zkConn) childrenW(path string) ([]string, <-chan event, error) {
+	names, _, ch, err := z.c.ChildrenW(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	return data, ch, nil
+	return names, ch, nil
+}
+
+func (z zkConn) existsW(path string) (bool, <-chan event, error) {
+	ok, _, ch, err := z.c.ExistsW(path)
+	if err != nil {
+		return false, nil, err
+	}
+	return ok, ch, nil
 }
 
 func (z zkConn) createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error) {
@@ -266,10 +293,28 @@ func (z zkConn) getW(path string) (stat, <-chan event, error) {
 	return statOf(st), ch, nil
 }
 
-func (z zkConn) check(path string) error {
-	_, err := z.c.Multi(&zk.CheckVersionRequest{Path: path, Version: -1})
+func (z zkConn) check(paths []string) error {
+	ops := make([]any, len(paths))
+	for i, p := range paths {
+		ops[i] = &zk.CheckVersionRequest{Path: p, Version: -1}
+	}
+	res, err := z.c.Multi(ops...)
+	for i, r := range res {
+		if errors.Is(r.Error, zk.ErrNoNode) && i < len(paths) {
+			return &goneNode{path: paths[i], err: r.Error}
+		}
+	}
 	return err
 }
+
+// goneNode is the error of a check whose node is gone.
+type goneNode struct {
+	path string
+	err  error
+}
+
+func (g *goneNode) Error() string { return g.path + ": " + g.err.Error() }
+func (g *goneNode) Unwrap() error { return g.err }
 
 func (z zkConn) set(path string, data []byte) error {
 	_, err := z.c.Set(path, data, -1)
@@ -287,7 +332,7 @@ func (z zkConn) raw() *zk.Conn                            { return z.c }
 func (z zkConn) close()                                   { z.c.Close() }
 
 func statOf(s *zk.Stat) stat {
-	return stat{czxid: s.Czxid, ephemeralOwner: s.EphemeralOwner, version: s.Version}
+	return stat{czxid: s.Czxid, ephemeralOwner: s.EphemeralOwner, version: s.Version, ctime: s.Ctime}
 }
 
 // zkLogger sends go-zookeeper's messages to slog at Debug.

@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -62,6 +63,10 @@ import (
 // T/20 in hand); a ping between servers is delivered within T/12. The
 // deadline uses the monotonic clock, so a process paused past it sees the
 // loss on its first look when it wakes.
+
+// maxChecked bounds the nodes one confirmation checks. Map order picks
+// them, so with more leases than this, each round checks another sample.
+const maxChecked = 64
 
 // horizon is what the deadline keeps in hand of the bound w + T.
 func horizon(t time.Duration) time.Duration { return t - t/20 }
@@ -136,7 +141,7 @@ type keeperView struct {
 	deadline          time.Time
 	downSince         time.Time
 	changed           <-chan struct{}
-	node              string // a node of ours to confirm the session with
+	nodes             []string // nodes of ours to confirm the session with
 }
 
 func (c *Client) keeperView() keeperView {
@@ -154,16 +159,18 @@ func (c *Client) keeperView() keeperView {
 	if v.session != c.session {
 		v.confirmed, v.deadline = time.Time{}, time.Time{}
 	}
+	// Every held node, so that a lease whose node someone deleted ends
+	// within a round (nodeGone), whichever it is; with none held, one node
+	// of a waiter, which only confirms the session.
 	for l := range c.leases {
-		if l.session == v.session {
-			v.node = l.node
-			break
+		if l.session == v.session && len(v.nodes) < maxChecked {
+			v.nodes = append(v.nodes, l.node)
 		}
 	}
-	if v.node == "" {
+	if len(v.nodes) == 0 {
 		for n, s := range c.waiting {
 			if s == v.session {
-				v.node = n
+				v.nodes = append(v.nodes, n)
 				break
 			}
 		}
@@ -195,7 +202,7 @@ func (k *keeper) run() {
 			}
 			at(v.deadline)
 		}
-		if t > 0 && v.connected && (v.holding || v.waiting) && v.node != "" {
+		if t > 0 && v.connected && (v.holding || v.waiting) && len(v.nodes) > 0 {
 			// Every third of the timeout, and sooner while the deadline is
 			// short (after an idle spell the first confirmations reach back
 			// to old packets: see the bound above), leaving a quarter of the
@@ -210,7 +217,7 @@ func (k *keeper) run() {
 				next = retryAt
 			}
 			if !now.Before(next) {
-				if !k.confirm(v.node, v.session, t, v.holding, v.deadline) {
+				if !k.confirm(v.nodes, v.session, t, v.holding, v.deadline) {
 					retryAt = time.Now().Add(t / 12)
 				}
 				continue
@@ -256,12 +263,12 @@ func (k *keeper) sleep(wake time.Time, changed <-chan struct{}) bool {
 // writes), it drops the connection, so that go-zookeeper moves to another
 // server, before the deadline if it can (given more than one server
 // address: with one, a reconnect cannot help). It reports success.
-func (k *keeper) confirm(node string, session int64, t time.Duration, holding bool, deadline time.Time) bool {
+func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time) bool {
 	c := k.c
 	zc := c.conn()
 	sent := time.Now()
 	res := make(chan error, 1)
-	go func() { res <- zc.check(node) }() // ends with the request, which the connection's end fails
+	go func() { res <- zc.check(nodes) }() // ends with the request, which the connection's end fails
 	stall := time.NewTimer(t / 3)
 	defer stall.Stop()
 	// The leases end at their deadline even while the check hangs (a
@@ -294,7 +301,10 @@ func (k *keeper) confirm(node string, session int64, t time.Duration, holding bo
 		c.confirm(sent, session)
 		return true
 	case gone:
-		c.nodeGone(node)
+		var g *goneNode
+		if errors.As(err, &g) {
+			c.nodeGone(g.path)
+		}
 	}
 	c.log.Debug("zklock: confirm session", "err", err)
 	return false

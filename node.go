@@ -15,6 +15,7 @@ const (
 	lockNameRead  = "__READ__" // Curator's InterProcessReadWriteLock, read side
 	lockNameWrite = "__WRIT__" // Curator's InterProcessReadWriteLock, write side
 	lockNameLease = "lease-"   // zklock's Semaphore (not Curator's layout)
+	lockNameLatch = "latch-"   // Curator's LeaderLatch, and zklock's Election
 
 	protectedPrefix = "_c_" // Curator's prefix for protected nodes
 	uuidLen         = 36    // canonical UUID text: 8-4-4-4-12
@@ -47,6 +48,10 @@ const (
 	KindWrite
 	// KindLease is a semaphore lease: `_c_<uuid>-lease-<seq>` (zklock).
 	KindLease
+	// KindLatch is an election candidate: `_c_<uuid>-latch-<seq>` (zklock's
+	// [Election] and Curator's LeaderLatch). Other recipes count it as
+	// exclusive.
+	KindLatch
 )
 
 // String returns the kind's name.
@@ -60,6 +65,8 @@ func (k Kind) String() string {
 		return "write"
 	case KindLease:
 		return "lease"
+	case KindLatch:
+		return "latch"
 	}
 	return "unknown"
 }
@@ -75,6 +82,8 @@ func (k Kind) lockName() string {
 		return lockNameWrite
 	case KindLease:
 		return lockNameLease
+	case KindLatch:
+		return lockNameLatch
 	}
 	return ""
 }
@@ -109,7 +118,7 @@ func parseChild(name string) (ch child, ok bool, err error) {
 			if len(rest) <= idLen || rest[idLen] != '-' || (idLen == zkLockIDLen && !isHex(rest[:idLen])) {
 				continue
 			}
-			for _, k := range [...]Kind{KindMutex, KindRead, KindWrite, KindLease} {
+			for _, k := range [...]Kind{KindMutex, KindRead, KindWrite, KindLease, KindLatch} {
 				if idLen == zkLockIDLen && k != KindMutex {
 					continue
 				}

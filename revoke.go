@@ -70,7 +70,7 @@ func (l *Lease) Revoked() <-chan struct{} {
 // gone.
 func (l *Lease) watchRevocation() {
 	for {
-		data, ch, err := l.c.conn().getDataW(l.node)
+		data, _, ch, err := l.c.conn().getDataW(l.node)
 		switch l.c.classify(err) {
 		case done:
 			if bytes.Equal(data, revokeMessage) {

@@ -1,0 +1,260 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// ErrNoLeader is returned by [Election.Leader] when nobody is a candidate,
+// so nobody leads.
+var ErrNoLeader = errors.New("no leader")
+
+// Election chooses one leader among the candidates on a ZooKeeper path, in
+// the order they campaigned. It is wire-compatible with Apache Curator's
+// LeaderLatch: each candidate writes a protected ephemeral-sequential node
+// `_c_<uuid>-latch-<seq>` holding its identity, and the lowest node leads,
+// so Go and Java replicas on one path elect one leader between them. (A
+// kazoo Election on the path takes part too: its nodes are kazoo lock
+// nodes, and the lowest leads.)
+//
+// Leadership is a [Lease] from the same engine as the locks, with the same
+// guarantees: a leader learns that it may have lost leadership, through
+// [Lease.Done] and [Lease.Err], no later than its deadline
+// ([Lease.ValidUntil]), and so before any other candidate can lead; a
+// connection blip does not end leadership while the quorum confirms the
+// session in time; a leader whose node someone deletes hears of it;
+// [Lease.Token] strictly increases from one leader to the next, so a
+// resource can refuse a deposed leader's writes.
+//
+// An Election is safe for concurrent use. Each Campaign is a candidate of
+// its own.
+type Election struct {
+	lock *Lock
+}
+
+// NewElection returns an election on path. The candidates' identity, which
+// [Election.Leader] and [Election.Observe] report and Curator reads as the
+// participant id, is the node data: by default the Client's ("<host>/<pid>"),
+// or [WithNodeData]'s, which must not be empty. It validates its arguments
+// (errors wrap ErrInvalidArgument) and makes no ZooKeeper call.
+func NewElection(c *Client, path string, opts ...LockOption) (*Election, error) {
+	l, err := newLock(c, path, exclusiveDriver{KindLatch}, opts)
+	if err == nil && len(l.data) == 0 {
+		err = invalidf("empty identity: a leader must say who it is (WithNodeData)")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("zklock: new election: %w", err)
+	}
+	return &Election{l}, nil
+}
+
+// Path returns the election's path.
+func (e *Election) Path() string { return e.lock.path }
+
+// Campaign makes this a candidate and waits until it leads; it returns its
+// leadership as a [Lease]. [Lease.Release] resigns: it deletes the node
+// (retried until its ctx ends, then by the Client in the background), and
+// the next candidate in line leads. If ctx ends first, Campaign returns an
+// error for which errors.Is(err, ctx.Err()) holds and leaves no node
+// behind. A candidate whose session expires while it waits campaigns again,
+// at the back of the line. Like [Lock.Acquire] otherwise.
+func (e *Election) Campaign(ctx context.Context) (*Lease, error) {
+	leases, err := e.lock.acquire(ctx, "campaign", 1, false)
+	if err != nil {
+		return nil, err
+	}
+	return leases[0], nil
+}
+
+// Participants lists the candidates: the leader first, then the others in
+// the order in which they will lead.
+func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
+	return e.lock.Participants(ctx)
+}
+
+// Leader returns the candidate that leads now: the lowest node on the path,
+// with its identity (its data). It returns an error wrapping ErrNoLeader
+// when there is no candidate. The leader is as ZooKeeper's server sees it
+// now: a leader that has just lost its session may be reported until the
+// server deletes its node, but never after its successor.
+func (e *Election) Leader(ctx context.Context) (Participant, error) {
+	fail := func(err error) (Participant, error) {
+		return Participant{}, fmt.Errorf("zklock: leader %s: %w", e.lock.path, err)
+	}
+	if ctx == nil {
+		return fail(invalidf("nil context"))
+	}
+	var p Participant
+	err := e.lock.c.retry(ctx, func(zc conn) error {
+		var err error
+		p, _, err = e.leader(zc, false)
+		return err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if p.Node == "" {
+		return fail(ErrNoLeader)
+	}
+	return p, nil
+}
+
+// leader reads the leader: the first child, and its data. With watch, it
+// also returns a watch that fires when that may change: on the leader's
+// node, or, with nobody leading, on the path's children (or on the path
+// itself if it does not exist). A leader whose node goes between the two
+// reads is read again.
+func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error) {
+	path := e.lock.path
+	for {
+		var (
+			names []string
+			ch    <-chan event
+			err   error
+		)
+		if watch {
+			names, ch, err = zc.childrenW(path)
+		} else {
+			names, err = zc.children(path)
+		}
+		if classify(err) == gone {
+			if !watch {
+				return Participant{}, nil, nil
+			}
+			exists, ch, err := zc.existsW(path)
+			if err != nil || exists {
+				return Participant{}, nil, err // retry, or read the children again
+			}
+			return Participant{}, ch, nil
+		}
+		if err != nil {
+			return Participant{}, nil, err
+		}
+		kids, err := sortChildren(names, nil)
+		if err != nil {
+			return Participant{}, nil, err
+		}
+		if len(kids) == 0 {
+			return Participant{}, ch, nil
+		}
+		// The children watch is only for when nobody leads. It stays
+		// registered until the next child change, at most one spurious
+		// wake-up: go-zookeeper cannot remove a watch.
+		node := path + "/" + kids[0].Name
+		var (
+			data []byte
+			st   stat
+		)
+		if watch {
+			data, st, ch, err = zc.getDataW(node)
+		} else {
+			data, st, err = zc.get(node)
+		}
+		if classify(err) == gone {
+			continue // it resigned meanwhile: read again
+		}
+		if err != nil {
+			return Participant{}, nil, err
+		}
+		return Participant{Node: node, Data: data, Holder: true, Kind: kids[0].Kind,
+			Created: time.UnixMilli(st.ctime)}, ch, nil
+	}
+}
+
+// Observe reports the leader, then every change of leader, in order, on the
+// channel it returns, until ctx is done or the Client is closed; then it
+// closes the channel. The zero Participant (an empty Node) means that
+// nobody leads. A change is one leader handing over to another, or to
+// nobody; the same leader is never reported twice in a row.
+//
+// Observers do not herd: each watches the leader's node (only while nobody
+// leads, the path's children), so a candidate joining or leaving the line
+// wakes no observer, and a change of leader wakes each observer once.
+//
+// What it reports is ZooKeeper's view, as one session sees it: leaders come
+// in the order in which they led, never one after its successor (a session
+// never sees the server's state go back, even across servers). ZooKeeper
+// keeps no history, so a leader that resigns before the observer has read
+// the path again after its predecessor left (a round trip) is not reported;
+// its successor is. While the connection is down the last report stands;
+// the observer reads again once it is back. Errors that may pass are
+// retried with backoff; the Client's logger tells of them.
+//
+// A receiver must keep reading until the channel closes, or cancel ctx:
+// Observe waits for each report to be received.
+func (e *Election) Observe(ctx context.Context) <-chan Participant {
+	out := make(chan Participant)
+	if ctx == nil {
+		close(out)
+		return out
+	}
+	go e.observe(ctx, out)
+	return out
+}
+
+func (e *Election) observe(ctx context.Context, out chan<- Participant) {
+	defer close(out)
+	c := e.lock.c
+	var (
+		last     Participant
+		reported bool
+		b        backoff.BackOff
+	)
+	for {
+		st := c.state()
+		switch {
+		case st.closed:
+			return
+		case !st.connected:
+			select {
+			case <-ctx.Done():
+				return
+			case <-st.changed:
+			}
+			continue
+		}
+		p, ch, err := e.leader(c.conn(), true)
+		if err == nil && ch == nil {
+			continue // the path appeared between two reads: read it again
+		}
+		if err != nil {
+			if c.classify(err) == closing {
+				return
+			}
+			if classify(err) == permanent {
+				c.log.Warn("zklock: observe", "path", e.lock.path, "err", err)
+			} else {
+				c.log.Debug("zklock: observe", "path", e.lock.path, "err", err)
+			}
+			if b == nil {
+				b = c.newBackOff()
+			}
+			if sleep(ctx, b.NextBackOff()) != nil {
+				return
+			}
+			continue
+		}
+		b = nil
+		if !reported || p.Node != last.Node {
+			select {
+			case out <- p:
+			case <-ctx.Done():
+				return
+			}
+			last, reported = p, true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-st.changed:
+			// Reconnected, a new session or the Client closed: read
+			// again (go-zookeeper keeps watches across reconnects, but
+			// not across sessions).
+		}
+	}
+}
