@@ -77,8 +77,37 @@ func TestLockBadInput(t *testing.T) {
 		mustIs(t, err, zklock.ErrInvalidArgument, "semaphore %q", p)
 		_, err = zklock.NewLock(c, p, oldestFirst{})
 		mustIs(t, err, zklock.ErrInvalidArgument, "lock %q", p)
+		_, err = zklock.NewElection(c, p)
+		mustIs(t, err, zklock.ErrInvalidArgument, "election %q", p)
+		_, err = zklock.Participants(ctxT(t), c, p)
+		mustIs(t, err, zklock.ErrInvalidArgument, "participants of %q", p)
 	}
-	_, err := zklock.NewMutex(nil, root)
+	_, err := zklock.NewElection(nil, root)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")
+	for _, id := range [][]byte{nil, {}} {
+		_, err = zklock.NewElection(c, root, zklock.WithNodeData(id))
+		mustIs(t, err, zklock.ErrInvalidArgument, "empty identity %q", id)
+	}
+	_, err = zklock.NewElection(c, root, nil)
+	mustIs(t, err, zklock.ErrInvalidArgument, "nil option")
+	_, err = zklock.Participants(ctxT(t), nil, root)
+	mustIs(t, err, zklock.ErrInvalidArgument, "participants with a nil client")
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
+	_, err = zklock.Participants(nil, c, root)
+	mustIs(t, err, zklock.ErrInvalidArgument, "participants with a nil context")
+	e, err := zklock.NewElection(c, root)
+	must(t, err)
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
+	_, err = e.Leader(nil)
+	mustIs(t, err, zklock.ErrInvalidArgument, "leader with a nil context")
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
+	_, err = e.Campaign(nil)
+	mustIs(t, err, zklock.ErrInvalidArgument, "campaign with a nil context")
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
+	if _, open := <-e.Observe(nil); open {
+		t.Fatal("Observe(nil) must return a closed channel")
+	}
+	_, err = zklock.NewMutex(nil, root)
 	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")
 	_, err = zklock.NewRWMutex(nil, root)
 	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")

@@ -57,8 +57,8 @@ func newLock(c *Client, path string, d Driver, opts []LockOption) (*Lock, error)
 		return nil, invalidf("nil driver")
 	}
 	if d.Kind().lockName() == "" {
-		return nil, invalidf("driver kind %v is none of %v, %v, %v, %v",
-			d.Kind(), KindMutex, KindRead, KindWrite, KindLease)
+		return nil, invalidf("driver kind %v is none of %v, %v, %v, %v, %v",
+			d.Kind(), KindMutex, KindRead, KindWrite, KindLease, KindLatch)
 	}
 	o := lockOptions{}
 	for _, opt := range opts {
