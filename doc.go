@@ -14,11 +14,16 @@
 //	RWMutex.WriteLock()    InterProcessReadWriteLock.writeLock()   _c_<uuid>-__WRIT__<seq>
 //	Semaphore (+AcquireN)  (InterProcessSemaphoreV2: other layout) _c_<uuid>-lease-<seq>
 //	MultiLock              InterProcessMultiLock (can deadlock)    _c_<uuid>-lock-<seq> on each path
+//	Election               LeaderLatch                             _c_<uuid>-latch-<seq>
 //	NewLock(c, p, driver)  LockInternals + LockInternalsDriver     one of the above kinds
 //
 // All of them are first come, first served across every process on the path,
 // and none is reentrant or tied to a goroutine. Start with [Connect], then
-// [NewMutex]; [Do] runs a function under a lock.
+// [NewMutex]; [Do] runs a function under a lock. An [Election]'s leadership
+// is a [Lease] like a lock's: [Election.Campaign] waits until it leads,
+// [Election.Leader] and [Election.Observe] tell who leads. [Participants]
+// lists who holds and who waits on any lock path, whichever recipe or
+// library made it.
 //
 // # Lock loss
 //

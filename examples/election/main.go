@@ -1,0 +1,113 @@
+// Command election shows zklock's Election: three replicas, each with its
+// own ZooKeeper session, campaign on one path; one leads at a time, in the
+// order they campaigned, each with a higher fencing token than the last,
+// while an observer reports every change of leader, "no leader" included.
+// Curator's LeaderLatch on the same path takes part in the same election.
+//
+//	ZKLOCK_SERVERS=127.0.0.1:2181 go run ./examples/election
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/zkrecipes/zklock"
+)
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	servers := strings.Split(env("ZKLOCK_SERVERS", "127.0.0.1:2181"), ",")
+	path := fmt.Sprintf("/zklock-examples/election-%d", time.Now().UnixNano())
+
+	// An observer: it watches only the leader's node, never the queue.
+	oc, err := zklock.Connect(ctx, servers)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer oc.Close()
+	watcher, err := zklock.NewElection(oc, path, zklock.WithNodeData([]byte("observer")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	changes := watcher.Observe(octx)
+	<-changes // the first report: nobody leads yet
+
+	var replicas []*zklock.Election
+	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
+		c, err := zklock.Connect(ctx, servers)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer c.Close()
+		e, err := zklock.NewElection(c, path, zklock.WithNodeData([]byte(name)))
+		if err != nil {
+			log.Fatal(err)
+		}
+		replicas = append(replicas, e)
+	}
+
+	// The replicas campaign one after another; Campaign returns once the
+	// replica leads, and they lead in the order they campaigned.
+	leases := make(chan *zklock.Lease, len(replicas))
+	for i, e := range replicas {
+		e := e
+		go func() {
+			lease, err := e.Campaign(ctx)
+			if err != nil {
+				log.Fatal(err)
+			}
+			leases <- lease
+		}()
+		waitForCandidates(ctx, watcher, i+1)
+	}
+
+	var last int64
+	for range replicas {
+		lease := <-leases
+		p := <-changes // the observer saw the change of leader
+		fmt.Printf("%s leads: token %d (the last leader's was %d), observer saw %s\n",
+			p.Data, lease.Token(), last, p.Data)
+		last = lease.Token()
+		// Lead, and stop acting as leader if lease.Done() closes.
+		select {
+		case <-lease.Done():
+			log.Fatalf("leadership lost: %v", lease.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if err := lease.Release(ctx); err != nil { // resign: the next in line leads
+			log.Fatal(err)
+		}
+	}
+	if p := <-changes; p.Node == "" {
+		fmt.Println("observer saw: no leader")
+	}
+	if _, err := watcher.Leader(ctx); errors.Is(err, zklock.ErrNoLeader) {
+		fmt.Println("Leader: no leader")
+	}
+}
+
+// waitForCandidates waits until the election has n candidates, so that the
+// replicas campaign in a known order.
+func waitForCandidates(ctx context.Context, e *zklock.Election, n int) {
+	for ctx.Err() == nil {
+		if ps, err := e.Participants(ctx); err == nil && len(ps) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
