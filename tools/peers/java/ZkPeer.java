@@ -7,6 +7,8 @@
 //                [--session-ms 10000] [--start-file F] [--once-then-wait]
 //                [--acquire-timeout-ms 0] [--node-names native|curator] [--revocable]
 //   zkpeer revoke --servers H:P --node /p/_c_...-lock-0000000000 [--id NAME] [--session-ms 10000]
+//   zkpeer latch --servers H:P --path /p --id NAME [--count 1] [--lead-ms 0] [--once-then-wait]
+//                [--print-leader] [--session-ms 10000] [--acquire-timeout-ms 0] [--start-file F]
 //   zkpeer bench --servers H:P --path /p --workload W1|W2|W3|W4 --clients C --duration-ms D
 //                [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
 //                [--hold-us 0]
@@ -22,6 +24,18 @@
 // current hold at once (REL, release), or, if it fired while the peer was still waiting, the next
 // hold as soon as it is acquired. revoke calls Revoker.attemptRevoke(client, node) once and
 // prints "DONE <id> 1"; like Revoker, it says nothing about a node that does not exist.
+//
+// Leader election (Curator only): latch runs Curator's LeaderLatch(client, path, id), whose node
+// `_c_<uuid>-latch-<seq>` holds the id's UTF-8 bytes, for --count rounds on one session. Each
+// round starts a new LeaderLatch and prints "NODE <id> <znode path>" once its node exists; when
+// LeaderLatchListener.isLeader fires, "LEAD <id> latch <unix_nanos>"; after --lead-ms (or, with
+// --once-then-wait, a line or EOF on stdin), "RESIGN <id> latch <unix_nanos>", then it closes the
+// latch (CloseMode.SILENT: the node is deleted in the background). If notLeader fires while it
+// leads (Curator's LeaderLatch gives up leadership on SUSPENDED and LOST), it prints "NOTLEAD <id>
+// latch <unix_nanos>" and waits to lead again in the same round. --print-leader prints "LEADER
+// <id> <leader's id> <unix_nanos>" from LeaderLatch.getLeader() right after NODE and right after
+// each LEAD ("-" for Curator's dummy participant: nobody leads); with --once-then-wait, a stdin
+// line "leader" prints one more and does not resign. At the end "DONE <id> <count>".
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -43,9 +57,13 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -82,7 +100,7 @@ public class ZkPeer {
 
         Args(String[] argv) throws UsageException {
             if (argv.length == 0) {
-                throw new UsageException("usage: zkpeer hold|bench|revoke --servers H:P --path /p ...");
+                throw new UsageException("usage: zkpeer hold|bench|revoke|latch --servers H:P --path /p ...");
             }
             mode = argv[0];
             for (int i = 1; i < argv.length; i++) {
@@ -96,7 +114,7 @@ public class ZkPeer {
                 if (eq >= 0) {
                     val = key.substring(eq + 1);
                     key = key.substring(0, eq);
-                } else if (key.equals("once-then-wait") || key.equals("revocable")) {
+                } else if (key.equals("once-then-wait") || key.equals("revocable") || key.equals("print-leader")) {
                     val = "true";
                 } else {
                     if (i + 1 >= argv.length) {
@@ -155,8 +173,11 @@ public class ZkPeer {
                 case "revoke":
                     revoke(args);
                     break;
+                case "latch":
+                    latch(args);
+                    break;
                 default:
-                    throw new UsageException("unknown mode " + args.mode + " (want hold, bench or revoke)");
+                    throw new UsageException("unknown mode " + args.mode + " (want hold, bench, revoke or latch)");
             }
             rc = 0;
         } catch (Throwable t) {
@@ -334,6 +355,158 @@ public class ZkPeer {
         } finally {
             client.close();
         }
+    }
+
+
+    // ---------------------------------------------------------------- latch
+
+    /**
+     * latch: --count rounds of Curator's LeaderLatch on one session, each a new LeaderLatch (a
+     * closed one cannot be started again), so each round queues at the back with a new node.
+     *
+     * Curator 5.4 facts this relies on (LeaderLatch.java at apache-curator-5.4.0): the listener
+     * runs on the thread that changes the leadership (the default executor runs it in place, on
+     * ZooKeeper's event thread or in start()), so it only queues an event for the main thread;
+     * hasLeadership is set before isLeader is called, so LEAD is printed while the latch leads;
+     * close() ends leadership before it deletes the node (setNode(null) is a background,
+     * guaranteed delete), so RESIGN, printed before close(), comes before anyone else can lead;
+     * CloseMode.SILENT clears the listeners before setLeadership(false), so a resignation never
+     * calls notLeader, and NOTLEAD means that Curator itself gave leadership up.
+     */
+    private static void latch(Args args) throws Exception {
+        String servers = args.str("servers", null);
+        String path = args.str("path", null);
+        int sessionMs = args.integer("session-ms", 10000);
+        int timeoutMs = args.integer("acquire-timeout-ms", 0);
+        boolean onceThenWait = args.flag("once-then-wait");
+        boolean printLeader = args.flag("print-leader");
+        int count = onceThenWait ? 1 : args.integer("count", 1);
+        int leadMs = onceThenWait ? 0 : args.integer("lead-ms", 0);
+        String startFile = args.opts.get("start-file");
+        if (id.isEmpty() || id.contains(" ")) {
+            throw new UsageException("--id must be a non-empty word: it is the participant id others read");
+        }
+
+        // One queue for everything that can end a wait: the latch's listener and stdin.
+        BlockingQueue<String> events = new LinkedBlockingQueue<>();
+        CuratorFramework client = newClient(servers, sessionMs);
+        try {
+            if (startFile != null) {
+                while (!Files.exists(Paths.get(startFile))) {
+                    Thread.sleep(2);
+                }
+            }
+            AtomicReference<LeaderLatch> current = new AtomicReference<>();
+            if (onceThenWait) {
+                Thread reader = new Thread(() -> {
+                    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+                    try {
+                        String line;
+                        while ((line = in.readLine()) != null && line.trim().equals("leader")) {
+                            LeaderLatch l = current.get();
+                            if (l != null) {
+                                printLeader(client, l);
+                            }
+                        }
+                    } catch (Exception e) {
+                        emit("ERR " + id + " stdin: " + e);
+                    }
+                    events.add("stdin"); // any other line, or EOF, resigns
+                }, "stdin");
+                reader.setDaemon(true);
+                reader.start();
+            }
+            for (int i = 0; i < count; i++) {
+                LeaderLatch latch = new LeaderLatch(client, path, id, LeaderLatch.CloseMode.SILENT);
+                latch.addListener(new LeaderLatchListener() {
+                    @Override
+                    public void isLeader() {
+                        events.add("lead");
+                    }
+
+                    @Override
+                    public void notLeader() {
+                        events.add("notlead");
+                    }
+                });
+                events.removeIf(e -> !e.equals("stdin")); // the last round's latch is closed and silent
+                current.set(latch);
+                latch.start();
+                long deadline = timeoutMs > 0 ? System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs) : Long.MAX_VALUE;
+                String node;
+                while ((node = latch.getOurPath()) == null) {
+                    if (System.nanoTime() > deadline) {
+                        throw new IllegalStateException("no latch node after " + timeoutMs + "ms on " + path);
+                    }
+                    Thread.sleep(1);
+                }
+                emit("NODE " + id + " " + node);
+                if (printLeader) {
+                    printLeader(client, latch);
+                }
+                boolean leading = false;
+                boolean resigned = false;
+                long leadEnd = 0;
+                while (!resigned) {
+                    String ev;
+                    if (!leading) {
+                        long wait = deadline == Long.MAX_VALUE ? Long.MAX_VALUE : deadline - System.nanoTime();
+                        ev = wait <= 0 ? null : events.poll(wait, TimeUnit.NANOSECONDS);
+                        if (ev == null) {
+                            throw new IllegalStateException("not leader after " + timeoutMs + "ms on " + path);
+                        }
+                    } else if (onceThenWait) {
+                        ev = events.take();
+                    } else {
+                        ev = events.poll(Math.max(0, leadEnd - System.nanoTime()), TimeUnit.NANOSECONDS);
+                        if (ev == null) {
+                            ev = "done";
+                        }
+                    }
+                    switch (ev) {
+                        case "lead":
+                            if (!leading && latch.hasLeadership()) {
+                                leading = true;
+                                emit("LEAD " + id + " latch " + unixNanos());
+                                leadEnd = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(leadMs);
+                                if (printLeader) {
+                                    printLeader(client, latch);
+                                }
+                            }
+                            break;
+                        case "notlead":
+                            if (leading) {
+                                leading = false;
+                                emit("NOTLEAD " + id + " latch " + unixNanos());
+                            }
+                            break;
+                        case "stdin":
+                            if (!leading) {
+                                throw new IllegalStateException("stdin closed before leading");
+                            }
+                            // fall through
+                        case "done":
+                            emit("RESIGN " + id + " latch " + unixNanos());
+                            current.set(null);
+                            latch.close();
+                            resigned = true;
+                            break;
+                        default:
+                            throw new IllegalStateException("event " + ev);
+                    }
+                }
+            }
+            emit("DONE " + id + " " + count);
+        } finally {
+            client.close();
+        }
+    }
+
+    /** Prints "LEADER <id> <leader's id> <unix_nanos>", "-" when Curator reports nobody. */
+    private static void printLeader(CuratorFramework client, LeaderLatch latch) throws Exception {
+        Participant p = latch.getLeader();
+        String leader = p.isLeader() && !p.getId().isEmpty() ? p.getId() : "-";
+        emit("LEADER " + id + " " + leader.replace(' ', '_') + " " + unixNanos());
     }
 
     // ---------------------------------------------------------------- bench
