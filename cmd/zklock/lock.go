@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"time"
+
+	"github.com/zkrecipes/zklock"
+)
+
+// holdFlags are the flags of the subcommands that run a command under a
+// lease: lock and elect.
+type holdFlags struct {
+	timeout time.Duration
+	grace   time.Duration
+	data    string
+	dataSet bool // -data was given, even empty
+}
+
+func (h *holdFlags) register(fs *flag.FlagSet, dataDoc string) {
+	fs.DurationVar(&h.timeout, "timeout", 0, "give up (exit 124) if not holding within this `duration`; 0 waits for ever")
+	fs.DurationVar(&h.grace, "grace", 10*time.Second, "if the lock is lost, how long the command has between SIGTERM and SIGKILL")
+	fs.StringVar(&h.data, "data", "", dataDoc)
+}
+
+// parsed records what only the parsed flag set can tell.
+func (h *holdFlags) parsed(fs *flag.FlagSet) { h.dataSet = isSet(fs, "data") }
+
+func (h *holdFlags) lockOptions() []zklock.LockOption {
+	if !h.dataSet {
+		return nil // the library's default: "<host>/<pid>"
+	}
+	return []zklock.LockOption{zklock.WithNodeData([]byte(h.data))}
+}
+
+// positionalCommand checks that args hold exactly PATH, then -- and a
+// command.
+func positionalCommand(sub string, pos, command []string, dashdash bool) (path string, code int) {
+	switch {
+	case len(pos) == 0:
+		return "", usageError(sub, "missing PATH: zklock %s [flags] PATH -- COMMAND [ARG...]", sub)
+	case len(pos) > 1 && !dashdash:
+		return "", usageError(sub, "missing -- before the command: zklock %s [flags] %s -- %s", sub, pos[0], pos[1])
+	case len(pos) > 1:
+		return "", usageError(sub, "one PATH only, then -- and the command; got %q before --", pos)
+	case !dashdash || len(command) == 0:
+		return "", usageError(sub, "missing the command to run: zklock %s [flags] %s -- COMMAND [ARG...]", sub, pos[0])
+	}
+	if err := checkPath(pos[0]); err != nil {
+		return "", usageError(sub, "%v", err)
+	}
+	return pos[0], 0
+}
+
+func cmdLock(args []string) int {
+	const sub = "lock"
+	var (
+		common                 commonFlags
+		h                      holdFlags
+		read, write, try       bool
+		maxLeases, leasesWants int
+	)
+	fs := newFlagSet(sub)
+	common.register(fs)
+	h.register(fs, "the lock node's `data`, which zklock ls shows (default \"<host>/<pid>\")")
+	fs.BoolVar(&read, "read", false, "take the read side of a read-write lock: readers hold together, never with a writer")
+	fs.BoolVar(&write, "write", false, "take the write side of a read-write lock: a writer holds alone")
+	fs.IntVar(&maxLeases, "semaphore", 0, "take a lease of a counting semaphore of `MAX` leases: at most MAX holders at once")
+	fs.IntVar(&leasesWants, "n", 1, "with -semaphore: take `N` leases at once, all or none")
+	fs.BoolVar(&try, "try", false, "take the lock only if it is free now; exit 124 if not")
+
+	pos, command, dashdash, err := parseArgs(fs, args)
+	if err != nil {
+		return parseFailed(sub, fs, err)
+	}
+	h.parsed(fs)
+	path, code := positionalCommand(sub, pos, command, dashdash)
+	if code != 0 {
+		return code
+	}
+	switch {
+	case read && write:
+		return usageError(sub, "-read and -write exclude each other: choose the side of the read-write lock to take")
+	case maxLeases < 0 || (maxLeases == 0 && isSet(fs, "semaphore")):
+		return usageError(sub, "-semaphore %d: a semaphore has at least 1 lease", maxLeases)
+	case maxLeases > 0 && (read || write):
+		return usageError(sub, "-semaphore excludes -read and -write: a path is a semaphore or a read-write lock")
+	case isSet(fs, "n") && maxLeases == 0:
+		return usageError(sub, "-n %d needs -semaphore MAX: only a semaphore has several leases", leasesWants)
+	case leasesWants < 1 || (maxLeases > 0 && leasesWants > maxLeases):
+		return usageError(sub, "-n %d is out of range: take from 1 to -semaphore's %d leases", leasesWants, maxLeases)
+	case try && leasesWants > 1:
+		return usageError(sub, "-try takes one lease only: drop -try, or use -timeout to bound the wait for %d", leasesWants)
+	case h.timeout < 0:
+		return usageError(sub, "-timeout %v is negative: give 0 to wait for ever", h.timeout)
+	case h.grace < 0:
+		return usageError(sub, "-grace %v is negative", h.grace)
+	}
+	if err := common.check(); err != nil {
+		return usageError(sub, "%v", err)
+	}
+
+	s := holdSpec{
+		sub: sub, lost: "the lock on", common: &common, path: path, argv: command,
+		timeout: h.timeout, grace: h.grace,
+	}
+	opts := h.lockOptions()
+	s.acquire = func(ctx context.Context, c *zklock.Client) ([]*zklock.Lease, error) {
+		var l zklock.Locker
+		switch {
+		case maxLeases > 0:
+			sem, err := zklock.NewSemaphore(c, path, maxLeases, opts...)
+			if err != nil {
+				return nil, err
+			}
+			if leasesWants > 1 {
+				return sem.AcquireN(ctx, leasesWants)
+			}
+			l = sem
+		case read || write:
+			rw, err := zklock.NewRWMutex(c, path, opts...)
+			if err != nil {
+				return nil, err
+			}
+			l = rw.WriteLock()
+			if read {
+				l = rw.ReadLock()
+			}
+		default:
+			m, err := zklock.NewMutex(c, path, opts...)
+			if err != nil {
+				return nil, err
+			}
+			l = m
+		}
+		acquire := l.Acquire
+		if try {
+			acquire = l.TryAcquire
+		}
+		lease, err := acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []*zklock.Lease{lease}, nil
+	}
+	return s.hold()
+}
+
+func cmdElect(args []string) int {
+	const sub = "elect"
+	var (
+		common commonFlags
+		h      holdFlags
+	)
+	fs := newFlagSet(sub)
+	common.register(fs)
+	h.register(fs, "the candidate's identity, which zklock ls and Curator's LeaderLatch show (default \"<host>/<pid>\")")
+
+	pos, command, dashdash, err := parseArgs(fs, args)
+	if err != nil {
+		return parseFailed(sub, fs, err)
+	}
+	h.parsed(fs)
+	path, code := positionalCommand(sub, pos, command, dashdash)
+	if code != 0 {
+		return code
+	}
+	switch {
+	case h.dataSet && h.data == "":
+		return usageError(sub, "-data is empty: a candidate must say who it is; omit -data for \"<host>/<pid>\"")
+	case h.timeout < 0:
+		return usageError(sub, "-timeout %v is negative: give 0 to wait for ever", h.timeout)
+	case h.grace < 0:
+		return usageError(sub, "-grace %v is negative", h.grace)
+	}
+	if err := common.check(); err != nil {
+		return usageError(sub, "%v", err)
+	}
+
+	s := holdSpec{
+		sub: sub, lost: "leadership of", common: &common, path: path, argv: command,
+		timeout: h.timeout, grace: h.grace,
+	}
+	opts := h.lockOptions()
+	s.acquire = func(ctx context.Context, c *zklock.Client) ([]*zklock.Lease, error) {
+		e, err := zklock.NewElection(c, path, opts...)
+		if err != nil {
+			return nil, err
+		}
+		lease, err := e.Campaign(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []*zklock.Lease{lease}, nil
+	}
+	return s.hold()
+}
+
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

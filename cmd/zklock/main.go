@@ -1,0 +1,353 @@
+// Command zklock runs a command while holding a ZooKeeper lock, or while
+// leading an election, and lists who holds a lock path and who waits, as
+// `consul lock` and `etcdctl lock` do for their stores. Its locks are the
+// zklock library's, so they exclude Apache Curator's locks (and kazoo's,
+// and the library's users) on the same path.
+//
+//	go install github.com/zkrecipes/zklock/cmd/zklock@latest
+//	export ZKLOCK_SERVERS=zk1:2181,zk2:2181,zk3:2181
+//	zklock lock /jobs/backup -- /usr/local/bin/backup.sh
+//	zklock elect /services/scheduler -- ./scheduler
+//	zklock ls /jobs/backup
+//
+// Run `zklock help` for the flags and the exit statuses.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/zkrecipes/zklock"
+)
+
+// Exit statuses. A command that ran to completion while holding passes its
+// own status through (128+N if signal N killed it); zklock's own outcomes
+// take the codes timeout(1) and docker run use, so that a caller can tell
+// them from the command's.
+const (
+	exitLockLost   = 123 // the lock (or leadership) was lost while the command ran; the command was signalled
+	exitNotLocked  = 124 // could not lock: -timeout passed, -try found it taken, or interrupted while waiting
+	exitFailed     = 125 // zklock itself failed: a usage error, no connection, a ZooKeeper error
+	exitCannotRun  = 126 // the command was found but could not be run
+	exitNotFound   = 127 // the command was not found
+	exitSignalBase = 128 // plus N: the command was killed by signal N
+)
+
+// serversEnv is where -servers comes from when the flag is not given.
+const serversEnv = "ZKLOCK_SERVERS"
+
+func main() {
+	os.Exit(zklockMain(os.Args[1:]))
+}
+
+func zklockMain(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, mainUsage)
+		return exitFailed
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "lock":
+		return cmdLock(rest)
+	case "elect":
+		return cmdElect(rest)
+	case "ls":
+		return cmdLs(rest)
+	case "help", "-h", "-help", "--help":
+		if len(rest) == 0 {
+			fmt.Fprint(os.Stdout, mainUsage)
+			return 0
+		}
+		if u, ok := usages[rest[0]]; ok {
+			fmt.Fprint(os.Stdout, u)
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "zklock help: unknown command %q: the commands are lock, elect and ls.\n", rest[0])
+		return exitFailed
+	default:
+		fmt.Fprintf(os.Stderr, "zklock: unknown command %q: the commands are lock, elect and ls.\nRun 'zklock help' for usage.\n", sub)
+		return exitFailed
+	}
+}
+
+// usageError reports a usage error of subcommand sub and returns
+// exitFailed.
+func usageError(sub string, format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "zklock %s: %s\nRun 'zklock %s -h' for usage.\n", sub, fmt.Sprintf(format, args...), sub)
+	return exitFailed
+}
+
+// failed reports that zklock itself failed and returns exitFailed. An
+// error wrapping ErrInvalidArgument is the caller's to fix: it is reported
+// as a usage error.
+func failed(sub string, err error) int {
+	if errors.Is(err, zklock.ErrInvalidArgument) {
+		return usageError(sub, "%v", err)
+	}
+	fmt.Fprintf(os.Stderr, "zklock %s: %v\n", sub, err)
+	return exitFailed
+}
+
+// commonFlags are the flags every subcommand takes: how to reach ZooKeeper.
+type commonFlags struct {
+	servers        string
+	sessionTimeout time.Duration
+	connectTimeout time.Duration
+	auth           []authFlag
+	verbose        bool
+
+	serverList []string     // parsed by check
+	log        *slog.Logger // -v: debug lines on stderr; otherwise silent
+}
+
+type authFlag struct {
+	scheme string
+	cred   []byte
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.servers, "servers", "", "ZooKeeper servers, `host:port,...` (default $"+serversEnv+")")
+	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second,
+		"ZooKeeper session timeout: how long the servers wait before deleting the nodes of a zklock that vanished")
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", 15*time.Second, "give up if no ZooKeeper session is established within this `duration`")
+	fs.Func("auth", "authenticate as `scheme:credentials`, e.g. digest:user:pass (repeatable)", func(s string) error {
+		scheme, cred, ok := strings.Cut(s, ":")
+		if !ok || scheme == "" {
+			return errors.New("want scheme:credentials, e.g. digest:user:pass")
+		}
+		c.auth = append(c.auth, authFlag{scheme, []byte(cred)})
+		return nil
+	})
+	fs.BoolVar(&c.verbose, "v", false, "log what zklock and the library do, on stderr")
+}
+
+// check validates the common flags after parsing: what can be known wrong
+// before any connection is tried.
+func (c *commonFlags) check() error {
+	servers := c.servers
+	if servers == "" {
+		servers = os.Getenv(serversEnv)
+	}
+	if strings.TrimSpace(servers) == "" {
+		return fmt.Errorf("no ZooKeeper servers: set %s=host:port[,host:port...] or pass -servers host:port[,...]", serversEnv)
+	}
+	for _, s := range strings.Split(servers, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return fmt.Errorf("the server list %q has an empty entry: separate host:port pairs with single commas", servers)
+		}
+		c.serverList = append(c.serverList, s)
+	}
+	if c.sessionTimeout <= 0 {
+		return fmt.Errorf("-session-timeout %v must be positive", c.sessionTimeout)
+	}
+	if c.connectTimeout <= 0 {
+		return fmt.Errorf("-connect-timeout %v must be positive", c.connectTimeout)
+	}
+	c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if c.verbose {
+		c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return nil
+}
+
+// connect opens a session, bounded by -connect-timeout and by ctx.
+func (c *commonFlags) connect(ctx context.Context) (*zklock.Client, error) {
+	opts := []zklock.Option{zklock.WithSessionTimeout(c.sessionTimeout), zklock.WithLogger(c.log)}
+	for _, a := range c.auth {
+		opts = append(opts, zklock.WithAuth(a.scheme, a.cred))
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
+	defer cancel()
+	c.log.Debug("zklock: connecting", "servers", c.serverList)
+	client, err := zklock.Connect(ctx, c.serverList, opts...)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("no ZooKeeper session within -connect-timeout %v: are %s up and reachable? (%w)",
+				c.connectTimeout, strings.Join(c.serverList, ","), err)
+		}
+		return nil, err
+	}
+	c.log.Debug("zklock: connected", "session", fmt.Sprintf("%#x", client.SessionID()))
+	return client, nil
+}
+
+// parseArgs parses a subcommand's arguments: flags, which may come before
+// or after the positional arguments, then, after a "--", the command to
+// run. A flag value of "--" must be written -flag=--.
+func parseArgs(fs *flag.FlagSet, args []string) (positional, command []string, dashdash bool, err error) {
+	flagArgs := args
+	for i, a := range args {
+		if a == "--" {
+			flagArgs, command, dashdash = args[:i], args[i+1:], true
+			break
+		}
+	}
+	for {
+		if err := fs.Parse(flagArgs); err != nil {
+			return nil, nil, false, err
+		}
+		flagArgs = fs.Args()
+		if len(flagArgs) == 0 {
+			return positional, command, dashdash, nil
+		}
+		positional = append(positional, flagArgs[0])
+		flagArgs = flagArgs[1:]
+	}
+}
+
+// newFlagSet returns a subcommand's flag set, which reports nothing itself:
+// the caller prints the usage or the error.
+func newFlagSet(sub string) *flag.FlagSet {
+	fs := flag.NewFlagSet("zklock "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFailed handles a flag parsing error: -h prints the usage and
+// succeeds; anything else is a usage error.
+func parseFailed(sub string, fs *flag.FlagSet, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(os.Stdout, sub, fs)
+		return 0
+	}
+	return usageError(sub, "%v", err)
+}
+
+// printUsage prints a subcommand's usage text, then its flags.
+func printUsage(w io.Writer, sub string, fs *flag.FlagSet) {
+	fmt.Fprint(w, usages[sub])
+	fmt.Fprintln(w, "\nFlags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// checkPath checks a lock path as the library will, so that a bad one is
+// a usage error before any connection is tried. The library checks again
+// (its errors wrap ErrInvalidArgument); this only answers earlier.
+func checkPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty lock path")
+	case p[0] != '/':
+		return fmt.Errorf("lock path %q is relative: a ZooKeeper path starts with /, e.g. /locks/%s", p, strings.TrimLeft(p, "./"))
+	case p == "/":
+		return errors.New("lock path \"/\" is the root: choose a path of its own, e.g. /locks/myjob")
+	case strings.HasSuffix(p, "/"):
+		return fmt.Errorf("lock path %q has a trailing slash", p)
+	case strings.Contains(p, "//"):
+		return fmt.Errorf("lock path %q has an empty element", p)
+	case p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/"):
+		return fmt.Errorf("lock path %q is under /zookeeper, which the server reserves", p)
+	}
+	for _, el := range strings.Split(p[1:], "/") {
+		if el == "." || el == ".." {
+			return fmt.Errorf("lock path %q has a relative element %q", p, el)
+		}
+	}
+	for _, r := range p {
+		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+			return fmt.Errorf("lock path %q has a character ZooKeeper rejects (%U)", p, r)
+		}
+	}
+	return nil
+}
+
+const exitStatuses = `Exit status:
+  the command's own   it ran to completion while holding (128+N if signal N killed it)
+  123                 the lock was lost while the command ran; the command was sent
+                      SIGTERM, then SIGKILL after -grace
+  124                 could not lock: -timeout passed, -try found it taken, or zklock
+                      was interrupted (SIGINT, SIGTERM) while waiting
+  125                 zklock itself failed: a usage error, no connection, a ZooKeeper error
+  126                 the command was found but could not be run
+  127                 the command was not found
+`
+
+const environment = `The command runs with, in its environment:
+  ZKLOCK_PATH    the lock path
+  ZKLOCK_TOKEN   the fencing token (decimal): it strictly increases from one holder
+                 to the next; pass it to what you protect so it can refuse stale writers
+  ZKLOCK_NODE    the znode that holds
+  ZKLOCK_NODES   every znode held, space-separated (several with -semaphore -n)
+`
+
+const mainUsage = `zklock runs a command while holding a ZooKeeper lock, or while leading an
+election, and lists who holds a lock and who waits. Its locks are Apache
+Curator's on the wire: they exclude Curator's InterProcessMutex and
+InterProcessReadWriteLock on the same path.
+
+Usage:
+  zklock lock  [flags] PATH -- COMMAND [ARG...]   run COMMAND while holding the lock PATH
+  zklock elect [flags] PATH -- COMMAND [ARG...]   run COMMAND while leading the election PATH
+  zklock ls    [flags] PATH                       list who holds PATH and who waits
+  zklock help  [COMMAND]                          this text, or a command's with its flags
+
+Examples:
+  export ZKLOCK_SERVERS=zk1:2181,zk2:2181,zk3:2181
+  zklock lock /jobs/backup -- /usr/local/bin/backup.sh
+  zklock lock -try /jobs/backup -- /usr/local/bin/backup.sh   # skip if it runs elsewhere
+  zklock elect /services/scheduler -- ./scheduler
+  zklock ls /jobs/backup
+
+` + exitStatuses
+
+var usages = map[string]string{
+	"lock": `Usage: zklock lock [flags] PATH -- COMMAND [ARG...]
+
+Takes the lock PATH, runs COMMAND while holding it, then releases it. Waiters
+are served first come, first served. By default the lock is a mutex; -read and
+-write take a side of a read-write lock, and -semaphore MAX a lease of a
+counting semaphore (at most MAX holders at once).
+
+COMMAND runs in a process group of its own, with zklock's stdin, stdout and
+stderr, and is killed if zklock is. If the lock is lost while it runs (the
+ZooKeeper session expired or could not be confirmed in time, or someone
+deleted the lock node), zklock sends the group SIGTERM, then SIGKILL after
+-grace, and exits 123. SIGINT, SIGTERM and SIGHUP sent to zklock are passed on
+to the command; while zklock waits for the lock they stop the wait (exit 124).
+
+Examples:
+  ZKLOCK_SERVERS=zk1:2181 zklock lock /jobs/backup -- /usr/local/bin/backup.sh
+  zklock lock -timeout 5m /jobs/backup -- sh -c 'backup.sh --token "$ZKLOCK_TOKEN"'
+  zklock lock -semaphore 3 /pools/db-migrations -- ./migrate.sh
+  zklock lock -read /config -- ./render-config.sh
+
+` + environment + "\n" + exitStatuses,
+
+	"elect": `Usage: zklock elect [flags] PATH -- COMMAND [ARG...]
+
+Campaigns in the election PATH (Apache Curator's LeaderLatch on the wire), runs
+COMMAND once this process leads, and resigns when COMMAND exits, so that the
+next candidate leads. If leadership is lost while COMMAND runs, zklock sends
+its process group SIGTERM, then SIGKILL after -grace, and exits 123. Signals
+are handled as by zklock lock.
+
+Examples:
+  ZKLOCK_SERVERS=zk1:2181 zklock elect /services/scheduler -- ./scheduler
+  while :; do zklock elect -data "$(hostname)" /services/scheduler -- ./scheduler; sleep 1; done
+
+` + environment + "\n" + exitStatuses,
+
+	"ls": `Usage: zklock ls [flags] PATH
+
+Lists the participants of the lock or election PATH, in queue order: who holds
+it, then who waits. It reads any lock path, whichever recipe or library made
+it (zklock, Apache Curator, kazoo). DATA is each node's data: the owner's
+"host/pid" unless it set -data. A PATH that does not exist has no participants.
+
+Examples:
+  ZKLOCK_SERVERS=zk1:2181 zklock ls /jobs/backup
+  zklock ls -json /jobs/backup | jq -r '.[] | select(.holder) | .data'
+
+Exit status: 0 if it could list, 125 if not.
+`,
+}
