@@ -52,6 +52,12 @@ type Client struct {
 	deadline    time.Time           // the leases' deadline (see confirm); zero: none
 	downSince   time.Time           // when the session was last lost; zero while connected
 	confirmedCh chan struct{}       // closed and replaced when the deadline moves
+
+	// The keeper's schedule, so that acquires wake it only when they must
+	// (see [Client.kickLocked]).
+	keeperSeq    uint64    // bumped whenever leases or waiting grow
+	keeperAsleep bool      // the keeper sleeps, until keeperWake
+	keeperWake   time.Time // zero: no timer
 }
 
 // Connect opens a session with the ZooKeeper ensemble at servers
@@ -382,6 +388,7 @@ func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, tok
 		return nil, nil
 	}
 	if c.session != session || !time.Now().Before(c.deadline) {
+		c.keeperSeq++
 		c.keeper.wake()
 		return nil, errUnconfirmed
 	}
@@ -391,7 +398,7 @@ func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, tok
 		c.leases[l] = struct{}{}
 		leases[i] = l
 	}
-	c.keeper.wake() // its deadline timer now matters
+	c.kickLocked() // its deadline timer now matters
 	return leases, nil
 }
 
@@ -457,13 +464,40 @@ func (c *Client) valid(session int64, now time.Time) (bool, time.Time) {
 func (c *Client) await(node string, session int64) (done func()) {
 	c.mu.Lock()
 	c.waiting[node] = session
+	c.kickLocked()
 	c.mu.Unlock()
-	c.keeper.wake()
 	return func() {
 		c.mu.Lock()
 		delete(c.waiting, node)
 		c.mu.Unlock()
 	}
+}
+
+// kickLocked tells the keeper that leases or waiting grew, waking it only
+// if its schedule does not already cover them. An acquire and release in a
+// loop would otherwise wake it twice a cycle, for nothing.
+//
+// Why skipping the wake is safe: with anything held or awaited, the keeper
+// must wake by the next confirmation, min(confirmed + T/3, deadline - T/4),
+// which is before the deadline, so also in time to end the leases at it
+// (keeper.run). If it sleeps with a timer no later than that, it will look
+// in time. If it is awake, it compares keeperSeq, under c.mu, before it
+// goes to sleep, and looks again if it changed: so a change it did not see
+// never goes unscheduled. c.mu is held.
+func (c *Client) kickLocked() {
+	c.keeperSeq++
+	if c.keeperAsleep && !c.keeperWake.IsZero() && c.connected && c.zc != nil && c.session == c.zc.sessionID() {
+		if t := c.wire.sessionTimeout(); t > 0 {
+			need := c.confirmed.Add(t / 3)
+			if d := c.deadline.Add(-t / 4); d.Before(need) {
+				need = d
+			}
+			if !c.keeperWake.After(need) {
+				return
+			}
+		}
+	}
+	c.keeper.wake()
 }
 
 // defaultIdentity is the default node data: a short owner identity.

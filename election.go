@@ -2,16 +2,11 @@ package zklock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 )
-
-// ErrNoLeader is returned by [Election.Leader] when nobody is a candidate,
-// so nobody leads.
-var ErrNoLeader = errors.New("no leader")
 
 // Election chooses one leader among the candidates on a ZooKeeper path, in
 // the order they campaigned. It is wire-compatible with Apache Curator's

@@ -53,6 +53,10 @@ var (
 	// such a node stands in the queue, so it refuses rather than risk two
 	// holders. See the README's section on mixed fleets.
 	ErrUnknownNode = errors.New("unknown node under lock path")
+
+	// ErrNoLeader is returned by [Election.Leader] when there is no
+	// candidate, so nobody leads.
+	ErrNoLeader = errors.New("no leader")
 )
 
 // invalidf returns an error wrapping ErrInvalidArgument.

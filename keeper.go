@@ -134,6 +134,7 @@ func (k *keeper) close() {
 
 // keeperView is what the keeper reads of the Client at each turn.
 type keeperView struct {
+	seq               uint64 // Client.keeperSeq when read
 	connected, closed bool
 	holding, waiting  bool
 	session           int64
@@ -151,7 +152,7 @@ func (c *Client) keeperView() keeperView {
 		connected: c.connected, closed: c.closed,
 		holding: len(c.leases) > 0, waiting: len(c.waiting) > 0,
 		confirmed: c.confirmed, deadline: c.deadline, downSince: c.downSince,
-		changed: c.changed,
+		changed: c.changed, seq: c.keeperSeq,
 	}
 	if c.zc != nil {
 		v.session = c.zc.sessionID()
@@ -232,15 +233,30 @@ func (k *keeper) run() {
 			}
 			at(rejoin)
 		}
-		if !k.sleep(wake, v.changed) {
+		if !k.sleep(wake, v) {
 			return
 		}
 	}
 }
 
 // sleep waits until wake (forever if zero), a kick or a state change. It
-// reports false once the keeper must stop.
-func (k *keeper) sleep(wake time.Time, changed <-chan struct{}) bool {
+// reports false once the keeper must stop. It does not sleep at all if
+// leases or waiting grew since v was read (see [Client.kickLocked]).
+func (k *keeper) sleep(wake time.Time, v keeperView) bool {
+	c := k.c
+	c.mu.Lock()
+	if c.keeperSeq != v.seq {
+		c.mu.Unlock()
+		return true
+	}
+	c.keeperAsleep, c.keeperWake = true, wake
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.keeperAsleep, c.keeperWake = false, time.Time{}
+		c.mu.Unlock()
+	}()
+	changed := v.changed
 	var timer <-chan time.Time
 	if !wake.IsZero() {
 		tm := time.NewTimer(time.Until(wake))
