@@ -1,10 +1,15 @@
 package zklock_test
 
-// TestChaos: clients contend on one Mutex and one RWMutex while a fault
-// schedule breaks their connections, their sessions and their servers, and
-// a checker proves from the recorded holds that there were never two
-// holders, that fencing tokens only grew, that the locks kept working after
-// every fault, and that nothing was left behind.
+// TestChaos: clients contend on one Mutex and one RWMutex, and some of them
+// campaign in one Election, while a fault schedule breaks their
+// connections, their sessions and their servers, and a checker proves from
+// the recorded holds and leaderships that there were never two holders or
+// two leaders, that fencing tokens only grew, that the locks and the
+// election kept working after every fault, and that nothing was left
+// behind. An observer (Election.Observe) runs throughout on a client that
+// is faulted too; its reports must come in the order of the leaders' nodes,
+// and never name a candidate while one ahead of it in the queue has yet to
+// finish leading.
 //
 // A hold runs from Acquire returning to the earlier of Release being called
 // and the end of the lease: for a lease that was lost, the deadline it
@@ -16,7 +21,9 @@ package zklock_test
 // Half the clients keep the default policy (a lease rides out a disconnect
 // and ends only at its deadline), half use zklock.WithLossOnDisconnect (a
 // lease ends at the first disconnect); the figures count each policy's
-// acquisitions and losses.
+// acquisitions and losses. A leadership is a hold like any other (Campaign
+// returning to Release being called, or to the lost lease's ValidUntil), on
+// a lock of its own, "election".
 //
 // Knobs: ZKLOCK_CHAOS_DURATION (faults per phase, default 40s),
 // ZKLOCK_CHAOS_SEED (replay a schedule), ZKLOCK_CHAOS_LOG (the clients' debug
@@ -59,6 +66,13 @@ const (
 	chaosRecovery = 20 * time.Second
 	// chaosDrain bounds the wait for cleanups and watches after the run.
 	chaosDrain = 20 * time.Second
+	// chaosCandidates are the clients (the first ones, of both policies)
+	// that also campaign in the election.
+	chaosCandidates = 4
+	// chaosObserver is the client whose Election.Observe runs through the
+	// chaos. It is not a candidate, and it works on the locks like every
+	// client, so that the client faults and their recovery checks apply.
+	chaosObserver = chaosClients - 1
 )
 
 // chaosDuration is how long faults are injected in each phase: 40s, or
@@ -251,8 +265,8 @@ func chaosIsolate(ctx context.Context, e *zktest.Ensemble, i int) (func(context.
 // chaosHold is one acquisition: from Acquire returning to the earlier of
 // Release being called and the lease's end (its ValidUntil, if it was lost).
 type chaosHold struct {
-	lock   string // "mutex" or "rw"
-	write  bool   // exclusive: the mutex, or the write side
+	lock   string // "mutex", "rw" or "election"
+	write  bool   // exclusive: the mutex, the write side, a leadership
 	client int
 	policy string // the client's: chaosDefault or chaosLossOnDisconnect
 	start  time.Time
@@ -293,8 +307,13 @@ type chaosClient struct {
 	f      *zktest.Faults
 	mutex  *zklock.Mutex
 	rw     *zklock.RWMutex
-	held   atomic.Int32 // leases its workers hold now
-	busy   atomic.Bool  // under a client fault, or not yet recovered from one
+	// election is the client's candidate in the election, nil if it is
+	// not a candidate; observe is the election that the observer's client
+	// watches with Observe, nil on the others.
+	election *zklock.Election
+	observe  *zklock.Election
+	held     atomic.Int32 // leases its workers hold now
+	busy     atomic.Bool  // under a client fault, or not yet recovered from one
 	// lastHold is when (since chaosEpoch) the latest hold of its workers began.
 	lastHold atomic.Int64
 }
@@ -349,11 +368,17 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	duration := chaosDuration(t)
 	ctx := t.Context()
 	root := lockPath(t)
-	mutexPath, rwPath := root+"-mutex", root+"-rw"
+	mutexPath, rwPath, electionPath := root+"-mutex", root+"-rw", root+"-election"
 
 	observer, _, err := zk.Connect(plan.servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(chaosQuietLogger{}))
 	require.NoError(t, err)
 	defer observer.Close()
+	// The election's path is a persistent node, not the container zklock
+	// would create: the server never deletes it when it is empty, so
+	// ZooKeeper numbers its children in creation order for the whole phase,
+	// which the observer's check relies on. Deleted at the end.
+	require.NoError(t, chaosPersistent(observer, electionPath))
+	defer func() { _ = observer.Delete(electionPath, -1) }()
 	baseline, err := chaosWatches(ctx, plan.nodes)
 	require.NoError(t, err)
 
@@ -377,6 +402,14 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		require.NoError(t, err)
 		cl.rw, err = zklock.NewRWMutex(cl.c, rwPath)
 		require.NoError(t, err)
+		if i < chaosCandidates {
+			cl.election, err = zklock.NewElection(cl.c, electionPath, zklock.WithNodeData(chaosIdentity(i)))
+			require.NoError(t, err)
+		}
+		if i == chaosObserver {
+			cl.observe, err = zklock.NewElection(cl.c, electionPath)
+			require.NoError(t, err)
+		}
 		clients[i] = cl
 	}
 
@@ -389,11 +422,30 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 			rng := rand.New(rand.NewPCG(plan.seed, uint64(100+2*cl.i+j)))
 			workers.Go(func() { cl.work(work, rec, lock, rng) })
 		}
+		if cl.election != nil {
+			rng := rand.New(rand.NewPCG(plan.seed, uint64(1000+cl.i)))
+			workers.Go(func() { cl.work(work, rec, "election", rng) })
+		}
 	}
+
+	// The observer: every report, in the order Observe made them.
+	observing, stopObserving := context.WithCancel(ctx)
+	defer stopObserving()
+	var (
+		reports  []chaosReport
+		observed = make(chan struct{})
+	)
+	go func() {
+		defer close(observed)
+		for p := range clients[chaosObserver].observe.Observe(observing) {
+			reports = append(reports, chaosReport{p, time.Now()})
+		}
+	}()
 
 	if os.Getenv("ZKLOCK_CHAOS_DEBUG") != "" {
 		workers.Go(func() {
-			chaosWatchdog(work, t, observer, rec, clients, map[string]string{"mutex": mutexPath, "rw": rwPath})
+			chaosWatchdog(work, t, observer, rec, clients,
+				map[string]string{"mutex": mutexPath, "rw": rwPath, "election": electionPath})
 		})
 	}
 
@@ -435,12 +487,34 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	// The observer stops first: its channel must close once its context
+	// has ended.
+	stopObserving()
+	select {
+	case <-observed:
+	case <-time.After(chaosDrain):
+		t.Fatalf("chaos: Observe's channel still open %v after its context ended", chaosDrain)
+	}
 	stopWork()
 	workers.Wait()
 
+	// Each of the observer's reads left a watch on the election's children
+	// (go-zookeeper cannot remove a watch; Election.Observe says so), which
+	// fires at the next change of children. One more candidate, in and out,
+	// fires the last one, so the watch count below can return to its
+	// baseline. (The watch on the last reported leader's node fires when the
+	// node is deleted.)
+	fctx, fcancel := context.WithTimeout(ctx, chaosRecovery)
+	if lease, err := clients[0].election.Campaign(fctx); err != nil {
+		t.Errorf("chaos: a last campaign after the run: %v", err)
+	} else if err := lease.Release(fctx); err != nil {
+		t.Errorf("chaos: a last resignation after the run: %v", err)
+	}
+	fcancel()
+
 	// Leftovers: every node deleted, every watch fired.
 	orphans := 0
-	for _, path := range []string{mutexPath, rwPath} {
+	for _, path := range []string{mutexPath, rwPath, electionPath} {
 		var kids []string
 		ok := chaosWait(ctx, chaosDrain, func() bool {
 			kids = chaosChildren(t, observer, path)
@@ -475,6 +549,7 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	ph := newChaosFigures()
 	ph.orphans, ph.watchesLeaked = orphans, leaked
 	ph.check(t, holds, faults, began)
+	ph.checkReports(t, reports, holds, began)
 	for k, n := range rec.counts {
 		ph.counts[k] += n
 	}
@@ -493,7 +568,7 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 // TryAcquire.
 func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string, rng *rand.Rand) {
 	for ctx.Err() == nil {
-		var locker zklock.Locker = cl.mutex
+		var locker zklock.Locker = cl.mutex // unused for the election
 		write := true
 		if lock == "rw" {
 			if rng.IntN(10) == 0 {
@@ -511,9 +586,12 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 			lease *zklock.Lease
 			err   error
 		)
-		if rng.IntN(20) == 0 {
+		switch {
+		case lock == "election":
+			lease, err = cl.election.Campaign(actx)
+		case rng.IntN(20) == 0:
 			lease, err = locker.TryAcquire(actx)
-		} else {
+		default:
 			lease, err = locker.Acquire(actx)
 		}
 		start := time.Now()
@@ -526,6 +604,7 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 				rec.count("try-locked")
 			case errors.Is(err, context.DeadlineExceeded):
 				rec.count("cancelled")
+				rec.count(lock + " cancelled")
 			default:
 				rec.fail("client %d: acquire %s: %v", cl.i, lock, err)
 				chaosSleep(ctx, 10*time.Millisecond)
@@ -545,11 +624,12 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 			// Mostly short holds, some long ones, and a few longer than
 			// the session timeout, so that faults find holders to take
 			// leases from. Writes stay short: they stop everyone else.
+			// Leaders lead as long as mutex holders hold.
 			d := time.Duration(rng.IntN(5000)) * time.Microsecond
 			switch p := rng.IntN(100); {
-			case !write && p < 3, lock == "mutex" && p < 1:
+			case !write && p < 3, lock != "rw" && p < 1:
 				d = time.Duration(1000+rng.IntN(1500)) * time.Millisecond
-			case !write && p < 18, lock == "mutex" && p < 11:
+			case !write && p < 18, lock != "rw" && p < 11:
 				d = time.Duration(20+rng.IntN(280)) * time.Millisecond
 			}
 			timer := time.NewTimer(d)
@@ -748,8 +828,9 @@ func chaosServerFaults(ctx context.Context, plan chaosPlan, end time.Time, rec *
 	}
 }
 
-// chaosLocks are the locks every phase contends on.
-var chaosLocks = []string{"mutex", "rw"}
+// chaosLocks are the locks every phase contends on, the election among
+// them.
+var chaosLocks = []string{"mutex", "rw", "election"}
 
 // lockAfter returns how long after f healed anyone next held lock: a lock
 // that nobody can take any more (a node nobody deletes at the head of its
@@ -795,6 +876,11 @@ type chaosFigures struct {
 	recoveryKind  string
 	wakeLag       time.Duration // longest Done wake-up after the lease's ValidUntil
 	doneOverlaps  int           // overlaps had lost holds ended at their Done wake-up
+	// The election's share of overlaps and inversions.
+	electionOverlaps, electionInversions int
+	// The observer's reports: of a leader, of nobody, and the ones that
+	// broke its order (checkReports).
+	reports, reportedLeaders, reportedNobody, badReports int
 }
 
 func newChaosFigures() *chaosFigures {
@@ -818,6 +904,12 @@ func (f *chaosFigures) add(o *chaosFigures) {
 	}
 	f.wakeLag = max(f.wakeLag, o.wakeLag)
 	f.doneOverlaps += o.doneOverlaps
+	f.electionOverlaps += o.electionOverlaps
+	f.electionInversions += o.electionInversions
+	f.reports += o.reports
+	f.reportedLeaders += o.reportedLeaders
+	f.reportedNobody += o.reportedNobody
+	f.badReports += o.badReports
 }
 
 func (f *chaosFigures) String() string {
@@ -846,12 +938,17 @@ func (f *chaosFigures) String() string {
 		policies = append(policies, fmt.Sprintf("%s: acquisitions %d, lost while held %d%s, lost on return %d",
 			p, c[p], c[p+" lost"], why, c[p+" stillborn"]))
 	}
-	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, write %d; lost while held %d, lost on return %d; "+
-		"cancelled waits %d, try-locked %d); %s; overlaps %d; token inversions %d; orphans %d; watches leaked %d; "+
+	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, write %d, leaderships %d; lost while held %d, "+
+		"lost on return %d; cancelled waits %d, try-locked %d); %s; election: leaderships %d, lost while held %d, "+
+		"lost on return %d, cancelled campaigns %d, overlaps %d, token inversions %d; observer: reports %d "+
+		"(leaders %d, nobody %d), out of order %d; overlaps %d; token inversions %d; orphans %d; watches leaked %d; "+
 		"unexpected errors %d; longest recovery %v (%s); longest wake-up on Done after ValidUntil %v "+
 		"(overlaps had holders watched Done alone: %d)",
-		strings.Join(fs, " "), c["mutex"]+c["read"]+c["write"], c["mutex"], c["read"], c["write"], c["lost"], c["stillborn"],
-		c["cancelled"], c["try-locked"], strings.Join(policies, "; "), f.overlaps, f.inversions, f.orphans, f.watchesLeaked,
+		strings.Join(fs, " "), c["mutex"]+c["read"]+c["write"]+c["election"], c["mutex"], c["read"], c["write"],
+		c["election"], c["lost"], c["stillborn"], c["cancelled"], c["try-locked"], strings.Join(policies, "; "),
+		c["election"], c["election lost"], c["election stillborn"], c["election cancelled"], f.electionOverlaps,
+		f.electionInversions, f.reports, f.reportedLeaders, f.reportedNobody, f.badReports,
+		f.overlaps, f.inversions, f.orphans, f.watchesLeaked,
 		f.unexpected, f.recovery.Round(time.Millisecond), f.recoveryKind, f.wakeLag.Round(time.Microsecond), f.doneOverlaps)
 }
 
@@ -912,8 +1009,8 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 	}
 	for _, h := range holds {
 		switch {
-		case h.lock == "mutex":
-			f.counts["mutex"]++
+		case h.lock == "mutex", h.lock == "election":
+			f.counts[h.lock]++
 		case h.write:
 			f.counts["write"]++
 		default:
@@ -923,9 +1020,11 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 		switch {
 		case h.stillborn:
 			f.counts["stillborn"]++
+			f.counts[h.lock+" stillborn"]++
 			f.counts[h.policy+" stillborn"]++
 		case h.lost != nil:
 			f.counts["lost"]++
+			f.counts[h.lock+" lost"]++
 			f.counts[h.policy+" lost"]++
 			f.counts[h.policy+" lost "+lossReason(h.lost)]++
 			if !h.woke.IsZero() {
@@ -957,6 +1056,10 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 		}
 		f.overlaps += len(overlaps)
 		f.inversions += len(inversions)
+		if lock == "election" {
+			f.electionOverlaps += len(overlaps)
+			f.electionInversions += len(inversions)
+		}
 
 		// The same holds, a lost one ending when its worker woke on Done
 		// rather than at its ValidUntil: what a holder that watches Done
@@ -990,7 +1093,10 @@ func checkHolds(holds []chaosHold) (overlaps, inversions []string) {
 	var topAll, topWrite *chaosHold   // the earlier hold with the greatest token
 	describe := func(h *chaosHold) string {
 		kind := "read"
-		if h.write {
+		switch {
+		case h.lock == "election":
+			kind = "leadership"
+		case h.write:
 			kind = "write"
 		}
 		reason := "released"
@@ -1029,6 +1135,155 @@ func checkHolds(holds []chaosHold) (overlaps, inversions []string) {
 		}
 	}
 	return overlaps, inversions
+}
+
+// chaosReport is one report of the observer: who leads, and when the
+// observer received it.
+type chaosReport struct {
+	zklock.Participant
+	at time.Time
+}
+
+// checkReports runs the observer's checker over its reports.
+func (f *chaosFigures) checkReports(t *testing.T, reports []chaosReport, holds []chaosHold, origin time.Time) {
+	t.Helper()
+	candidates := map[string]bool{}
+	for i := range chaosCandidates {
+		candidates[string(chaosIdentity(i))] = true
+	}
+	bad := checkReports(reports, candidates, holds, origin)
+	for i, m := range bad {
+		if i == 5 {
+			t.Errorf("chaos: observer: ... %d bad reports in all", len(bad))
+			break
+		}
+		t.Errorf("chaos: observer: %s", m)
+	}
+	if len(reports) == 0 {
+		t.Errorf("chaos: observer: no report at all")
+	}
+	f.reports += len(reports)
+	for _, r := range reports {
+		if r.Node == "" {
+			f.reportedNobody++
+		} else {
+			f.reportedLeaders++
+		}
+	}
+	f.badReports += len(bad)
+}
+
+// checkReports checks what an Election.Observe reported, in order, against
+// the leaderships that holds recorded:
+//
+//   - never the same report twice in a row (a leader, or nobody);
+//   - every leader one of the candidates, named as leading;
+//   - every leader's node after the previous leader's: the lowest node
+//     leads, so a leader's node comes after every node that led before it,
+//     whatever the observer missed in between, as long as its view of the
+//     server never goes back. One session's never does, even when it moves
+//     to another server (the server refuses a client that has seen a later
+//     zxid), and a new session is created by a write, which a server
+//     answers only once it has applied everything before it;
+//   - no leader reported before every leadership of a node ahead of it had
+//     ended: the observer read the leader after every node ahead of it was
+//     deleted, and a leadership ends (Release called, or the lease's
+//     ValidUntil, which comes before its session can expire) before its
+//     node is deleted. A report of a candidate still queued behind the
+//     leader fails here.
+//
+// Sequence numbers order the nodes: on the election's persistent path
+// ZooKeeper numbers them in creation order.
+func checkReports(reports []chaosReport, candidates map[string]bool, holds []chaosHold, origin time.Time) []string {
+	// ahead[k]: the latest end among the leaderships of the k lowest nodes.
+	type led struct {
+		seq int64
+		h   chaosHold
+	}
+	var ls []led
+	for _, h := range holds {
+		if seq, ok := chaosSeq(h.node); ok && h.lock == "election" {
+			ls = append(ls, led{seq, h})
+		}
+	}
+	sort.Slice(ls, func(i, j int) bool { return ls[i].seq < ls[j].seq })
+	ahead := make([]*chaosHold, len(ls))
+	for k := range ls {
+		if k > 0 {
+			ahead[k] = ahead[k-1]
+		}
+		if ahead[k] == nil || ls[k].h.end.After(ahead[k].end) {
+			ahead[k] = &ls[k].h
+		}
+	}
+
+	var (
+		bad  []string
+		last = int64(-1)
+	)
+	for i, r := range reports {
+		if i > 0 && r.Node == reports[i-1].Node {
+			who := r.Node
+			if who == "" {
+				who = "nobody"
+			}
+			bad = append(bad, fmt.Sprintf("report %d repeats report %d: %s", i, i-1, who))
+		}
+		if r.Node == "" {
+			continue
+		}
+		if !candidates[string(r.Data)] || !r.Holder || r.Kind != zklock.KindLatch {
+			bad = append(bad, fmt.Sprintf("report %d: %s (%q, holder %v, %v) is not a candidate leading",
+				i, r.Node, r.Data, r.Holder, r.Kind))
+		}
+		seq, ok := chaosSeq(r.Node)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("report %d: %s has no sequence number", i, r.Node))
+			continue
+		}
+		if seq <= last {
+			bad = append(bad, fmt.Sprintf("report %d: leader %s after a leader with sequence %d", i, r.Node, last))
+		}
+		last = seq
+		// The leaderships of the nodes before this one.
+		if k := sort.Search(len(ls), func(k int) bool { return ls[k].seq >= seq }); k > 0 && ahead[k-1].end.After(r.at) {
+			h := ahead[k-1]
+			bad = append(bad, fmt.Sprintf("report %d at +%v: leader %s while %s of client %d, ahead of it, led until +%v",
+				i, r.at.Sub(origin).Round(time.Microsecond), base(r.Node), base(h.node), h.client,
+				h.end.Sub(origin).Round(time.Microsecond)))
+		}
+	}
+	return bad
+}
+
+// chaosSeq returns the sequence number ZooKeeper appended to node.
+func chaosSeq(node string) (int64, bool) {
+	if len(node) < 10 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(node[len(node)-10:], 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// chaosIdentity is the node data of client i's candidate.
+func chaosIdentity(i int) []byte { return fmt.Appendf(nil, "client-%d", i) }
+
+// chaosPersistent creates path as a persistent node, and its missing
+// parents as containers, as zklock would.
+func chaosPersistent(conn *zk.Conn, path string) error {
+	acl := zk.WorldACL(zk.PermAll)
+	for i := 1; i < len(path); i++ {
+		if path[i] != '/' {
+			continue
+		}
+		if _, err := conn.CreateContainer(path[:i], nil, zk.FlagContainer, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", path[:i], err)
+		}
+	}
+	if _, err := conn.Create(path, nil, 0, acl); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return nil
 }
 
 var chaosWatchesRE = regexp.MustCompile(`Total watches:\s*(\d+)`)
@@ -1173,6 +1428,55 @@ func TestChaosChecker(t *testing.T) {
 			overlaps, inversions := checkHolds(slices.Clone(tc.holds))
 			require.Len(t, overlaps, tc.overlaps, "overlaps: %v", overlaps)
 			require.Len(t, inversions, tc.inversions, "inversions: %v", inversions)
+		})
+	}
+
+	// The observer's checker.
+	node := func(seq int) string {
+		return fmt.Sprintf("/e/_c_0f4bd1a2-8c53-4c0e-9a29-5d1f3b7e6a10-latch-%010d", seq)
+	}
+	leader := func(seq, who, ms int) chaosReport {
+		return chaosReport{zklock.Participant{Node: node(seq), Data: chaosIdentity(who), Holder: true,
+			Kind: zklock.KindLatch}, at(ms)}
+	}
+	nobody := func(ms int) chaosReport { return chaosReport{at: at(ms)} }
+	led := func(seq, from, to int) chaosHold {
+		return chaosHold{lock: "election", write: true, node: node(seq), start: at(from), end: at(to)}
+	}
+	lr := func(seq, from, to int) chaosHold { // a lost lease's leadership, ending at its ValidUntil
+		return lost(led(seq, from, to))
+	}
+	candidates := map[string]bool{string(chaosIdentity(0)): true, string(chaosIdentity(1)): true}
+	for name, tc := range map[string]struct {
+		reports []chaosReport
+		holds   []chaosHold
+		bad     int
+	}{
+		"in order": {[]chaosReport{nobody(0), leader(1, 0, 1), leader(3, 1, 12), nobody(30), leader(7, 0, 40)},
+			[]chaosHold{led(1, 2, 10), led(3, 11, 20), led(7, 41, 50)}, 0},
+		"leaders missed in between": {[]chaosReport{leader(1, 0, 0), leader(40, 1, 100)},
+			[]chaosHold{led(1, 0, 10), led(20, 20, 30), lr(30, 40, 50)}, 0},
+		"a leader twice in a row":   {[]chaosReport{leader(1, 0, 0), leader(1, 0, 5)}, nil, 2},
+		"nobody twice in a row":     {[]chaosReport{leader(1, 0, 0), nobody(5), nobody(6)}, nil, 1},
+		"an earlier leader":         {[]chaosReport{leader(5, 0, 0), leader(4, 1, 10)}, nil, 1},
+		"an earlier one after none": {[]chaosReport{leader(5, 0, 0), nobody(5), leader(3, 1, 10)}, nil, 1},
+		"the same one after none":   {[]chaosReport{leader(5, 0, 0), nobody(5), leader(5, 0, 10)}, nil, 1},
+		"not a candidate":           {[]chaosReport{leader(1, 2, 0)}, nil, 1},
+		"a candidate not as leader": {[]chaosReport{{zklock.Participant{Node: node(1), Data: chaosIdentity(0),
+			Kind: zklock.KindLatch}, at(0)}}, nil, 1},
+		"a node without a sequence": {[]chaosReport{{zklock.Participant{Node: "/e/x", Data: chaosIdentity(0),
+			Holder: true, Kind: zklock.KindLatch}, at(0)}}, nil, 1},
+		// The candidate reported still had one ahead of it leading.
+		"a leader reported while the one ahead leads": {[]chaosReport{leader(2, 1, 5)},
+			[]chaosHold{led(1, 0, 10), led(2, 11, 20)}, 1},
+		"a leader reported before a lost lease's ValidUntil": {[]chaosReport{leader(2, 1, 5)},
+			[]chaosHold{lr(1, 0, 10)}, 1},
+		"a queued candidate reported": {[]chaosReport{leader(1, 0, 1), leader(3, 1, 5)},
+			[]chaosHold{led(1, 0, 10), led(2, 11, 20), led(3, 21, 30)}, 1},
+	} {
+		t.Run("observer "+name, func(t *testing.T) {
+			bad := checkReports(tc.reports, candidates, tc.holds, chaosEpoch)
+			require.Len(t, bad, tc.bad, "bad reports: %v", bad)
 		})
 	}
 }
