@@ -101,44 +101,42 @@ func (e *Election) Leader(ctx context.Context) (Participant, error) {
 // leader reads the leader: the first child, and its data. With watch, it
 // also returns a watch that fires when that may change: on the leader's
 // node, or, with nobody leading, on the path's children (or on the path
-// itself if it does not exist). A leader whose node goes between the two
-// reads is read again.
+// itself if it does not exist). The children are read without a watch
+// first, so that while someone leads, candidates coming and going wake no
+// observer. A leader whose node goes between the two reads is read again.
 func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error) {
 	path := e.lock.path
 	for {
-		var (
-			names []string
-			ch    <-chan event
-			err   error
-		)
-		if watch {
-			names, ch, err = zc.childrenW(path)
-		} else {
-			names, err = zc.children(path)
-		}
-		if classify(err) == gone {
-			if !watch {
-				return Participant{}, nil, nil
-			}
+		names, err := zc.children(path)
+		var ch <-chan event
+		switch {
+		case classify(err) == gone && watch:
 			exists, ch, err := zc.existsW(path)
 			if err != nil || exists {
 				return Participant{}, nil, err // retry, or read the children again
 			}
 			return Participant{}, ch, nil
-		}
-		if err != nil {
+		case classify(err) == gone:
+			return Participant{}, nil, nil
+		case err != nil:
 			return Participant{}, nil, err
 		}
 		kids, err := sortChildren(names, nil)
+		if err == nil && len(kids) == 0 && watch {
+			// Nobody leads: wait for the first candidate. (If one came
+			// meanwhile, this watch wakes us once more, for nothing.)
+			if names, ch, err = zc.childrenW(path); classify(err) == gone {
+				continue
+			} else if err == nil {
+				kids, err = sortChildren(names, nil)
+			}
+		}
 		if err != nil {
 			return Participant{}, nil, err
 		}
 		if len(kids) == 0 {
 			return Participant{}, ch, nil
 		}
-		// The children watch is only for when nobody leads. It stays
-		// registered until the next child change, at most one spurious
-		// wake-up: go-zookeeper cannot remove a watch.
 		node := path + "/" + kids[0].Name
 		var (
 			data []byte

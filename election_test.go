@@ -362,3 +362,56 @@ func TestParticipantsOfAnyPath(t *testing.T) {
 	release(t, await(t, w))
 	release(t, await(t, r2))
 }
+
+// Observers do not herd: while someone leads, an observer reads nothing
+// when candidates come and go (it watches only the leader's node), and a
+// change of leader costs it two reads (the children, the new leader's
+// node). A write to the leader's node wakes it, but the same leader is not
+// reported again.
+func TestElectionObserverDoesNotHerd(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	c := connect(t)
+	a := newElection(t, connect(t), path, "a")
+	la, err := a.Campaign(ctxT(t))
+	must(t, err)
+
+	var rc reqCounter
+	obs := newElection(t, connect(t, zklock.WithDialer(rc.dial)), path, "observer").Observe(ctxT(t))
+	if p := next(t, obs); p.Node != la.Node() {
+		t.Fatalf("report %+v: want a", p)
+	}
+	// The leader's node is written to (as a revocation would): the
+	// observer reads again, and finds the same leader: no report.
+	before := rc.snapshot()
+	_, err = c.Conn().Set(la.Node(), []byte("a, revised"), -1)
+	must(t, err)
+	eventually(t, func() bool { return rc.snapshot().minus(before).total() == 2 },
+		"the observer reads the children and the leader again after the write")
+
+	// Candidates come and go behind the leader.
+	mark := rc.snapshot()
+	var joined []<-chan result
+	ctx, cancel := context.WithCancel(ctxT(t))
+	for i := 0; i < 5; i++ {
+		joined = append(joined, async(newElection(t, connect(t), path, fmt.Sprint("c", i)).Campaign, ctx))
+		queued(t, c, path, i+2)
+	}
+	cancel()
+	for _, j := range joined {
+		returned(t, j)
+	}
+	b := async(newElection(t, connect(t), path, "b").Campaign, ctxT(t))
+	queued(t, c, path, 2)
+
+	release(t, la)
+	lb := await(t, b)
+	if p := next(t, obs); p.Node != lb.Node() {
+		t.Fatalf("report %+v: want b at %s (never a again)", p, lb.Node())
+	}
+	if got := rc.snapshot().minus(mark); got.total() != 2 {
+		t.Fatalf("the observer made %d requests (%s) while 6 candidates came and went and the leader "+
+			"changed once: want 2, the reads of the change", got.total(), got.per(1))
+	}
+	release(t, lb)
+}
