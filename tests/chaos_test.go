@@ -498,12 +498,12 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	stopWork()
 	workers.Wait()
 
-	// Each of the observer's reads left a watch on the election's children
-	// (go-zookeeper cannot remove a watch; Election.Observe says so), which
-	// fires at the next change of children. One more candidate, in and out,
-	// fires the last one, so the watch count below can return to its
-	// baseline. (The watch on the last reported leader's node fires when the
-	// node is deleted.)
+	// The observer's last read may have left a watch on the election's
+	// children (it sets one when it finds nobody leading, and go-zookeeper
+	// cannot remove a watch), which fires only at the next change of
+	// children. One more candidate, in and out, fires it, so the watch count
+	// below can return to its baseline. (The watch on the last reported
+	// leader's node fires when that node is deleted.)
 	fctx, fcancel := context.WithTimeout(ctx, chaosRecovery)
 	if lease, err := clients[0].election.Campaign(fctx); err != nil {
 		t.Errorf("chaos: a last campaign after the run: %v", err)
