@@ -73,9 +73,10 @@ func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
 
 // Leader returns the candidate that leads now: the lowest node on the path,
 // with its identity (its data). It returns an error wrapping ErrNoLeader
-// when there is no candidate. The leader is as ZooKeeper's server sees it
-// now: a leader that has just lost its session may be reported until the
-// server deletes its node, but never after its successor.
+// when there is no candidate. It syncs before it reads, so it reports the
+// leader as of the call or later, never one whose successor had taken over
+// before the call; a leader that has just lost its session may be reported
+// until the server deletes its node.
 func (e *Election) Leader(ctx context.Context) (Participant, error) {
 	fail := func(err error) (Participant, error) {
 		return Participant{}, fmt.Errorf("zklock: leader %s: %w", e.lock.path, err)
@@ -85,6 +86,9 @@ func (e *Election) Leader(ctx context.Context) (Participant, error) {
 	}
 	var p Participant
 	err := e.lock.c.retry(ctx, func(zc conn) error {
+		if err := e.sync(zc); err != nil {
+			return err
+		}
 		var err error
 		p, _, err = e.leader(zc, false)
 		return err
@@ -96,6 +100,15 @@ func (e *Election) Leader(ctx context.Context) (Participant, error) {
 		return fail(ErrNoLeader)
 	}
 	return p, nil
+}
+
+// sync has the server catch up with the ZooKeeper leader (a path that
+// does not exist is no error).
+func (e *Election) sync(zc conn) error {
+	if err := zc.sync(e.lock.path); err != nil && classify(err) != gone {
+		return err
+	}
+	return nil
 }
 
 // leader reads the leader: the first child, and its data. With watch, it
@@ -168,9 +181,11 @@ func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error
 // leads, the path's children), so a candidate joining or leaving the line
 // wakes no observer, and a change of leader wakes each observer once.
 //
-// What it reports is ZooKeeper's view, as one session sees it: leaders come
-// in the order in which they led, never one after its successor (a session
-// never sees the server's state go back, even across servers). ZooKeeper
+// What it reports is ZooKeeper's view: leaders come in the order in which
+// they led, never one after its successor. Within a session the state a
+// client sees never goes back, even across servers (a server refuses a
+// client that has seen a later zxid than its own); in a new session,
+// Observe syncs before it reads again. ZooKeeper
 // keeps no history, so a leader that resigns before the observer has read
 // the path again after its predecessor left (a round trip) is not reported;
 // its successor is. While the connection is down the last report stands;
@@ -196,6 +211,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Participant) {
 		last     Participant
 		reported bool
 		b        backoff.BackOff
+		synced   int64 // the session whose server has caught up with our reports
 	)
 	for {
 		st := c.state()
@@ -210,7 +226,23 @@ func (e *Election) observe(ctx context.Context, out chan<- Participant) {
 			}
 			continue
 		}
-		p, ch, err := e.leader(c.conn(), true)
+		zc := c.conn()
+		var (
+			p   Participant
+			ch  <-chan event
+			err error
+		)
+		if s := zc.sessionID(); s != synced {
+			// A new session may be served by a follower behind the one
+			// that served the last: a sync first has it catch up with
+			// the leader, so no report goes back in time.
+			if err = e.sync(zc); err == nil {
+				synced = s
+			}
+		}
+		if err == nil {
+			p, ch, err = e.leader(zc, true)
+		}
 		if err == nil && ch == nil {
 			continue // the path appeared between two reads: read it again
 		}
