@@ -12,9 +12,9 @@ import (
 // the order they campaigned. It is wire-compatible with Apache Curator's
 // LeaderLatch: each candidate writes a protected ephemeral-sequential node
 // `_c_<uuid>-latch-<seq>` holding its identity, and the lowest node leads,
-// so Go and Java replicas on one path elect one leader between them. (A
-// kazoo Election on the path takes part too: its nodes are kazoo lock
-// nodes, and the lowest leads.)
+// so Go and Java replicas on one path elect one leader between them. (Do
+// not add kazoo's Election: zklock counts its nodes, but kazoo ignores
+// latch nodes, so a kazoo candidate would lead beside a zklock one.)
 //
 // Leadership is a [Lease] from the same engine as the locks, with the same
 // guarantees: a leader learns that it may have lost leadership, through
