@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -19,7 +21,7 @@ type holdFlags struct {
 
 func (h *holdFlags) register(fs *flag.FlagSet, dataDoc string) {
 	fs.DurationVar(&h.timeout, "timeout", 0, "give up (exit 124) if not holding within this `duration`; 0 waits for ever")
-	fs.DurationVar(&h.grace, "grace", 10*time.Second, "if the lock is lost, how long the command has between SIGTERM and SIGKILL")
+	fs.DurationVar(&h.grace, "grace", 10*time.Second, "if the lock (or leadership) is lost, how long the command has between SIGTERM and SIGKILL")
 	fs.StringVar(&h.data, "data", "", dataDoc)
 }
 
@@ -62,7 +64,7 @@ func cmdLock(args []string) int {
 	)
 	fs := newFlagSet(sub)
 	common.register(fs)
-	h.register(fs, "the lock node's `data`, which zklock ls shows (default \"<host>/<pid>\")")
+	h.register(fs, "the lock node's data, `text` that zklock ls shows (default \"<host>/<pid>\")")
 	fs.BoolVar(&read, "read", false, "take the read side of a read-write lock: readers hold together, never with a writer")
 	fs.BoolVar(&write, "write", false, "take the write side of a read-write lock: a writer holds alone")
 	fs.IntVar(&maxLeases, "semaphore", 0, "take a lease of a counting semaphore of `MAX` leases: at most MAX holders at once")
@@ -154,7 +156,7 @@ func cmdElect(args []string) int {
 	)
 	fs := newFlagSet(sub)
 	common.register(fs)
-	h.register(fs, "the candidate's identity, which zklock ls and Curator's LeaderLatch show (default \"<host>/<pid>\")")
+	h.register(fs, "the candidate's identity, `text` that zklock ls and Curator's LeaderLatch show (default \"<host>/<pid>\")")
 
 	pos, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command zklock runs a command while holding a ZooKeeper lock, or while
 // leading an election, and lists who holds a lock path and who waits, as
 // `consul lock` and `etcdctl lock` do for their stores. Its locks are the
@@ -10,7 +12,9 @@
 //	zklock elect /services/scheduler -- ./scheduler
 //	zklock ls /jobs/backup
 //
-// Run `zklock help` for the flags and the exit statuses.
+// Run `zklock help` for the flags and the exit statuses. It is made for
+// Linux; on other Unix systems a command outlives a zklock killed with
+// SIGKILL, and it does not take the terminal.
 package main
 
 import (
@@ -112,7 +116,7 @@ type authFlag struct {
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.servers, "servers", "", "ZooKeeper servers, `host:port,...` (default $"+serversEnv+")")
+	fs.StringVar(&c.servers, "servers", "", "ZooKeeper `servers`, comma-separated host:port pairs (default $"+serversEnv+")")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second,
 		"ZooKeeper session timeout: how long the servers wait before deleting the nodes of a zklock that vanished")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 15*time.Second, "give up if no ZooKeeper session is established within this `duration`")
@@ -169,7 +173,7 @@ func (c *commonFlags) connect(ctx context.Context) (*zklock.Client, error) {
 	client, err := zklock.Connect(ctx, c.serverList, opts...)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("no ZooKeeper session within -connect-timeout %v: are %s up and reachable? (%w)",
+			return nil, fmt.Errorf("no ZooKeeper session within -connect-timeout %v: check that ZooKeeper at %s is up and reachable (%w)",
 				c.connectTimeout, strings.Join(c.serverList, ","), err)
 		}
 		return nil, err
@@ -266,7 +270,7 @@ const exitStatuses = `Exit status:
   123                 the lock was lost while the command ran; the command was sent
                       SIGTERM, then SIGKILL after -grace
   124                 could not lock: -timeout passed, -try found it taken, or zklock
-                      was interrupted (SIGINT, SIGTERM) while waiting
+                      was interrupted (SIGINT, SIGTERM, SIGHUP) while waiting
   125                 zklock itself failed: a usage error, no connection, a ZooKeeper error
   126                 the command was found but could not be run
   127                 the command was not found
@@ -308,8 +312,9 @@ are served first come, first served. By default the lock is a mutex; -read and
 -write take a side of a read-write lock, and -semaphore MAX a lease of a
 counting semaphore (at most MAX holders at once).
 
-COMMAND runs in a process group of its own, with zklock's stdin, stdout and
-stderr, and is killed if zklock is. If the lock is lost while it runs (the
+COMMAND runs in a process group of its own (the terminal's foreground group
+if zklock's was), with zklock's stdin, stdout and stderr, and is killed if
+zklock is. If the lock is lost while it runs (the
 ZooKeeper session expired or could not be confirmed in time, or someone
 deleted the lock node), zklock sends the group SIGTERM, then SIGKILL after
 -grace, and exits 123. SIGINT, SIGTERM and SIGHUP sent to zklock are passed on

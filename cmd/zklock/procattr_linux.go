@@ -7,7 +7,7 @@ import (
 
 // childAttr returns how to start the command: in a process group of its
 // own, so that zklock can signal everything it started, and killed if
-// zklock dies (Pdeathsig; see start). If zklock runs in the foreground of
+// zklock dies (Pdeathsig; see startOnThread). If zklock runs in the foreground of
 // a terminal, the command's group takes the terminal (foreground is true):
 // a command in a background group that read from it would be stopped by
 // SIGTTIN, and the keys that send signals (^C, ^\) reach it as they

@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -155,7 +157,12 @@ func (s holdSpec) run(bin string, leases []*zklock.Lease, sigs <-chan os.Signal)
 	}
 	s.common.log.Debug("zklock: holding", "path", s.path, "nodes", nodes, "token", token)
 
-	exited, err := start(cmd)
+	if err := leaseErr(leases); err != nil {
+		s.release(leases)
+		fmt.Fprintf(os.Stderr, "zklock %s: lost %s %s before the command started: %v; the command did not run\n", s.sub, s.lost, s.path, err)
+		return exitNotLocked
+	}
+	exited, err := startOnThread(cmd)
 	if err != nil {
 		s.release(leases)
 		return s.cannotStart(err)
@@ -251,14 +258,14 @@ func (s holdSpec) cannotStart(err error) int {
 	return exitCannotRun
 }
 
-// start starts cmd and returns a channel that receives the result of its
+// startOnThread starts cmd and returns a channel that receives the result of its
 // Wait.
 //
 // The kernel sends Pdeathsig when the thread that forked the child exits,
 // not the process, and the Go runtime may end idle threads: the goroutine
 // that starts the command stays on its thread until the command has been
 // reaped, so that the command is killed when zklock dies, and only then.
-func start(cmd *exec.Cmd) (<-chan error, error) {
+func startOnThread(cmd *exec.Cmd) (<-chan error, error) {
 	started := make(chan error, 1)
 	exited := make(chan error, 1)
 	go func() {
