@@ -1,0 +1,158 @@
+//go:build linux
+
+package main
+
+import (
+	"flag"
+	"net"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestUsageErrors: what the operator got wrong is a usage error (125)
+// that says what to do, found before any connection is tried.
+func TestUsageErrors(t *testing.T) {
+	// A listener stands in for ZooKeeper: it must see no connection.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	base := []string{"PATH=" + os.Getenv("PATH"), "GORACE=" + os.Getenv("GORACE")}
+	environ := append(base, "ZKLOCK_SERVERS="+ln.Addr().String())
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command at all", nil, "Usage:"},
+		{"unknown subcommand", []string{"lokc", "/a"}, `unknown command "lokc"`},
+		{"relative path", []string{"lock", "relative", "--", "true"}, `"relative" is relative`},
+		{"path under /zookeeper", []string{"ls", "/zookeeper/quota"}, "reserves"},
+		{"missing path", []string{"lock"}, "missing PATH"},
+		{"missing --", []string{"lock", "/a", "true"}, "missing -- before the command"},
+		{"missing command", []string{"lock", "/a", "--"}, "missing the command"},
+		{"elect missing command", []string{"elect", "/a"}, "missing the command"},
+		{"semaphore 0", []string{"lock", "-semaphore", "0", "/a", "--", "true"}, "-semaphore 0"},
+		{"n above max", []string{"lock", "-semaphore", "2", "-n", "3", "/a", "--", "true"}, "-n 3 is out of range"},
+		{"n without semaphore", []string{"lock", "-n", "2", "/a", "--", "true"}, "needs -semaphore"},
+		{"try with n", []string{"lock", "-semaphore", "3", "-n", "2", "-try", "/a", "--", "true"}, "-try takes one lease"},
+		{"read and write", []string{"lock", "-read", "-write", "/a", "--", "true"}, "exclude each other"},
+		{"bad duration", []string{"lock", "-timeout", "soon", "/a", "--", "true"}, "invalid value"},
+		{"unknown flag", []string{"lock", "-wait", "/a", "--", "true"}, "not defined: -wait"},
+		{"bad auth", []string{"lock", "-auth", "userpass", "/a", "--", "true"}, "scheme:credentials"},
+		{"bad session timeout", []string{"lock", "-session-timeout", "0s", "/a", "--", "true"}, "-session-timeout"},
+		{"empty server", []string{"lock", "-servers", "a:1,,b:2", "/a", "--", "true"}, "empty entry"},
+		{"empty identity", []string{"elect", "-data=", "/a", "--", "true"}, "-data is empty"},
+		{"ls with a command", []string{"ls", "/a", "--", "true"}, "runs no command"},
+		{"ls of two paths", []string{"ls", "/a", "/b"}, "one PATH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr := expectCode(t, exitFailed, environ, tc.args...)
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr does not say %q:\n%s", tc.want, stderr)
+			}
+			if len(tc.args) > 0 && !strings.Contains(stderr, "for usage") {
+				t.Errorf("stderr does not point to the usage:\n%s", stderr)
+			}
+		})
+	}
+
+	t.Run("no servers", func(t *testing.T) {
+		_, stderr := expectCode(t, exitFailed, base, "lock", "/a", "--", "true")
+		if !strings.Contains(stderr, "set ZKLOCK_SERVERS") || !strings.Contains(stderr, "-servers") {
+			t.Errorf("stderr does not say how to name the servers:\n%s", stderr)
+		}
+	})
+
+	// Every zklock above has exited: a connection it made would wait in
+	// the listener's backlog now.
+	if err := ln.(*net.TCPListener).SetDeadline(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := ln.Accept(); err == nil {
+		conn.Close()
+		t.Errorf("a zklock with a usage error connected to the server")
+	}
+}
+
+// TestHelp: help is on stdout, exits 0, and shows an example.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"help"}, {"--help"}, {"help", "lock"}, {"lock", "-h"}, {"elect", "-h"}, {"ls", "-help"}, {"help", "ls"}} {
+		stdout, _ := expectCode(t, 0, env(), args...)
+		if !strings.Contains(stdout, "Usage") || !strings.Contains(stdout, "Example") {
+			t.Errorf("zklock %q shows no usage with an example:\n%s", args, stdout)
+		}
+		if args[0] != "ls" && args[len(args)-1] != "ls" && !strings.Contains(stdout, "124") {
+			t.Errorf("zklock %q shows no exit statuses:\n%s", args, stdout)
+		}
+	}
+	stdout, _ := expectCode(t, 0, env(), "lock", "-h")
+	for _, want := range []string{"ZKLOCK_SERVERS=zk1:2181 zklock lock /jobs/backup -- /usr/local/bin/backup.sh",
+		"-servers", "-semaphore", "-grace", "ZKLOCK_TOKEN", "127"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("zklock lock -h does not show %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		pos, command   []string
+		dashdash, read bool
+	}{
+		{[]string{"-read", "/a", "--", "cmd", "-x"}, []string{"/a"}, []string{"cmd", "-x"}, true, true},
+		{[]string{"/a", "-read", "--", "cmd"}, []string{"/a"}, []string{"cmd"}, true, true},
+		{[]string{"/a", "cmd", "--", "--"}, []string{"/a", "cmd"}, []string{"--"}, true, false},
+		{[]string{"/a"}, []string{"/a"}, nil, false, false},
+		{[]string{"/a", "--"}, []string{"/a"}, []string{}, true, false},
+	} {
+		fs := newFlagSet("test")
+		read := fs.Bool("read", false, "")
+		pos, command, dashdash, err := parseArgs(fs, tc.args)
+		if err != nil || !reflect.DeepEqual(pos, tc.pos) || !reflect.DeepEqual(command, tc.command) ||
+			dashdash != tc.dashdash || *read != tc.read {
+			t.Errorf("parseArgs(%q) = %q, %q, %v, read %v, %v; want %q, %q, %v, read %v",
+				tc.args, pos, command, dashdash, *read, err, tc.pos, tc.command, tc.dashdash, tc.read)
+		}
+	}
+	if _, _, _, err := parseArgs(newFlagSet("test"), []string{"-h"}); err != flag.ErrHelp {
+		t.Errorf("parseArgs(-h) = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestFormatAge(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                                     "0s",
+		1400 * time.Millisecond:               "1s",
+		59*time.Second + 600*time.Millisecond: "1m0s",
+		2*time.Minute + 10*time.Second:        "2m10s",
+		3*time.Hour + 4*time.Minute + 59*time.Second: "3h4m",
+		50 * time.Hour: "2d2h",
+	} {
+		if got := formatAge(d); got != want {
+			t.Errorf("formatAge(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestShowData(t *testing.T) {
+	for data, want := range map[string]string{
+		"host/42":     "host/42",
+		"a b":         "a b",
+		"":            `""`,
+		"tab\there":   `"tab\there"`,
+		"\xff\x00":    `"\xff\x00"`,
+		`"quoted"`:    `"\"quoted\""`,
+		"héllo wörld": "héllo wörld",
+	} {
+		if got := showData([]byte(data)); got != want {
+			t.Errorf("showData(%q) = %s, want %s", data, got, want)
+		}
+	}
+}
