@@ -73,4 +73,4 @@ staticcheck:
 	$(STATICCHECK) $(MODULE)/...
 
 demo: setup
-	$(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry && go run ./examples/election'
+	$(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry && go run ./examples/election && examples/zklock-cli.sh'
