@@ -79,9 +79,11 @@ func TestLockBadInput(t *testing.T) {
 		mustIs(t, err, zklock.ErrInvalidArgument, "lock %q", p)
 		_, err = zklock.NewElection(c, p)
 		mustIs(t, err, zklock.ErrInvalidArgument, "election %q", p)
+		mustIs(t, zklock.ValidatePath(p), zklock.ErrInvalidArgument, "ValidatePath(%q)", p)
 		_, err = zklock.Participants(ctxT(t), c, p)
 		mustIs(t, err, zklock.ErrInvalidArgument, "participants of %q", p)
 	}
+	must(t, zklock.ValidatePath(root), "ValidatePath(%q)", root)
 	_, err := zklock.NewElection(nil, root)
 	mustIs(t, err, zklock.ErrInvalidArgument, "nil client")
 	for _, id := range [][]byte{nil, {}} {

@@ -368,6 +368,11 @@ func (c *Client) awaitSession(ctx context.Context) (int64, error) {
 // has confirmed for a while yet. It returns nil if the decision must be
 // made again.
 func (c *Client) grant(epoch uint64, session int64, nodes []string, token int64) ([]*Lease, error) {
+	if len(nodes) == 1 {
+		var one [1][]string // the common case, without an allocation
+		one[0] = nodes
+		return c.grantGroups(epoch, session, one[:], token)
+	}
 	groups := make([][]string, len(nodes))
 	for i := range nodes {
 		groups[i] = nodes[i : i+1]
@@ -394,7 +399,10 @@ func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, tok
 	}
 	leases := make([]*Lease, len(groups))
 	for i, g := range groups {
-		l := &Lease{c: c, node: g[0], others: g[1:], token: token, session: session, done: make(chan struct{})}
+		l := &Lease{c: c, node: g[0], token: token, session: session, done: make(chan struct{})}
+		if len(g) > 1 {
+			l.others = g[1:]
+		}
 		c.leases[l] = struct{}{}
 		leases[i] = l
 	}

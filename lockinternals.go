@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/google/uuid"
 )
 
 // Lock is the engine under every recipe: Curator's LockInternals with a
@@ -200,7 +199,7 @@ func (p *participant) abandon() {
 // and accept them only in the session that made them.
 func (p *participant) enqueue(ctx context.Context) error {
 	l, c := p.l, p.c
-	p.id = uuid.NewString()
+	p.id = newID()
 	prefix := l.path + "/" + nodePrefix(p.id, l.driver.Kind())
 	var b backoff.BackOff
 	for {
@@ -470,15 +469,16 @@ func (p *participant) check(d decision, first int) error {
 // reads its own node next ([participant.watchOwn]).
 func (p *participant) look() ([]Child, parentStat, error) {
 	zc := p.c.conn()
-	sized := make(chan error, 1)
+	var sized chan error
 	if p.l.size != nil {
+		sized = make(chan error, 1)
 		go func() { sized <- p.l.checkSize(zc) }()
-	} else {
-		sized <- nil
 	}
 	names, ps, err := zc.childrenStat(p.l.path)
-	if serr := <-sized; err == nil {
-		err = serr
+	if sized != nil {
+		if serr := <-sized; err == nil {
+			err = serr
+		}
 	}
 	if err != nil {
 		return nil, ps, err

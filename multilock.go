@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/google/uuid"
 )
 
 // MultiLock holds exclusive locks on several paths at once, all or nothing,
@@ -200,7 +199,7 @@ func (mp *multiParticipant) abandon() {
 // nodes by their protected id, in the session that sent it.
 func (mp *multiParticipant) enqueue(ctx context.Context) error {
 	c := mp.c
-	id := uuid.NewString()
+	id := newID()
 	prefixes := make([]string, len(mp.parts))
 	for i, p := range mp.parts {
 		p.id = id

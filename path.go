@@ -1,8 +1,20 @@
 package zklock
 
 import (
+	"fmt"
 	"strings"
 )
+
+// ValidatePath reports whether path can be a lock path: nil, or an error
+// wrapping ErrInvalidArgument that says why not. Every constructor checks
+// its path this way; ValidatePath lets a program check one before it
+// connects (the zklock command does, for its PATH argument).
+func ValidatePath(path string) error {
+	if err := validatePath(path); err != nil {
+		return fmt.Errorf("zklock: %w", err)
+	}
+	return nil
+}
 
 // validatePath checks a lock path the way ZooKeeper would, and more: the
 // path must be absolute, not the root, without a trailing slash, empty or

@@ -20,6 +20,19 @@ import (
 // op must be safe to repeat: retry cannot know whether a write whose reply
 // was lost took effect.
 func (c *Client) retry(ctx context.Context, op func(conn) error) error {
+	// The first try needs none of the backoff's machinery, and is almost
+	// always the last.
+	if ctx.Err() == nil && !c.state().closed {
+		if err := op(c.conn()); classify(err) != retry {
+			switch classify(err) {
+			case done:
+				return nil
+			case closing:
+				return ErrClientClosed
+			}
+			return err
+		}
+	}
 	var last error
 	err := backoff.RetryNotify(func() error {
 		if c.state().closed {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // RWMutex is a distributed reader/writer lock on a ZooKeeper path,
@@ -101,7 +99,7 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) 
 	}
 	c := rw.write.c
 	seq := write.node[strings.LastIndex(write.node, lockNameWrite)+len(lockNameWrite):]
-	node := path + "/" + nodePrefix(uuid.NewString(), KindRead) + seq
+	node := path + "/" + nodePrefix(newID(), KindRead) + seq
 	leases, err := downgradeTo(ctx, c, node, rw.read.data, write.session)
 	if err != nil {
 		return fail(err)

@@ -234,35 +234,18 @@ func printUsage(w io.Writer, sub string, fs *flag.FlagSet) {
 	fs.SetOutput(io.Discard)
 }
 
-// checkPath checks a lock path as the library will, so that a bad one is
-// a usage error before any connection is tried. The library checks again
-// (its errors wrap ErrInvalidArgument); this only answers earlier.
+// checkPath checks a lock path as the library will, before connecting, and
+// adds a hint for the commonest slip.
 func checkPath(p string) error {
-	switch {
-	case p == "":
-		return errors.New("empty lock path")
-	case p[0] != '/':
-		return fmt.Errorf("lock path %q is relative: a ZooKeeper path starts with /, e.g. /locks/%s", p, strings.TrimLeft(p, "./"))
-	case p == "/":
-		return errors.New("lock path \"/\" is the root: choose a path of its own, e.g. /locks/myjob")
-	case strings.HasSuffix(p, "/"):
-		return fmt.Errorf("lock path %q has a trailing slash", p)
-	case strings.Contains(p, "//"):
-		return fmt.Errorf("lock path %q has an empty element", p)
-	case p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/"):
-		return fmt.Errorf("lock path %q is under /zookeeper, which the server reserves", p)
+	err := zklock.ValidatePath(p)
+	if err == nil {
+		return nil
 	}
-	for _, el := range strings.Split(p[1:], "/") {
-		if el == "." || el == ".." {
-			return fmt.Errorf("lock path %q has a relative element %q", p, el)
-		}
+	msg := strings.TrimPrefix(err.Error(), "zklock: ") // the command says its own name
+	if p != "" && p[0] != '/' {
+		msg += ": a ZooKeeper path starts with /, e.g. /locks/" + strings.TrimLeft(p, "./")
 	}
-	for _, r := range p {
-		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
-			return fmt.Errorf("lock path %q has a character ZooKeeper rejects (%U)", p, r)
-		}
-	}
-	return nil
+	return errors.New(msg)
 }
 
 const exitStatuses = `Exit status:
