@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -353,6 +354,13 @@ type wire struct {
 	mu      sync.Mutex
 	cur     *wireConn
 	timeout time.Duration // granted by the last connect response
+	expects []expectation // packets someone waits to see go out
+}
+
+// expectation is a wait for the packet that carries marker to go out.
+type expectation struct {
+	marker []byte
+	sent   chan struct{}
 }
 
 // wireConn is one TCP connection of a wire.
@@ -402,7 +410,49 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		}
 	}
 	c.w.mu.Unlock()
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	if err == nil {
+		c.w.sawWrite(p)
+	}
+	return n, err
+}
+
+// expect returns a channel that is closed once a packet that carries
+// marker has been written to a connection, and a function that stops the
+// wait. go-zookeeper writes each request in one Write, in the order the
+// requests were made, from one goroutine (Conn.sendLoop, sendData), so a
+// request made after the channel is closed goes out after that packet.
+func (w *wire) expect(marker string) (sent <-chan struct{}, stop func()) {
+	e := expectation{marker: []byte(marker), sent: make(chan struct{})}
+	w.mu.Lock()
+	w.expects = append(w.expects, e)
+	w.mu.Unlock()
+	return e.sent, func() { w.forget(e.sent) }
+}
+
+func (w *wire) forget(sent chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, e := range w.expects {
+		if e.sent == sent {
+			w.expects = append(w.expects[:i], w.expects[i+1:]...)
+			return
+		}
+	}
+}
+
+// sawWrite closes the expectations that packet p meets.
+func (w *wire) sawWrite(p []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := 0; i < len(w.expects); {
+		if e := w.expects[i]; bytes.Contains(p, e.marker) {
+			close(e.sent)
+			w.expects = append(w.expects[:i], w.expects[i+1:]...)
+			continue
+		}
+		i++
+	}
 }
 
 func (c *wireConn) Read(p []byte) (int, error) {

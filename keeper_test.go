@@ -94,3 +94,38 @@ func (b *bytesConn) Read(p []byte) (int, error) {
 	b.data = b.data[n:]
 	return n, nil
 }
+
+// An expectation closes when a packet carrying its marker has been
+// written, not before and not for other packets, and stop forgets it.
+func TestWireExpect(t *testing.T) {
+	w := &wire{timeout: 2400 * time.Millisecond}
+	c := &wireConn{Conn: nopConn{}, w: w}
+	w.cur = c
+	sent, _ := w.expect("/a/_c_x-lock-")
+	other, stop := w.expect("/b/_c_y-lock-")
+	if _, err := c.Write([]byte("....create /a/_c_z-lock-")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sent:
+		t.Fatal("closed by a packet without its marker")
+	default:
+	}
+	if _, err := c.Write([]byte("....create /a/_c_x-lock-")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sent:
+	default:
+		t.Fatal("not closed by the packet that carries its marker")
+	}
+	stop()
+	if len(w.expects) != 0 {
+		t.Fatalf("%d expectations left, want none", len(w.expects))
+	}
+	select {
+	case <-other:
+		t.Fatal("a stopped expectation closed")
+	default:
+	}
+}

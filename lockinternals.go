@@ -144,8 +144,9 @@ type participant struct {
 	unsure  bool     // a create may have made nodes we cannot name but by id
 	session int64    // the session of nodes, or of the unsure create
 	token   int64
-	own     <-chan event // a watch on our last node; nil until read sets it
-	seen    seenVersion  // the last version of an awaited node we decided on
+	own     <-chan event   // a watch on our last node; nil until read sets it
+	pre     <-chan fetched // the first look, read while the create was on its way
+	seen    seenVersion    // the last version of an awaited node we decided on
 }
 
 // seenVersion is a node's data version, as a waiter with awaitHold saw it.
@@ -191,7 +192,7 @@ func (p *participant) abandon() {
 	case p.unsure:
 		p.c.janitor.discard(job{parent: p.l.path, prefix: protectedPrefix + p.id + "-", session: p.session})
 	}
-	p.nodes, p.unsure, p.own, p.token = nil, false, nil, 0
+	p.nodes, p.unsure, p.own, p.token, p.pre = nil, false, nil, 0, nil
 }
 
 // enqueue creates our nodes. A create that fails with a connection error
@@ -209,7 +210,11 @@ func (p *participant) enqueue(ctx context.Context) error {
 		}
 		zc := c.conn()
 		sent := time.Now()
+		pre, cancelPre := p.prefetch(zc, prefix)
 		nodes, err := zc.create(prefix, l.data, c.acl, p.n)
+		if c.classify(err) != done || zc.sessionID() != session {
+			cancelPre()
+		}
 		switch c.classify(err) {
 		case done:
 			c.confirm(sent, session) // a write the quorum acknowledged
@@ -221,7 +226,7 @@ func (p *participant) enqueue(ctx context.Context) error {
 				c.janitor.discard(job{nodes: nodes, session: now})
 				continue
 			}
-			p.nodes, p.session = nodes, session
+			p.nodes, p.session, p.pre = nodes, session, pre
 			return nil
 		case gone:
 			if err := l.ensureParents(ctx); err != nil {
@@ -466,28 +471,91 @@ func (p *participant) check(d decision, first int) error {
 // order, and the path's stat, pipelined with a semaphore's size check.
 // Whoever holds on it at once may take its token from the stat
 // ([participant.parentToken]) and needs no other request; whoever waits
-// reads its own node next ([participant.watchOwn]).
+// reads its own node next ([participant.watchOwn]). It uses the read that
+// [participant.prefetch] made while the create was on its way if that
+// read shows our nodes, and reads again otherwise.
 func (p *participant) look() ([]Child, parentStat, error) {
-	zc := p.c.conn()
-	var sized chan error
-	if p.l.size != nil {
-		sized = make(chan error, 1)
-		go func() { sized <- p.l.checkSize(zc) }()
+	if p.pre != nil {
+		f := <-p.pre
+		p.pre = nil
+		if f.err == nil {
+			if kids, err := p.parse(f.names); err == nil {
+				if _, _, ok := p.locate(kids); ok {
+					return kids, f.ps, nil
+				}
+			}
+		}
 	}
-	names, ps, err := zc.childrenStat(p.l.path)
+	names, ps, err := p.l.fetch(p.c.conn())
+	if err != nil {
+		return nil, ps, err
+	}
+	kids, err := p.parse(names)
+	return kids, ps, err
+}
+
+// fetched is what a look reads.
+type fetched struct {
+	names []string
+	ps    parentStat
+	err   error
+}
+
+// fetch reads the children and stat of the lock path and, for a
+// semaphore, checks its recorded size, in parallel.
+func (l *Lock) fetch(zc conn) ([]string, parentStat, error) {
+	var sized chan error
+	if l.size != nil {
+		sized = make(chan error, 1)
+		go func() { sized <- l.checkSize(zc) }()
+	}
+	names, ps, err := zc.childrenStat(l.path)
 	if sized != nil {
 		if serr := <-sized; err == nil {
 			err = serr
 		}
 	}
-	if err != nil {
-		return nil, ps, err
-	}
+	return names, ps, err
+}
+
+// parse sorts the names of a look and drops strays of ours.
+func (p *participant) parse(names []string) ([]Child, error) {
 	kids, err := sortChildren(names, p.l.refuse)
 	if err != nil {
-		return nil, ps, err
+		return nil, err
 	}
-	return p.dropStrays(kids), ps, nil
+	return p.dropStrays(kids), nil
+}
+
+// prefetch starts the first look as soon as the create of our nodes (the
+// request carrying prefix) has gone out on zc, so that its answer comes a
+// moment after the create's rather than a round trip later. cancel stops
+// it if the create did not succeed.
+//
+// Why the look can be trusted: ZooKeeper answers a session's requests in
+// the order it sent them, a read after the session's write only once that
+// write is applied (CommitProcessor keeps a session's reads behind its
+// pending writes), so a read sent after the create on the same connection
+// sees our nodes. A read that went out on another connection (the first
+// dropped in between) may not; [participant.look] uses the prefetched read
+// only if it lists our nodes by name, which no read made before the create
+// can, and reads again otherwise.
+func (p *participant) prefetch(zc conn, prefix string) (<-chan fetched, func()) {
+	sent, stop := p.c.wire.expect(prefix)
+	quit := make(chan struct{})
+	out := make(chan fetched, 1)
+	go func() {
+		select {
+		case <-sent:
+		case <-quit:
+			out <- fetched{err: errRequeue}
+			return
+		}
+		var f fetched
+		f.names, f.ps, f.err = p.l.fetch(zc)
+		out <- f
+	}()
+	return out, func() { stop(); close(quit) }
 }
 
 // parentToken returns the token of a participant that holds on its first
