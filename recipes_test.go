@@ -1037,3 +1037,32 @@ func newSem(t testing.TB, c *zklock.Client, path string, max int) *zklock.Semaph
 	must(t, err, "new semaphore %s", path)
 	return s
 }
+
+// TryAcquireN takes n leases only if they are all free now, and leaves no
+// node behind when they are not.
+func TestSemaphoreTryAcquireN(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	c := connect(t)
+	s := newSem(t, c, path, 3)
+	held, err := s.AcquireN(ctxT(t), 2)
+	must(t, err)
+	_, err = newSem(t, connect(t), path, 3).TryAcquireN(ctxT(t), 2)
+	mustIs(t, err, zklock.ErrLocked, "two leases of three with two held")
+	if kids := children(t, c, path); len(kids) != 2 {
+		t.Fatalf("children %v: want only the holder's two", kids)
+	}
+	for _, l := range held {
+		release(t, l)
+	}
+	got, err := newSem(t, connect(t), path, 3).TryAcquireN(ctxT(t), 3)
+	must(t, err, "all three leases, free")
+	if len(got) != 3 {
+		t.Fatalf("%d leases, want 3", len(got))
+	}
+	for _, l := range got {
+		release(t, l)
+	}
+	_, err = s.TryAcquireN(ctxT(t), 4)
+	mustIs(t, err, zklock.ErrInvalidArgument, "n above maxLeases")
+}

@@ -67,6 +67,17 @@ func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
 	return s.lock.acquire(ctx, "acquire "+strconv.Itoa(n)+" of", n, false)
 }
 
+// TryAcquireN takes n leases at once if they are free and nobody is queued
+// ahead, without waiting for anyone; otherwise it returns an error wrapping
+// ErrLocked and leaves none of the n nodes behind. Arguments as for
+// [Semaphore.AcquireN].
+func (s *Semaphore) TryAcquireN(ctx context.Context, n int) ([]*Lease, error) {
+	if n < 1 || n > s.max {
+		return nil, fmt.Errorf("zklock: try acquire %d of %s: %w", n, s.lock.path, invalidf("n %d is out of range [1, %d]", n, s.max))
+	}
+	return s.lock.acquire(ctx, "try acquire "+strconv.Itoa(n)+" of", n, true)
+}
+
 // Participants lists the holders first, then the waiters in queue order,
 // with their node data.
 func (s *Semaphore) Participants(ctx context.Context) ([]Participant, error) {

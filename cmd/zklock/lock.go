@@ -91,8 +91,6 @@ func cmdLock(args []string) int {
 		return usageError(sub, "-n %d needs -semaphore MAX: only a semaphore has several leases", leasesWants)
 	case leasesWants < 1 || (maxLeases > 0 && leasesWants > maxLeases):
 		return usageError(sub, "-n %d is out of range: take from 1 to -semaphore's %d leases", leasesWants, maxLeases)
-	case try && leasesWants > 1:
-		return usageError(sub, "-try takes one lease only: drop -try, or use -timeout to bound the wait for %d", leasesWants)
 	case h.timeout < 0:
 		return usageError(sub, "-timeout %v is negative: give 0 to wait for ever", h.timeout)
 	case h.grace < 0:
@@ -114,6 +112,9 @@ func cmdLock(args []string) int {
 			sem, err := zklock.NewSemaphore(c, path, maxLeases, opts...)
 			if err != nil {
 				return nil, err
+			}
+			if leasesWants > 1 && try {
+				return sem.TryAcquireN(ctx, leasesWants)
 			}
 			if leasesWants > 1 {
 				return sem.AcquireN(ctx, leasesWants)

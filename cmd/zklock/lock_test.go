@@ -309,6 +309,17 @@ func TestSemaphore(t *testing.T) {
 			t.Fatalf("ZKLOCK_NODE=%q ZKLOCK_NODES=%q: want two nodes, ZKLOCK_NODE the first", lines[0], lines[1])
 		}
 	})
+	t.Run("try n", func(t *testing.T) {
+		path, c := lockPath(t), client(t)
+		holder := start(t, env(), "lock", "-semaphore", "3", "-n", "2", "-data", "holder", path, "--", "sleep", "600")
+		awaitQueue(t, c, path, 2, "holder", "holder")
+		// Two of three leases are held: two more are not free, one is.
+		expectCode(t, exitNotLocked, env(), "lock", "-semaphore", "3", "-n", "2", "-try", path, "--", "true")
+		expectCode(t, 0, env(), "lock", "-semaphore", "3", "-n", "1", "-try", path, "--", "true")
+		holder.stop()
+		eventually(t, func() bool { return len(participants(t, c, path)) == 0 }, "the path has participants left")
+		expectCode(t, 0, env(), "lock", "-semaphore", "3", "-n", "2", "-try", path, "--", "true")
+	})
 }
 
 // TestElect: two zklock elect processes take turns: only the leader runs

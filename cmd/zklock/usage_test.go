@@ -40,7 +40,6 @@ func TestUsageErrors(t *testing.T) {
 		{"semaphore 0", []string{"lock", "-semaphore", "0", "/a", "--", "true"}, "-semaphore 0"},
 		{"n above max", []string{"lock", "-semaphore", "2", "-n", "3", "/a", "--", "true"}, "-n 3 is out of range"},
 		{"n without semaphore", []string{"lock", "-n", "2", "/a", "--", "true"}, "needs -semaphore"},
-		{"try with n", []string{"lock", "-semaphore", "3", "-n", "2", "-try", "/a", "--", "true"}, "-try takes one lease"},
 		{"read and write", []string{"lock", "-read", "-write", "/a", "--", "true"}, "exclude each other"},
 		{"bad duration", []string{"lock", "-timeout", "soon", "/a", "--", "true"}, "invalid value"},
 		{"unknown flag", []string{"lock", "-wait", "/a", "--", "true"}, "not defined: -wait"},
