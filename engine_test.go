@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/google/uuid"
 
 	"github.com/zkrecipes/zklock"
 )
@@ -77,7 +76,7 @@ func TestOwnNodeDeletedBeforePredecessorNoHandover(t *testing.T) {
 	path := lockPath(t)
 	c := connect(t)
 	// A holder made by name with sequence 0: ahead of every node made after.
-	holder := rawNode(t, c, path, "_c_"+uuid.NewString()+"-lock-0000000000")
+	holder := rawNode(t, c, path, "_c_"+"0d6c4a1e-5b7f-4c3a-9e2d-8f1b6a7c9d0e"+"-lock-0000000000")
 
 	bm, err := zklock.NewMutex(connect(t), path)
 	must(t, err)
@@ -115,7 +114,7 @@ func TestWrappedSequenceIsOrdered(t *testing.T) {
 	c := connect(t)
 	// A fresh parent: the holder is its first child made by name, so our
 	// node's sequence will be small (its cversion counts creates).
-	holder := rawNode(t, c, path, "_c_"+uuid.NewString()+"-lock--2147483000")
+	holder := rawNode(t, c, path, "_c_"+"0d6c4a1e-5b7f-4c3a-9e2d-8f1b6a7c9d0e"+"-lock--2147483000")
 
 	m, err := zklock.NewMutex(connect(t), path)
 	must(t, err)

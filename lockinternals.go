@@ -200,7 +200,10 @@ func (p *participant) abandon() {
 // and accept them only in the session that made them.
 func (p *participant) enqueue(ctx context.Context) error {
 	l, c := p.l, p.c
-	p.id = newID()
+	var err error
+	if p.id, err = newID(); err != nil {
+		return err
+	}
 	prefix := l.path + "/" + nodePrefix(p.id, l.driver.Kind())
 	var b backoff.BackOff
 	for {

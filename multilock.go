@@ -199,7 +199,10 @@ func (mp *multiParticipant) abandon() {
 // nodes by their protected id, in the session that sent it.
 func (mp *multiParticipant) enqueue(ctx context.Context) error {
 	c := mp.c
-	id := newID()
+	id, err := newID()
+	if err != nil {
+		return err
+	}
 	prefixes := make([]string, len(mp.parts))
 	for i, p := range mp.parts {
 		p.id = id

@@ -99,7 +99,11 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) 
 	}
 	c := rw.write.c
 	seq := write.node[strings.LastIndex(write.node, lockNameWrite)+len(lockNameWrite):]
-	node := path + "/" + nodePrefix(newID(), KindRead) + seq
+	id, err := newID()
+	if err != nil {
+		return fail(err)
+	}
+	node := path + "/" + nodePrefix(id, KindRead) + seq
 	leases, err := downgradeTo(ctx, c, node, rw.read.data, write.session)
 	if err != nil {
 		return fail(err)
