@@ -368,11 +368,6 @@ func (c *Client) awaitSession(ctx context.Context) (int64, error) {
 // has confirmed for a while yet. It returns nil if the decision must be
 // made again.
 func (c *Client) grant(epoch uint64, session int64, nodes []string, token int64) ([]*Lease, error) {
-	if len(nodes) == 1 {
-		var one [1][]string // the common case, without an allocation
-		one[0] = nodes
-		return c.grantGroups(epoch, session, one[:], token)
-	}
 	groups := make([][]string, len(nodes))
 	for i := range nodes {
 		groups[i] = nodes[i : i+1]
@@ -399,10 +394,7 @@ func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, tok
 	}
 	leases := make([]*Lease, len(groups))
 	for i, g := range groups {
-		l := &Lease{c: c, node: g[0], token: token, session: session, done: make(chan struct{})}
-		if len(g) > 1 {
-			l.others = g[1:]
-		}
+		l := &Lease{c: c, node: g[0], others: g[1:], token: token, session: session, done: make(chan struct{})}
 		c.leases[l] = struct{}{}
 		leases[i] = l
 	}
@@ -486,8 +478,8 @@ func (c *Client) await(node string, session int64) (done func()) {
 // loop would otherwise wake it twice a cycle, for nothing.
 //
 // Why skipping the wake is safe: with anything held or awaited, the keeper
-// must wake by the next confirmation, min(confirmed + T/3, deadline - T/4),
-// which is before the deadline, so also in time to end the leases at it
+// must wake by the next confirmation ([nextConfirmation]), which is
+// before the deadline, so also in time to end the leases at it
 // (keeper.run). If it sleeps with a timer no later than that, it will look
 // in time. If it is awake, it compares keeperSeq, under c.mu, before it
 // goes to sleep, and looks again if it changed: so a change it did not see
@@ -495,14 +487,8 @@ func (c *Client) await(node string, session int64) (done func()) {
 func (c *Client) kickLocked() {
 	c.keeperSeq++
 	if c.keeperAsleep && !c.keeperWake.IsZero() && c.connected && c.zc != nil && c.session == c.zc.sessionID() {
-		if t := c.wire.sessionTimeout(); t > 0 {
-			need := c.confirmed.Add(t / 3)
-			if d := c.deadline.Add(-t / 4); d.Before(need) {
-				need = d
-			}
-			if !c.keeperWake.After(need) {
-				return
-			}
+		if t := c.wire.sessionTimeout(); t > 0 && !c.keeperWake.After(nextConfirmation(c.confirmed, c.deadline, t)) {
+			return
 		}
 	}
 	c.keeper.wake()

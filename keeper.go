@@ -204,16 +204,7 @@ func (k *keeper) run() {
 			at(v.deadline)
 		}
 		if t > 0 && v.connected && (v.holding || v.waiting) && len(v.nodes) > 0 {
-			// Every third of the timeout, and sooner while the deadline is
-			// short (after an idle spell the first confirmations reach back
-			// to old packets: see the bound above), leaving a quarter of the
-			// timeout for the answer. Once confirmations come every third,
-			// the deadline is 0.62 of the timeout after the latest, and
-			// the third is the sooner.
-			next := v.confirmed.Add(t / 3)
-			if d := v.deadline.Add(-t / 4); d.Before(next) {
-				next = d
-			}
+			next := nextConfirmation(v.confirmed, v.deadline, t)
 			if next.Before(retryAt) {
 				next = retryAt
 			}
@@ -237,6 +228,21 @@ func (k *keeper) run() {
 			return
 		}
 	}
+}
+
+// nextConfirmation is when the keeper has the session confirmed next,
+// while leases are held or awaited: every third of the timeout t, and
+// sooner while the deadline is short (after an idle spell the first
+// confirmations reach back to old packets: see the bound above), leaving a
+// quarter of the timeout for the answer. Once confirmations come every
+// third, the deadline is 0.62 of the timeout after the latest, and the
+// third is the sooner. It is always before the deadline.
+func nextConfirmation(confirmed, deadline time.Time, t time.Duration) time.Time {
+	next := confirmed.Add(t / 3)
+	if d := deadline.Add(-t / 4); d.Before(next) {
+		next = d
+	}
+	return next
 }
 
 // sleep waits until wake (forever if zero), a kick or a state change. It

@@ -38,12 +38,7 @@ type Lease struct {
 func (l *Lease) Node() string { return l.node }
 
 // nodes returns every node of the lease, Node's first.
-func (l *Lease) nodes() []string {
-	if len(l.others) == 0 {
-		return []string{l.node}
-	}
-	return append([]string{l.node}, l.others...)
-}
+func (l *Lease) nodes() []string { return append([]string{l.node}, l.others...) }
 
 // Token returns the lease's fencing token, a ZooKeeper zxid: the one that
 // created its node, or, for a lease held on its first look with nothing

@@ -550,8 +550,7 @@ func (p *participant) prefetch(zc conn, prefix string) (<-chan fetched, func()) 
 	go func() {
 		select {
 		case <-sent:
-		case <-quit:
-			out <- fetched{err: errRequeue}
+		case <-quit: // the create failed: nobody reads out
 			return
 		}
 		var f fetched
@@ -845,7 +844,7 @@ func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Par
 	if ctx == nil {
 		return fail(invalidf("nil context"))
 	}
-	ps, err := listParticipants(ctx, l.c, l.path, l.refuse, func(_ []byte, k Child) Driver { return pick(k) })
+	ps, err := listParticipants(ctx, l.c, l.path, l.refuse, pick)
 	if err != nil {
 		return fail(err)
 	}
@@ -854,18 +853,12 @@ func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Par
 
 // listParticipants reads the children of path and their data, and sorts
 // them into holders and waiters, each in queue order. pick chooses the
-// driver that applies to a child; it is given the path's data.
+// driver that applies to a child.
 func listParticipants(ctx context.Context, c *Client, path string, refuse func(string) bool,
-	pick func(pathData []byte, k Child) Driver) ([]Participant, error) {
-	var (
-		names    []string
-		pathData []byte
-	)
+	pick func(Child) Driver) ([]Participant, error) {
+	var names []string
 	err := c.retry(ctx, func(zc conn) error {
 		var err error
-		if pathData, _, err = zc.get(path); err != nil {
-			return err
-		}
 		names, err = zc.children(path)
 		return err
 	})
@@ -879,7 +872,7 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 	if err != nil {
 		return nil, err
 	}
-	held := holders(kids, func(k Child) Driver { return pick(pathData, k) })
+	held := holders(kids, pick)
 	var hold, wait []Participant
 	for i, k := range kids {
 		node := path + "/" + k.Name
@@ -933,7 +926,20 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 	if err := validatePath(path); err != nil {
 		return fail(err)
 	}
-	ps, err := listParticipants(ctx, c, path, nil, func(pathData []byte, k Child) Driver {
+	// A zklock semaphore records its size in the path's data.
+	var pathData []byte
+	err := c.retry(ctx, func(zc conn) error {
+		var err error
+		pathData, _, err = zc.get(path)
+		return err
+	})
+	if classify(err) == gone {
+		return nil, nil
+	}
+	if err != nil {
+		return fail(err)
+	}
+	ps, err := listParticipants(ctx, c, path, nil, func(k Child) Driver {
 		switch k.Kind {
 		case KindRead:
 			return readDriver{}

@@ -20,21 +20,8 @@ import (
 // op must be safe to repeat: retry cannot know whether a write whose reply
 // was lost took effect.
 func (c *Client) retry(ctx context.Context, op func(conn) error) error {
-	// The first try needs none of the backoff's machinery, and is almost
-	// always the last.
-	if ctx.Err() == nil && !c.state().closed {
-		if err := op(c.conn()); classify(err) != retry {
-			switch classify(err) {
-			case done:
-				return nil
-			case closing:
-				return ErrClientClosed
-			}
-			return err
-		}
-	}
 	var last error
-	err := backoff.RetryNotify(func() error {
+	attempt := func() error {
 		if c.state().closed {
 			return backoff.Permanent(ErrClientClosed)
 		}
@@ -47,10 +34,17 @@ func (c *Client) retry(ctx context.Context, op func(conn) error) error {
 		case retry:
 			last = err
 			return err
-		default:
-			return backoff.Permanent(err)
 		}
-	}, backoff.WithContext(c.newBackOff(), ctx), func(err error, d time.Duration) {
+		return backoff.Permanent(err)
+	}
+	// The first try needs none of the backoff's machinery, and is almost
+	// always the last.
+	err := attempt()
+	var perm *backoff.PermanentError
+	if err == nil || errors.As(err, &perm) {
+		return errors.Unwrap(err) // nil, or the permanent error itself
+	}
+	err = backoff.RetryNotify(attempt, backoff.WithContext(c.newBackOff(), ctx), func(err error, d time.Duration) {
 		c.log.Warn("zklock: retrying", "err", err, "in", d)
 	})
 	if err != nil && ctx.Err() != nil && last != nil && errors.Is(err, ctx.Err()) {
