@@ -35,6 +35,25 @@ func (h *holdFlags) lockOptions() []zklock.LockOption {
 	return []zklock.LockOption{zklock.WithNodeData([]byte(h.data))}
 }
 
+// spec checks the flags every hold takes (after the subcommand's own) and
+// the common ones, and returns the hold of argv under the lease on path; a
+// non-zero code is a usage error, reported.
+func (h *holdFlags) spec(sub, lost string, common *commonFlags, path string, argv []string) (holdSpec, int) {
+	switch {
+	case h.timeout < 0:
+		return holdSpec{}, usageError(sub, "-timeout %v is negative: give 0 to wait for ever", h.timeout)
+	case h.grace < 0:
+		return holdSpec{}, usageError(sub, "-grace %v is negative", h.grace)
+	}
+	if err := common.check(); err != nil {
+		return holdSpec{}, usageError(sub, "%v", err)
+	}
+	return holdSpec{
+		sub: sub, lost: lost, common: common, path: path, argv: argv,
+		timeout: h.timeout, grace: h.grace,
+	}, 0
+}
+
 // positionalCommand checks that args hold exactly PATH, then -- and a
 // command.
 func positionalCommand(sub string, pos, command []string, dashdash bool) (path string, code int) {
@@ -91,18 +110,10 @@ func cmdLock(args []string) int {
 		return usageError(sub, "-n %d needs -semaphore MAX: only a semaphore has several leases", leasesWants)
 	case leasesWants < 1 || (maxLeases > 0 && leasesWants > maxLeases):
 		return usageError(sub, "-n %d is out of range: take from 1 to -semaphore's %d leases", leasesWants, maxLeases)
-	case h.timeout < 0:
-		return usageError(sub, "-timeout %v is negative: give 0 to wait for ever", h.timeout)
-	case h.grace < 0:
-		return usageError(sub, "-grace %v is negative", h.grace)
 	}
-	if err := common.check(); err != nil {
-		return usageError(sub, "%v", err)
-	}
-
-	s := holdSpec{
-		sub: sub, lost: "the lock on", common: &common, path: path, argv: command,
-		timeout: h.timeout, grace: h.grace,
+	s, code := h.spec(sub, "the lock on", &common, path, command)
+	if code != 0 {
+		return code
 	}
 	opts := h.lockOptions()
 	s.acquire = func(ctx context.Context, c *zklock.Client) ([]*zklock.Lease, error) {
@@ -168,21 +179,12 @@ func cmdElect(args []string) int {
 	if code != 0 {
 		return code
 	}
-	switch {
-	case h.dataSet && h.data == "":
+	if h.dataSet && h.data == "" {
 		return usageError(sub, "-data is empty: a candidate must say who it is; omit -data for \"<host>/<pid>\"")
-	case h.timeout < 0:
-		return usageError(sub, "-timeout %v is negative: give 0 to wait for ever", h.timeout)
-	case h.grace < 0:
-		return usageError(sub, "-grace %v is negative", h.grace)
 	}
-	if err := common.check(); err != nil {
-		return usageError(sub, "%v", err)
-	}
-
-	s := holdSpec{
-		sub: sub, lost: "leadership of", common: &common, path: path, argv: command,
-		timeout: h.timeout, grace: h.grace,
+	s, code := h.spec(sub, "leadership of", &common, path, command)
+	if code != 0 {
+		return code
 	}
 	opts := h.lockOptions()
 	s.acquire = func(ctx context.Context, c *zklock.Client) ([]*zklock.Lease, error) {
