@@ -12,12 +12,9 @@ package zklock_test
 // two candidates led at once.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"sort"
@@ -42,48 +39,8 @@ var latchNode = regexp.MustCompile(`^_c_` + uuidRE + `-latch-\d{10}$`)
 // ends, unless it has exited by then.
 func startLatch(t *testing.T, id, path string, args ...string) *peer {
 	t.Helper()
-	buildPeers(t)
-	argv := append(slices.Clone(javaPeer.argv), "latch",
-		"--servers", strings.Join(zktest.Servers(t), ","), "--path", path, "--id", id)
-	argv = append(argv, args...)
-	p := &peer{
-		id:     id,
-		cmd:    exec.Command(argv[0], argv[1:]...),
-		lines:  make(chan string, 1024),
-		quit:   make(chan struct{}),
-		exited: make(chan struct{}),
-	}
-	stdin, w, err := os.Pipe()
-	require.NoError(t, err)
-	p.cmd.Stdin, p.stdin = stdin, w
-	p.cmd.Stderr = &p.stderr
-	stdout, err := p.cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, p.cmd.Start(), "start peer %s", id)
-	_ = stdin.Close() // the child has its own copy
-	go func() {
-		defer close(p.exited)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case p.lines <- sc.Text():
-			case <-p.quit:
-			}
-		}
-		close(p.lines)
-		p.err = p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		close(p.quit)
-		_ = p.cmd.Process.Kill() // by its own handle; a no-op once it has exited
-		_ = p.stdin.Close()
-		select {
-		case <-p.exited:
-		case <-time.After(long):
-			t.Errorf("peer %s: not reaped after kill", id)
-		}
-	})
-	return p
+	return runPeer(t, id, javaPeer.argv, append([]string{"latch",
+		"--servers", strings.Join(zktest.Servers(t), ","), "--path", path, "--id", id}, args...))
 }
 
 // latchEvent is one line of a latch peer: NODE, LEAD, RESIGN, NOTLEAD,

@@ -138,11 +138,18 @@ func (b *lockedBuffer) String() string {
 // unless it has exited by then.
 func startPeer(t *testing.T, l peerLang, id, path, recipe string, args ...string) *peer {
 	t.Helper()
-	buildPeers(t)
-	argv := append(slices.Clone(l.argv), "hold",
+	return runPeer(t, id, l.argv, append([]string{"hold",
 		"--servers", strings.Join(zktest.Servers(t), ","),
-		"--path", path, "--recipe", recipe, "--id", id)
-	argv = append(argv, args...)
+		"--path", path, "--recipe", recipe, "--id", id}, args...))
+}
+
+// runPeer starts the peer program peerArgv with args: its stdout lines on
+// p.lines, its stdin for letGo. The process is killed when the test ends,
+// unless it has exited by then.
+func runPeer(t *testing.T, id string, peerArgv, args []string) *peer {
+	t.Helper()
+	buildPeers(t)
+	argv := append(slices.Clone(peerArgv), args...)
 	p := &peer{
 		id:     id,
 		cmd:    exec.Command(argv[0], argv[1:]...),
