@@ -478,16 +478,8 @@ func (p *participant) check(d decision, first int) error {
 // [participant.prefetch] made while the create was on its way if that
 // read shows our nodes, and reads again otherwise.
 func (p *participant) look() ([]Child, parentStat, error) {
-	if p.pre != nil {
-		f := <-p.pre
-		p.pre = nil
-		if f.err == nil {
-			if kids, err := p.parse(f.names); err == nil {
-				if _, _, ok := p.locate(kids); ok {
-					return kids, f.ps, nil
-				}
-			}
-		}
+	if kids, ps, ok := p.prefetched(); ok {
+		return kids, ps, nil
 	}
 	names, ps, err := p.l.fetch(p.c.conn())
 	if err != nil {
@@ -495,6 +487,25 @@ func (p *participant) look() ([]Child, parentStat, error) {
 	}
 	kids, err := p.parse(names)
 	return kids, ps, err
+}
+
+// prefetched returns the prefetched look, if there is one and it lists our
+// nodes.
+func (p *participant) prefetched() ([]Child, parentStat, bool) {
+	if p.pre == nil {
+		return nil, parentStat{}, false
+	}
+	f := <-p.pre
+	p.pre = nil
+	if f.err != nil {
+		return nil, parentStat{}, false
+	}
+	kids, err := p.parse(f.names)
+	if err != nil {
+		return nil, parentStat{}, false
+	}
+	_, _, ok := p.locate(kids)
+	return kids, f.ps, ok
 }
 
 // fetched is what a look reads.
