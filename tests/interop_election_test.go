@@ -85,19 +85,7 @@ func parseLatchEvent(line string) (latchEvent, error) {
 // recvLatch returns the latch peer's next line, or an error if it printed
 // ERR, exited or said nothing for too long.
 func (p *peer) recvLatch(wait time.Duration) (latchEvent, error) {
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			return latchEvent{}, fmt.Errorf("peer %s exited early; stderr:\n%s", p.id, p.stderr.String())
-		}
-		ev, err := parseLatchEvent(line)
-		if err != nil {
-			return ev, fmt.Errorf("%w; stderr:\n%s", err, p.stderr.String())
-		}
-		return ev, nil
-	case <-time.After(wait):
-		return latchEvent{}, fmt.Errorf("peer %s said nothing for %v; stderr:\n%s", p.id, wait, p.stderr.String())
-	}
+	return recvParsed(p, wait, parseLatchEvent)
 }
 
 // nextLatch waits for the latch peer's next line and requires it to be of

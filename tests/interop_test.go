@@ -223,19 +223,24 @@ func parseEvent(line string) (event, error) {
 
 // recv returns the peer's next line, or an error if it printed ERR, exited
 // or said nothing for too long.
-func (p *peer) recv(wait time.Duration) (event, error) {
+func (p *peer) recv(wait time.Duration) (event, error) { return recvParsed(p, wait, parseEvent) }
+
+// recvParsed returns the peer's next line as parse reads it, or an error if
+// the line is malformed or ERR, the peer exited or said nothing for wait.
+func recvParsed[E any](p *peer, wait time.Duration, parse func(string) (E, error)) (E, error) {
+	var zero E
 	select {
 	case line, ok := <-p.lines:
 		if !ok {
-			return event{}, fmt.Errorf("peer %s exited early; stderr:\n%s", p.id, p.stderr.String())
+			return zero, fmt.Errorf("peer %s exited early; stderr:\n%s", p.id, p.stderr.String())
 		}
-		ev, err := parseEvent(line)
+		ev, err := parse(line)
 		if err != nil {
 			return ev, fmt.Errorf("%w; stderr:\n%s", err, p.stderr.String())
 		}
 		return ev, nil
 	case <-time.After(wait):
-		return event{}, fmt.Errorf("peer %s said nothing for %v; stderr:\n%s", p.id, wait, p.stderr.String())
+		return zero, fmt.Errorf("peer %s said nothing for %v; stderr:\n%s", p.id, wait, p.stderr.String())
 	}
 }
 
