@@ -54,6 +54,12 @@ var (
 	// holders. See the README's section on mixed fleets.
 	ErrUnknownNode = errors.New("unknown node under lock path")
 
+	// ErrNodeDeleted is the cause of a lease whose node someone else
+	// deleted (an operator, a revocation by force, a bug): another
+	// participant may hold the lock already. The lease's error also wraps
+	// ErrLeaseExpired, as it did before this sentinel existed.
+	ErrNodeDeleted = errors.New("node deleted")
+
 	// ErrNoLeader is returned by [Election.Leader] when there is no
 	// candidate, so nobody leads.
 	ErrNoLeader = errors.New("no leader")

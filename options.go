@@ -20,6 +20,7 @@ type clientOptions struct {
 	logger         *slog.Logger
 	newBackOff     func() backoff.BackOff
 	lossOnDrop     bool
+	trace          *Trace
 }
 
 type authInfo struct {
