@@ -37,6 +37,7 @@ type Client struct {
 	wire       *wire
 	dial       dialOptions // to open a new connection
 	lossOnDrop bool
+	trace      *Trace // never nil (noTrace)
 
 	mu          sync.Mutex
 	zc          conn                // the connection; only the Client sets it
@@ -86,6 +87,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		identity:    defaultIdentity(),
 		wire:        &wire{dial: o.dialer},
 		lossOnDrop:  o.lossOnDrop,
+		trace:       o.trace,
 		changed:     make(chan struct{}),
 		confirmedCh: make(chan struct{}),
 		leases:      make(map[*Lease]struct{}),
@@ -97,17 +99,21 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		dialer:         c.wire.dialer,
 		log:            o.logger,
 	}
+	if c.trace == nil {
+		c.trace = noTrace
+	}
 	c.janitor = newJanitor(c)
 	c.keeper = newKeeper(c)
+	// The connection's state callback takes c.mu, so it sees c.zc set.
+	c.mu.Lock()
 	zc, err := c.open(0)
+	c.zc = zc
+	c.mu.Unlock()
 	if err != nil {
 		c.keeper.close()
 		c.janitor.close()
 		return nil, fmt.Errorf("zklock: connect %v: %w", servers, err)
 	}
-	c.mu.Lock()
-	c.zc = zc
-	c.mu.Unlock()
 
 	fail := func(err error) (*Client, error) {
 		_ = c.Close()
@@ -194,6 +200,7 @@ func (c *Client) Close() error {
 	for l := range c.leases {
 		c.loseLocked(l, ErrClientClosed)
 	}
+	c.sessionLocked(SessionClosed, "")
 	c.bumpLocked()
 	zc := c.zc
 	c.mu.Unlock()
@@ -231,12 +238,14 @@ func (c *Client) onState(gen uint64, s sessionState, server string) {
 	case stateHasSession:
 		c.connected, c.downSince = true, time.Time{}
 		c.log.Debug("zklock: session established", "server", server)
+		c.sessionLocked(SessionConnected, server)
 	case stateDisconnected:
 		if !c.connected {
 			return
 		}
 		c.connected, c.downSince = false, time.Now()
 		c.log.Debug("zklock: connection lost", "server", server)
+		c.sessionLocked(SessionDisconnected, "")
 		if c.lossOnDrop {
 			// WithLossOnDisconnect: a holder that cannot reach the server
 			// gives up at once. The node is the janitor's to delete once
@@ -253,6 +262,7 @@ func (c *Client) onState(gen uint64, s sessionState, server string) {
 			c.downSince = time.Now()
 		}
 		c.log.Debug("zklock: session expired")
+		c.sessionLocked(SessionExpired, "")
 		c.newSessionLocked()
 	default:
 		return
@@ -286,17 +296,16 @@ func (c *Client) replace() {
 
 	c.log.Warn("zklock: no server took the session; opening a new connection")
 	old.close()
-	zc, err := c.open(gen)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed || gen != c.gen {
+		return
+	}
+	zc, err := c.open(gen) // under c.mu, so that its state callback sees it in c.zc
 	if err != nil {
 		c.log.Warn("zklock: open a new connection", "err", err)
 		c.downSince = time.Now() // try again in a while
-		return
-	}
-	if c.closed || gen != c.gen {
-		zc.close()
 		return
 	}
 	c.zc, c.connected, c.downSince = zc, false, time.Now()
@@ -361,24 +370,15 @@ func (c *Client) awaitSession(ctx context.Context) (int64, error) {
 	}
 }
 
-// grant turns a participant's nodes into leases if nothing changed in the
-// session since epoch (when the children that decided it were read), and if
-// the session's deadline is still ahead: a lease is only handed out for a
-// decision made in the connection it was read on, in a session the quorum
-// has confirmed for a while yet. It returns nil if the decision must be
-// made again.
-func (c *Client) grant(epoch uint64, session int64, nodes []string, token int64) ([]*Lease, error) {
-	groups := make([][]string, len(nodes))
-	for i := range nodes {
-		groups[i] = nodes[i : i+1]
-	}
-	return c.grantGroups(epoch, session, groups, token)
-}
-
-// grantGroups is grant with one lease per group of nodes: the group's
-// first node is the lease's Node, the others its nodes on other paths (a
-// [MultiLock]'s lease).
-func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, token int64) ([]*Lease, error) {
+// grantGroups turns a participant's nodes into leases, one per group of
+// nodes (the group's first node is the lease's Node, the others its nodes
+// on other paths: a [MultiLock]'s lease), if nothing changed in the
+// session since epoch (when the children that decided it were read), and
+// if the session's deadline is still ahead: a lease is only handed out for
+// a decision made in the connection it was read on, in a session the
+// quorum has confirmed for a while yet. It returns nil if the decision
+// must be made again, and errUnconfirmed if the deadline is behind.
+func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, token int64, meta leaseMeta) ([]*Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -393,8 +393,9 @@ func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, tok
 		return nil, errUnconfirmed
 	}
 	leases := make([]*Lease, len(groups))
+	now := time.Now()
 	for i, g := range groups {
-		l := &Lease{c: c, node: g[0], others: g[1:], token: token, session: session, done: make(chan struct{})}
+		l := &Lease{c: c, node: g[0], others: g[1:], token: token, session: session, done: make(chan struct{}), meta: meta, granted: now}
 		c.leases[l] = struct{}{}
 		leases[i] = l
 	}
@@ -442,6 +443,7 @@ func (c *Client) loseLocked(l *Lease, err error) {
 		return
 	}
 	delete(c.leases, l)
+	c.lostLocked(l, err)
 	if err != ErrSessionExpired && err != ErrClientClosed {
 		c.janitor.enqueue(job{nodes: l.nodes(), session: l.session})
 	}

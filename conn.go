@@ -22,12 +22,10 @@ import (
 // Errors are go-zookeeper's, unwrapped, so [classify] can read them and
 // users can match zk's sentinels.
 type conn interface {
-	// create makes n ephemeral-sequential nodes named prefix<seq>, in one
-	// multi-operation when n > 1 (all or none, consecutive sequences).
-	create(prefix string, data []byte, acl []zk.ACL, n int) ([]string, error)
 	// createEach makes one ephemeral-sequential node named prefix<seq> for
 	// each prefix, in one multi-operation: all or none, in one transaction,
-	// so all of them carry one zxid.
+	// so all of them carry one zxid (and the sequences of one path are
+	// consecutive). One prefix is a plain create.
 	createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error)
 	// createContainer makes a container node holding data; one that exists
 	// is fine.
@@ -162,32 +160,6 @@ func dial(o dialOptions) (conn, error) {
 // zkConn is a conn on github.com/go-zookeeper/zk.
 type zkConn struct{ c *zk.Conn }
 
-func (z zkConn) create(prefix string, data []byte, acl []zk.ACL, n int) ([]string, error) {
-	if n == 1 {
-		node, err := z.c.Create(prefix, data, zk.FlagEphemeralSequential, acl)
-		if err != nil {
-			return nil, err
-		}
-		return []string{node}, nil
-	}
-	ops := make([]any, n)
-	for i := range ops {
-		ops[i] = &zk.CreateRequest{Path: prefix, Data: data, Acl: acl, Flags: zk.FlagEphemeralSequential}
-	}
-	res, err := z.c.Multi(ops...)
-	if err != nil {
-		return nil, err
-	}
-	nodes := make([]string, len(res))
-	for i, r := range res {
-		if r.Error != nil {
-			return nil, r.Error
-		}
-		nodes[i] = r.String
-	}
-	return nodes, nil
-}
-
 func (z zkConn) createContainer(path string, data []byte, acl []zk.ACL) error {
 	_, err := z.c.CreateContainer(path, data, zk.FlagContainer, acl)
 	if errors.Is(err, zk.ErrNodeExists) {
@@ -231,6 +203,13 @@ func (z zkConn) existsW(path string) (bool, <-chan event, error) {
 }
 
 func (z zkConn) createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error) {
+	if len(prefixes) == 1 {
+		node, err := z.c.Create(prefixes[0], data, zk.FlagEphemeralSequential, acl)
+		if err != nil {
+			return nil, err
+		}
+		return []string{node}, nil
+	}
 	ops := make([]any, len(prefixes))
 	for i, p := range prefixes {
 		ops[i] = &zk.CreateRequest{Path: p, Data: data, Acl: acl, Flags: zk.FlagEphemeralSequential}

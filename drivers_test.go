@@ -279,7 +279,7 @@ func TestSemaphoreDriverGroups(t *testing.T) {
 // The fast path: the driver on the snapshot without the watched node.
 func TestPlanFastPath(t *testing.T) {
 	l := &Lock{path: "/p", driver: readDriver{}}
-	p := &participant{l: l}
+	p := &part{l: l}
 	kids := queue("Ar", "Bw", "Cr")
 	w := p.plan(kids, 2, 2, decide(l.driver, kids, 2, 2))
 	equal(t, w.fast, []bool{true}, "the only writer ahead: its deletion alone lets us in")
@@ -304,7 +304,7 @@ func TestPlanFastPath(t *testing.T) {
 // A driver bug fails the acquire with ErrInvalidArgument, never a panic or
 // a hang.
 func TestCheckRefusesBadDecisions(t *testing.T) {
-	p := &participant{l: &Lock{driver: exclusiveDriver{KindMutex}}}
+	p := &part{l: &Lock{driver: exclusiveDriver{KindMutex}}}
 	for _, d := range []Decision{{}, {Watch: []int{2}}, {Watch: []int{-1}}, {Watch: []int{5}}} {
 		if err := p.check(decision{Decision: d}, 2); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%+v: err = %v, want ErrInvalidArgument", d, err)

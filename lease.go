@@ -24,6 +24,8 @@ type Lease struct {
 	others  []string // a [MultiLock]'s lease: its nodes on the other paths
 	token   int64
 	session int64
+	meta    leaseMeta // path and kind, for traces
+	granted time.Time
 
 	mu       sync.Mutex
 	err      error // set once, when the lease ends; never changes after
@@ -133,10 +135,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("zklock: release %s: lease was lost: %w", l.node, lost)
 	}
 	l.c.forget(l)
+	l.c.released(l)
 
 	nodes := l.nodes()
 	err := l.c.retry(ctx, func(zc conn) error { return deleteAllOwned(zc, nodes, l.session) })
-	switch o := classify(err); {
+	switch o := l.c.classify(err); {
 	case o == done || o == closing:
 		return nil
 	case o == retry || ctx.Err() != nil:

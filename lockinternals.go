@@ -1,13 +1,10 @@
 package zklock
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -114,39 +111,77 @@ func (l *Lock) Participants(ctx context.Context) ([]Participant, error) {
 	return l.participants(ctx, func(Child) Driver { return l.driver })
 }
 
+func (l *Lock) acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
+	return acquire(ctx, op, l.path, request{locks: []*Lock{l}, n: n, try: try})
+}
+
+// request is what one acquire asks of the engine: a participant made of
+// n nodes on the path of each of locks, all created by one operation.
+type request struct {
+	locks []*Lock // one per path; a MultiLock's are several
+	n     int     // nodes on each path: [Semaphore.AcquireN]'s n, else 1
+	try   bool    // never wait for others: ErrLocked instead
+	whole bool    // one lease covers every node (a MultiLock's), else one per node
+
+	// A downgrade's read node: its full name and protected id (a plain
+	// ephemeral node, not sequential) and the only session it may live in.
+	node    string
+	id      string
+	session int64
+}
+
 // errRequeue: our nodes are gone (their session ended, or someone deleted
 // them); queue again.
 var errRequeue = errors.New("requeue")
 
-func (l *Lock) acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
-	fail := func(err error) ([]*Lease, error) {
-		return nil, fmt.Errorf("zklock: %s %s: %w", op, l.path, err)
+// acquire runs one participant of r until it holds, fails, or ctx ends.
+// what names the lock in errors and traces.
+func acquire(ctx context.Context, op, what string, r request) ([]*Lease, error) {
+	c := r.locks[0].c
+	p := newParticipant(c, what, r)
+	if err := c.usable(ctx); err != nil {
+		return nil, p.failed(op, err)
 	}
-	if err := l.c.usable(ctx); err != nil {
-		return fail(err)
-	}
-	p := &participant{l: l, c: l.c, n: n}
-	leases, err := p.run(ctx, try)
+	leases, err := p.run(ctx)
 	if err != nil {
-		return fail(err)
+		return nil, p.failed(op, err)
 	}
+	p.acquired(leases)
 	return leases, nil
 }
 
-// participant is one Acquire: its nodes, in queue order, and the session
-// that owns them.
+// participant is one acquire: a group of nodes made by one operation, on
+// one path or several, in one session, with one protected id. Acquire,
+// TryAcquire, AcquireN, MultiLock, Downgrade and Campaign all run through
+// it.
 type participant struct {
-	l       *Lock
 	c       *Client
-	n       int
-	id      string   // protected id shared by our nodes
-	nodes   []string // full paths, once known
-	unsure  bool     // a create may have made nodes we cannot name but by id
-	session int64    // the session of nodes, or of the unsure create
-	token   int64
-	own     <-chan event   // a watch on our last node; nil until read sets it
-	pre     <-chan fetched // the first look, read while the create was on its way
-	seen    seenVersion    // the last version of an awaited node we decided on
+	req     request
+	what    string
+	parts   []*part // one per path, in the order of req.locks
+	id      string  // the protected id shared by our nodes
+	session int64   // the session of our nodes, or of the unsure create
+	unsure  bool    // a create may have made nodes we cannot name but by id
+	waited  bool    // some decision said wait
+	start   time.Time
+	created time.Time // when our nodes were last created
+	ahead   int       // participants ahead at the first look
+	node    string    // our first node, once created (for traces)
+}
+
+// part is a participant's place on one path.
+type part struct {
+	l        *Lock
+	nodes    []string       // full paths, once known
+	own      <-chan event   // a watch on our last node; nil until set
+	ownAt    uint64         // the Client's epoch when own was set
+	token    int64          // our last node's czxid, or the path's pzxid (parentToken)
+	pre      <-chan fetched // the first look, read while the create was on its way
+	looked   bool           // the first look was made
+	seen     seenVersion    // the last version of an awaited node we decided on
+	held     bool           // decided to hold...
+	heldAt   uint64         // ...in this epoch
+	announce bool           // on the grant, tell successors waiting with awaitHold
 }
 
 // seenVersion is a node's data version, as a waiter with awaitHold saw it.
@@ -155,12 +190,30 @@ type seenVersion struct {
 	version int32
 }
 
+func newParticipant(c *Client, what string, r request) *participant {
+	p := &participant{c: c, req: r, what: what, parts: make([]*part, len(r.locks)), start: time.Now()}
+	for i, l := range r.locks {
+		p.parts[i] = &part{l: l}
+	}
+	return p
+}
+
+// single reports a participant on one path.
+func (p *participant) single() bool { return len(p.parts) == 1 }
+
+// last is our last node on the first path: the one the keeper may check
+// while we wait.
+func (p *participant) last() string {
+	nodes := p.parts[0].nodes
+	return nodes[len(nodes)-1]
+}
+
 // run queues the participant and waits until it holds.
 //
 // Leaving by any path but a grant deletes our nodes: the deferred abandon
 // is the one place that cleans up a failed, cancelled or refused acquire,
 // so no return path can forget it.
-func (p *participant) run(ctx context.Context, try bool) (leases []*Lease, err error) {
+func (p *participant) run(ctx context.Context) (leases []*Lease, err error) {
 	defer func() {
 		if leases == nil {
 			p.abandon()
@@ -172,93 +225,68 @@ func (p *participant) run(ctx context.Context, try bool) (leases []*Lease, err e
 		}
 		// The keeper has the session confirmed while we wait, so that a
 		// grant finds the deadline ahead.
-		done := p.c.await(p.nodes[len(p.nodes)-1], p.session)
-		leases, err = p.await(ctx, try)
+		done := p.c.await(p.last(), p.session)
+		leases, err = p.await(ctx)
 		done()
 		if !errors.Is(err, errRequeue) {
 			return leases, err
 		}
+		if p.req.session != 0 {
+			return nil, ErrSessionExpired // a downgrade's node lives in its write lease's session only
+		}
 		p.abandon() // whatever may be left of ours in this session
-		p.c.log.Debug("zklock: queueing again", "path", p.l.path)
+		p.c.log.Debug("zklock: queueing again", "path", p.what)
 	}
 }
 
 // abandon hands whatever nodes of ours may exist to the janitor, and
-// forgets them.
+// forgets them. After a create whose fate was unknown it deletes by
+// protected id, which also catches a node a retried create may have left
+// beside the ones we know.
 func (p *participant) abandon() {
-	switch {
-	case p.nodes != nil:
-		p.c.janitor.discard(job{nodes: p.nodes, session: p.session})
-	case p.unsure:
-		p.c.janitor.discard(job{parent: p.l.path, prefix: protectedPrefix + p.id + "-", session: p.session})
+	for _, pt := range p.parts {
+		switch {
+		case p.unsure && p.req.node == "":
+			p.c.janitor.discard(job{parent: pt.l.path, prefix: protectedPrefix + p.id + "-", session: p.session})
+		case p.unsure:
+			p.c.janitor.discard(job{nodes: []string{p.req.node}, session: p.session})
+		case pt.nodes != nil:
+			p.c.janitor.discard(job{nodes: pt.nodes, session: p.session})
+		}
+		*pt = part{l: pt.l}
 	}
-	p.nodes, p.unsure, p.own, p.token, p.pre = nil, false, nil, 0, nil
+	p.unsure = false
 }
 
 // enqueue creates our nodes. A create that fails with a connection error
 // may still have happened: we look for our nodes by their protected id,
 // and accept them only in the session that made them.
 func (p *participant) enqueue(ctx context.Context) error {
-	l, c := p.l, p.c
-	var err error
-	if p.id, err = newID(); err != nil {
+	if err := p.newID(); err != nil {
 		return err
 	}
-	prefix := l.path + "/" + nodePrefix(p.id, l.driver.Kind())
+	prefixes := p.prefixes()
 	var b backoff.BackOff
 	for {
-		session, err := c.awaitSession(ctx)
+		session, err := p.c.awaitSession(ctx)
 		if err != nil {
 			return err
 		}
-		zc := c.conn()
-		sent := time.Now()
-		pre, cancelPre := p.prefetch(zc, prefix)
-		nodes, err := zc.create(prefix, l.data, c.acl, p.n)
-		if c.classify(err) != done || zc.sessionID() != session {
-			cancelPre()
+		if p.req.session != 0 && session != p.req.session {
+			return ErrSessionExpired
 		}
-		switch c.classify(err) {
-		case done:
-			c.confirm(sent, session) // a write the quorum acknowledged
-			if now := zc.sessionID(); now != session {
-				// The session changed while the create was in flight, so
-				// the nodes may belong to the new one: delete them if so
-				// (an orphan there would block the queue until that session
-				// ends), and create again.
-				c.janitor.discard(job{nodes: nodes, session: now})
-				continue
-			}
-			p.nodes, p.session, p.pre = nodes, session, pre
+		made, again, err := p.create(ctx, session, prefixes)
+		switch {
+		case err != nil:
+			return err
+		case made:
+			p.created = time.Now()
 			return nil
-		case gone:
-			if err := l.ensureParents(ctx); err != nil {
-				return err
-			}
+		case again:
 			continue
-		case closing:
-			return ErrClientClosed
-		case permanent:
-			return err
-		}
-		// The create's fate is unknown. Only the session that sent it can
-		// own a node it made; another session means the node (if any) went
-		// with the old one. Until we know, the node is ours to clean up.
-		p.unsure, p.session = true, session
-		s, err := c.awaitSession(ctx)
-		if err != nil {
-			return err
-		}
-		if s == session {
-			if found, err := p.find(); err == nil && found != nil {
-				p.nodes, p.unsure = found, false
-				return nil
-			}
-		} else {
-			p.unsure = false
 		}
 		if b == nil {
-			b = c.newBackOff()
+			b = p.c.newBackOff()
 		}
 		if err := sleep(ctx, b.NextBackOff()); err != nil {
 			return err
@@ -266,10 +294,123 @@ func (p *participant) enqueue(ctx context.Context) error {
 	}
 }
 
-// find looks for our nodes after a create whose outcome is unknown. The
-// sync first lets the server we now talk to catch up with the leader.
-func (p *participant) find() ([]string, error) {
-	l, zc := p.l, p.c.conn()
+func (p *participant) newID() error {
+	if p.req.node != "" {
+		p.id = p.req.id
+		return nil
+	}
+	var err error
+	p.id, err = newID()
+	return err
+}
+
+// prefixes are the names of the nodes to create, before their sequence:
+// n on each path.
+func (p *participant) prefixes() []string {
+	out := make([]string, 0, len(p.parts)*p.req.n)
+	for _, pt := range p.parts {
+		prefix := pt.l.path + "/" + nodePrefix(p.id, pt.l.driver.Kind())
+		for i := 0; i < p.req.n; i++ {
+			out = append(out, prefix)
+		}
+	}
+	return out
+}
+
+// create tries once to create our nodes in session. made: they exist;
+// again: try again at once (parents were missing, or the session changed
+// under the create); neither: the create's fate was unknown and our nodes
+// were not found: back off.
+func (p *participant) create(ctx context.Context, session int64, prefixes []string) (made, again bool, err error) {
+	c := p.c
+	zc := c.conn()
+	sent := time.Now()
+	pres, cancel := p.prefetch(zc, prefixes[0])
+	nodes, err := p.createOp(zc, prefixes)
+	o := c.classify(err)
+	if o != done || zc.sessionID() != session {
+		cancel()
+	}
+	switch o {
+	case done:
+		c.confirm(sent, session) // a write the quorum acknowledged
+		if now := zc.sessionID(); now != session {
+			// The session changed while the create was in flight, so the
+			// nodes may belong to the new one: delete them if so (an
+			// orphan there would block the queue until that session ends),
+			// and create again.
+			c.janitor.discard(job{nodes: nodes, session: now})
+			return false, true, nil
+		}
+		p.assign(nodes, session, pres)
+		return true, false, nil
+	case gone:
+		return false, true, p.ensureParents(ctx)
+	case closing:
+		return false, false, ErrClientClosed
+	case permanent:
+		return false, false, err
+	}
+	return p.recover(ctx, session)
+}
+
+// createOp creates every node of ours in one operation: one multi, so one
+// transaction with one zxid (what makes a MultiLock deadlock-free, see
+// docs/design.md), or a plain create for one node.
+func (p *participant) createOp(zc conn, prefixes []string) ([]string, error) {
+	data := p.parts[0].l.data
+	if p.req.node == "" {
+		return zc.createEach(prefixes, data, p.c.acl)
+	}
+	err := zc.createEphemeral(p.req.node, data, p.c.acl)
+	if nodeExists(err) {
+		// A create whose reply was lost made it: only we know its name.
+		// watchOwn checks that our session owns it.
+		err = nil
+	}
+	return []string{p.req.node}, err
+}
+
+// assign records the nodes a create made, in session.
+func (p *participant) assign(nodes []string, session int64, pres []<-chan fetched) {
+	n := len(nodes) / len(p.parts)
+	for i, pt := range p.parts {
+		pt.nodes, pt.pre = nodes[i*n:(i+1)*n], pres[i]
+	}
+	p.session, p.node = session, nodes[0]
+}
+
+// recover looks for our nodes after a create whose fate is unknown. Only
+// the session that sent it can own a node it made; another session means
+// the node (if any) went with the old one. Until we know, the node is ours
+// to clean up, by its protected id; nodes found stay so (abandon deletes by
+// id, which also catches a stray of a retried create).
+func (p *participant) recover(ctx context.Context, session int64) (made, again bool, err error) {
+	p.unsure, p.session = true, session
+	s, err := p.c.awaitSession(ctx)
+	if err != nil {
+		return false, false, err
+	}
+	if s != session {
+		p.unsure = false
+		return false, false, nil
+	}
+	for _, pt := range p.parts {
+		nodes, err := p.find(pt)
+		if err != nil || nodes == nil {
+			return false, false, nil
+		}
+		pt.nodes = nodes
+	}
+	p.node = p.parts[0].nodes[0]
+	return true, false, nil
+}
+
+// find looks for our nodes on pt's path. The sync first lets the server we
+// now talk to catch up with the leader. One transaction made all of them,
+// so it finds all or none.
+func (p *participant) find(pt *part) ([]string, error) {
+	l, zc := pt.l, p.c.conn()
 	_ = zc.sync(l.path)
 	names, err := zc.children(l.path)
 	if err != nil {
@@ -282,8 +423,8 @@ func (p *participant) find() ([]string, error) {
 			ours = append(ours, name)
 		}
 	}
-	if len(ours) != p.n {
-		p.discardNames(ours)
+	if len(ours) != p.req.n {
+		p.discardNames(l, ours)
 		return nil, nil
 	}
 	kids, err := sortChildren(ours, nil)
@@ -304,19 +445,30 @@ func (p *participant) find() ([]string, error) {
 	return nodes, nil
 }
 
-func (p *participant) discardNames(names []string) {
+func (p *participant) discardNames(l *Lock, names []string) {
 	if len(names) == 0 {
 		return
 	}
 	paths := make([]string, len(names))
 	for i, n := range names {
-		paths[i] = p.l.path + "/" + n
+		paths[i] = l.path + "/" + n
 	}
 	p.c.janitor.discard(job{nodes: paths, session: p.session})
 }
 
-// ensureParents creates the lock path and its missing ancestors as
+// ensureParents creates every lock path and its missing ancestors as
 // container nodes, which the server deletes once they are empty again.
+func (p *participant) ensureParents(ctx context.Context) error {
+	for _, pt := range p.parts {
+		if err := pt.l.ensureParents(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureParents creates the lock path and its missing ancestors as
+// container nodes.
 func (l *Lock) ensureParents(ctx context.Context) error {
 	for _, dir := range parents(l.path) {
 		dir := dir
@@ -332,80 +484,115 @@ func (l *Lock) ensureParents(ctx context.Context) error {
 	return nil
 }
 
-// await waits until our nodes hold, deciding again after every change of
-// a watched sibling and every change of the session's state.
-func (p *participant) await(ctx context.Context, try bool) ([]*Lease, error) {
-	waited := false
+// await waits until our nodes hold on every path, deciding one path at a
+// time, again after every change of a watched sibling and every change of
+// the session's state. Holding is monotone ([Driver]), so a path that
+// holds keeps holding while we decide the next; a path counts only if it
+// was decided in the Client's current epoch (one connection, one session),
+// and the grant checks the own-node watches once more (see
+// [participant.quiet]). The argument is in docs/design.md, "MultiLock".
+func (p *participant) await(ctx context.Context) ([]*Lease, error) {
 	var b backoff.BackOff
 	for {
 		st, err := p.ready(ctx)
 		if err != nil {
 			return nil, err
 		}
-		v, err := p.survey(try)
+		pt := p.undecided(st.epoch)
+		if pt == nil {
+			if leases, err := p.grant(ctx, st); err != nil || leases != nil {
+				return leases, err
+			}
+			continue // the session changed since the read: decide again
+		}
+		v, err := p.survey(pt, st.epoch)
 		if again, err := p.backoff(ctx, &b, err); again {
 			continue
 		} else if err != nil {
 			return nil, err
 		}
 		if v.d.Holds {
-			if leases, err := p.grant(ctx, st, waited && v.d.announce); err != nil || leases != nil {
-				return leases, err
-			}
-			continue // the session changed since the read: decide again
+			pt.hold(st.epoch, p.waited && v.d.announce)
+			continue
 		}
-		if try {
+		if p.req.try {
 			return nil, ErrLocked
 		}
-		waited = true
-		fast, announce, err := p.wait(ctx, st, p.plan(v.kids, v.first, v.last, v.d))
+		p.queued()
+		fast, announce, err := p.wait(ctx, pt, st, pt.plan(v.kids, v.first, v.last, v.d))
 		if err != nil {
 			return nil, err
 		}
 		if fast {
-			if leases, err := p.grant(ctx, st, announce); err != nil || leases != nil {
-				return leases, err
-			}
+			pt.hold(st.epoch, announce)
 		}
 	}
 }
 
-// view is a participant's place in the queue, as one read showed it.
+// undecided returns the first part not decided to hold in epoch, or nil.
+func (p *participant) undecided(epoch uint64) *part {
+	for _, pt := range p.parts {
+		if !pt.held || pt.heldAt != epoch {
+			pt.held = false
+			return pt
+		}
+	}
+	return nil
+}
+
+func (pt *part) hold(epoch uint64, announce bool) {
+	pt.held, pt.heldAt, pt.announce = true, epoch, announce
+}
+
+// view is a participant's place in one path's queue, as one read showed it.
 type view struct {
 	kids        []Child
 	first, last int
 	d           decision
 }
 
-// survey reads the queue and decides, and gets what the decision needs
+// survey reads pt's queue and decides, and gets what the decision needs
 // before acting on it: a token for a holder (from the path's stat when it
-// can, see [participant.parentToken]; else from our node), and for a
-// waiter, the watch on its own node.
-func (p *participant) survey(try bool) (v view, err error) {
+// can, see [participant.parentToken]; else from our node), the watch on
+// our own node for a waiter, and for every part of a participant on
+// several paths, whose grant checks them all.
+func (p *participant) survey(pt *part, epoch uint64) (v view, err error) {
+	if p.req.node != "" {
+		// A downgrade's read node holds from its create on (see
+		// [RWMutex.Downgrade]); reading it back proves it is there and
+		// ours, and gives the token.
+		pt.looked = true
+		v.d.Holds = true
+		if pt.own == nil {
+			err = p.watchOwn(pt, epoch)
+		}
+		return v, err
+	}
+	if !p.single() && pt.ownAt != epoch {
+		pt.own = nil // read sets a watch on our node again, in this epoch
+	}
 	var ps parentStat
-	if p.token == 0 {
-		v.kids, ps, err = p.look() // the first look: no token yet
+	if !pt.looked {
+		v.kids, ps, err = p.look(pt) // the first look: no token yet
 	} else {
-		v.kids, err = p.read()
+		v.kids, err = p.read(pt, epoch)
 	}
 	if err != nil {
 		return v, err
 	}
 	var ok bool
-	if v.first, v.last, ok = p.locate(v.kids); !ok {
+	if v.first, v.last, ok = p.locate(pt, v.kids); !ok {
 		return v, errRequeue
 	}
-	v.d = decide(p.l.driver, v.kids, v.first, v.last)
-	if err := p.check(v.d, v.first); err != nil {
+	v.d = decide(pt.l.driver, v.kids, v.first, v.last)
+	if err := pt.check(v.d, v.first); err != nil {
 		return v, err
 	}
-	switch {
-	case v.d.Holds && p.token == 0:
-		if p.token = p.parentToken(ps); p.token == 0 {
-			err = p.watchOwn()
-		}
-	case !v.d.Holds && !try && p.own == nil:
-		err = p.watchOwn()
+	if pt.token == 0 && v.d.Holds && p.single() && p.req.node == "" {
+		pt.token = p.parentToken(pt, ps)
+	}
+	if pt.own == nil && (pt.token == 0 || !p.single() || !v.d.Holds && !p.req.try) {
+		err = p.watchOwn(pt, epoch)
 	}
 	return v, err
 }
@@ -414,7 +601,7 @@ func (p *participant) survey(try bool) (v view, err error) {
 // backoff, for an error that may pass); err is what ends the acquire,
 // errRequeue when our nodes or the path are gone.
 func (p *participant) backoff(ctx context.Context, b *backoff.BackOff, err error) (again bool, _ error) {
-	switch classify(err) {
+	switch p.c.classify(err) {
 	case done:
 		*b = nil
 		return false, nil
@@ -455,56 +642,63 @@ func (p *participant) ready(ctx context.Context) (clientState, error) {
 
 // check refuses a decision the engine cannot act on: a driver bug must
 // fail the acquire, never hang it or panic.
-func (p *participant) check(d decision, first int) error {
+func (pt *part) check(d decision, first int) error {
 	if d.Holds {
 		return nil
 	}
 	if len(d.Watch) == 0 {
-		return invalidf("driver %T neither holds nor names a node to watch", p.l.driver)
+		return invalidf("driver %T neither holds nor names a node to watch", pt.l.driver)
 	}
 	for _, i := range d.Watch {
 		if i < 0 || i >= first {
-			return invalidf("driver %T watches child %d, not one ahead of the participant's first node %d", p.l.driver, i, first)
+			return invalidf("driver %T watches child %d, not one ahead of the participant's first node %d", pt.l.driver, i, first)
 		}
 	}
 	return nil
 }
 
-// look is an acquire's first read: the children of the lock path, in queue
+// look is a part's first read: the children of the lock path, in queue
 // order, and the path's stat, pipelined with a semaphore's size check.
 // Whoever holds on it at once may take its token from the stat
 // ([participant.parentToken]) and needs no other request; whoever waits
 // reads its own node next ([participant.watchOwn]). It uses the read that
 // [participant.prefetch] made while the create was on its way if that
 // read shows our nodes, and reads again otherwise.
-func (p *participant) look() ([]Child, parentStat, error) {
-	if kids, ps, ok := p.prefetched(); ok {
-		return kids, ps, nil
+func (p *participant) look(pt *part) ([]Child, parentStat, error) {
+	pt.looked = true
+	kids, ps, ok := p.prefetched(pt)
+	if !ok {
+		names, s, err := pt.l.fetch(p.c.conn())
+		if err != nil {
+			return nil, s, err
+		}
+		if kids, err = p.parse(pt, names); err != nil {
+			return nil, s, err
+		}
+		ps = s
 	}
-	names, ps, err := p.l.fetch(p.c.conn())
-	if err != nil {
-		return nil, ps, err
+	if first, _, ok := p.locate(pt, kids); ok && first > p.ahead {
+		p.ahead = first
 	}
-	kids, err := p.parse(names)
-	return kids, ps, err
+	return kids, ps, nil
 }
 
 // prefetched returns the prefetched look, if there is one and it lists our
 // nodes.
-func (p *participant) prefetched() ([]Child, parentStat, bool) {
-	if p.pre == nil {
+func (p *participant) prefetched(pt *part) ([]Child, parentStat, bool) {
+	if pt.pre == nil {
 		return nil, parentStat{}, false
 	}
-	f := <-p.pre
-	p.pre = nil
+	f := <-pt.pre
+	pt.pre = nil
 	if f.err != nil {
 		return nil, parentStat{}, false
 	}
-	kids, err := p.parse(f.names)
+	kids, err := p.parse(pt, f.names)
 	if err != nil {
 		return nil, parentStat{}, false
 	}
-	_, _, ok := p.locate(kids)
+	_, _, ok := p.locate(pt, kids)
 	return kids, f.ps, ok
 }
 
@@ -532,19 +726,19 @@ func (l *Lock) fetch(zc conn) ([]string, parentStat, error) {
 	return names, ps, err
 }
 
-// parse sorts the names of a look and drops strays of ours.
-func (p *participant) parse(names []string) ([]Child, error) {
-	kids, err := sortChildren(names, p.l.refuse)
+// parse sorts the names of a read and drops strays of ours.
+func (p *participant) parse(pt *part, names []string) ([]Child, error) {
+	kids, err := sortChildren(names, pt.l.refuse)
 	if err != nil {
 		return nil, err
 	}
-	return p.dropStrays(kids), nil
+	return p.dropStrays(pt, kids), nil
 }
 
-// prefetch starts the first look as soon as the create of our nodes (the
-// request carrying prefix) has gone out on zc, so that its answer comes a
-// moment after the create's rather than a round trip later. cancel stops
-// it if the create did not succeed.
+// prefetch starts the first look of every path as soon as the create of
+// our nodes (the request carrying marker) has gone out on zc, so that its
+// answer comes a moment after the create's rather than a round trip
+// later. cancel stops it if the create did not succeed.
 //
 // Why the look can be trusted: ZooKeeper answers a session's requests in
 // the order it sent them, a read after the session's write only once that
@@ -554,94 +748,90 @@ func (p *participant) parse(names []string) ([]Child, error) {
 // dropped in between) may not; [participant.look] uses the prefetched read
 // only if it lists our nodes by name, which no read made before the create
 // can, and reads again otherwise.
-func (p *participant) prefetch(zc conn, prefix string) (<-chan fetched, func()) {
-	sent, stop := p.c.wire.expect(prefix)
+func (p *participant) prefetch(zc conn, marker string) ([]<-chan fetched, func()) {
+	pres := make([]<-chan fetched, len(p.parts))
+	if p.req.node != "" {
+		return pres, func() {} // a downgrade does not look (see survey)
+	}
+	sent, stop := p.c.wire.expect(marker)
 	quit := make(chan struct{})
-	out := make(chan fetched, 1)
-	go func() {
-		select {
-		case <-sent:
-		case <-quit: // the create failed: nobody reads out
-			return
-		}
-		var f fetched
-		f.names, f.ps, f.err = p.l.fetch(zc)
-		out <- f
-	}()
-	return out, func() { stop(); close(quit) }
+	for i, pt := range p.parts {
+		out := make(chan fetched, 1)
+		pres[i] = out
+		go func(l *Lock) {
+			select {
+			case <-sent:
+			case <-quit: // the create failed: nobody reads out
+				return
+			}
+			var f fetched
+			f.names, f.ps, f.err = l.fetch(zc)
+			out <- f
+		}(pt.l)
+	}
+	return pres, func() { stop(); close(quit) }
 }
 
 // parentToken returns the token of a participant that holds on its first
-// look, from the lock path's stat, or 0 if the stat cannot give it.
-//
-// Proof that these tokens still strictly increase across successive
-// conflicting holders, mixed with the czxid tokens of everyone else. Our
-// last node's sequence is the path's create count before it
-// (PrepRequestProcessor.pRequest2TxnCreate), so the count after it is
-// seq+1; the stat's cversion counts creates and deletes, 2*creates -
-// children (DataNode.copyStat). When cversion = 2*(seq+1) - numChildren,
-// nothing was created under the path after our node up to this read, and
-// the token is the path's pzxid P, the zxid of the latest create or delete
-// of a child up to the read (at least our czxid). Any holder before us
-// held until its node was deleted, and we hold only on a read that no
-// longer lists that node, so that delete is at most P, and that holder's
-// token (its czxid, or its own P) is below its delete. Any conflicting
-// holder after us has a node we do not see, created after this read, so
-// its czxid, and so its token, is above P.
-func (p *participant) parentToken(ps parentStat) int64 {
-	ch, ok, _ := parseChild(p.nodes[len(p.nodes)-1][len(p.l.path)+1:])
+// look, from the lock path's stat, or 0 if the stat cannot give it: when
+// nothing was created under the path after our node up to the read, the
+// path's pzxid. docs/design.md, "Tokens", has the proof that these tokens
+// still strictly increase across successive conflicting holders, mixed
+// with the czxid tokens of everyone else (TestTokensIncrease).
+func (p *participant) parentToken(pt *part, ps parentStat) int64 {
+	ch, ok, _ := parseChild(pt.nodes[len(pt.nodes)-1][len(pt.l.path)+1:])
 	if !ok || ps.pzxid == 0 {
 		return 0
 	}
-	if ps.cversion != 2*(ch.seq+1)-ps.numChildren { // int32 arithmetic: wraps as the server's does
+	// Our last node's sequence is the path's create count before it, so
+	// the count after it is seq+1; cversion counts creates and deletes,
+	// 2*creates - children (DataNode.copyStat). int32 arithmetic wraps as
+	// the server's does.
+	if ps.cversion != 2*(ch.seq+1)-ps.numChildren {
 		return 0 // something was created after us: read our own czxid
 	}
 	return ps.pzxid
 }
 
-// watchOwn reads our last node with a watch: its czxid is the token, its
-// owner proves it is ours, and the watch tells a waiter if someone deletes
-// it (see [participant.intact]).
-func (p *participant) watchOwn() error {
-	st, own, err := p.c.conn().getW(p.nodes[len(p.nodes)-1])
+// watchOwn reads our last node on pt's path with a watch: its czxid is the
+// token, its owner proves it is ours, and the watch tells a waiter if
+// someone deletes it (see [participant.intact]).
+func (p *participant) watchOwn(pt *part, epoch uint64) error {
+	st, own, err := p.c.conn().getW(pt.nodes[len(pt.nodes)-1])
 	if err != nil {
 		return err
 	}
 	if st.ephemeralOwner != p.session {
 		// Never count a node of another session; if it is the current
 		// one's, it must not stay in the queue either.
-		p.c.janitor.discard(job{nodes: p.nodes, session: st.ephemeralOwner})
-		p.nodes = nil
+		p.c.janitor.discard(job{nodes: pt.nodes, session: st.ephemeralOwner})
+		pt.nodes = nil
 		return errRequeue
 	}
-	p.token, p.own = st.czxid, own
+	pt.token, pt.own, pt.ownAt = st.czxid, own, epoch
 	return nil
 }
 
-// read gets the children of the lock path, in queue order. When our own
-// node has no watch (a MultiLock's first read, or after the watch fired)
-// it also reads our node with one ([participant.watchOwn]), pipelined on
-// the connection, so it costs no round trip. A semaphore's size was
-// checked by the first look; a read does not check it again.
-func (p *participant) read() ([]Child, error) {
+// read gets the children of pt's path, in queue order. When our own node
+// has no watch (after the watch fired, or in a new epoch) it also reads
+// our node with one ([participant.watchOwn]), pipelined on the connection,
+// so it costs no round trip. A semaphore's size was checked by the first
+// look; a read does not check it again.
+func (p *participant) read(pt *part, epoch uint64) ([]Child, error) {
 	owned := make(chan error, 1)
-	if p.own == nil {
-		go func() { owned <- p.watchOwn() }()
+	if pt.own == nil {
+		go func() { owned <- p.watchOwn(pt, epoch) }()
 	} else {
 		owned <- nil
 	}
-	names, err := p.c.conn().children(p.l.path)
+	names, err := p.c.conn().children(pt.l.path)
 	if oerr := <-owned; oerr != nil {
 		err = oerr // errRequeue (our node went with another session) comes first
 	}
 	if err != nil {
 		return nil, err
 	}
-	kids, err := sortChildren(names, p.l.refuse)
-	if err != nil {
-		return nil, err
-	}
-	return p.dropStrays(kids), nil
+	return p.parse(pt, names)
 }
 
 // checkSize checks that the semaphore's path records our maxLeases, and
@@ -656,7 +846,7 @@ func (l *Lock) checkSize(zc conn) error {
 			return err
 		}
 		switch {
-		case bytes.Equal(data, l.size):
+		case string(data) == string(l.size):
 			return nil
 		case len(data) == 0:
 			err := zc.setIf(l.path, l.size, st.version)
@@ -672,23 +862,23 @@ func (l *Lock) checkSize(zc conn) error {
 // dropStrays removes from kids any node with our protected id that is not
 // one of ours: a create retried after a lost reply can, rarely, leave one.
 // It is ours (only we know the id), so we delete it.
-func (p *participant) dropStrays(kids []Child) []Child {
+func (p *participant) dropStrays(pt *part, kids []Child) []Child {
 	var strays []string
 	out := kids[:0]
 	for _, k := range kids {
-		if k.Owner == p.id && !p.owns(k.Name) {
+		if k.Owner == p.id && !pt.owns(k.Name) {
 			strays = append(strays, k.Name)
 			continue
 		}
 		out = append(out, k)
 	}
-	p.discardNames(strays)
+	p.discardNames(pt.l, strays)
 	return out
 }
 
-func (p *participant) owns(name string) bool {
-	for _, n := range p.nodes {
-		if n[len(p.l.path)+1:] == name {
+func (pt *part) owns(name string) bool {
+	for _, n := range pt.nodes {
+		if n[len(pt.l.path)+1:] == name {
 			return true
 		}
 	}
@@ -696,7 +886,7 @@ func (p *participant) owns(name string) bool {
 }
 
 // locate finds our nodes in kids; ok is false if any is missing.
-func (p *participant) locate(kids []Child) (first, last int, ok bool) {
+func (p *participant) locate(pt *part, kids []Child) (first, last int, ok bool) {
 	first, found := -1, 0
 	for i, k := range kids {
 		if k.Owner == p.id {
@@ -707,38 +897,89 @@ func (p *participant) locate(kids []Child) (first, last int, ok bool) {
 			found++
 		}
 	}
-	return first, last, first >= 0 && found == len(p.nodes)
+	return first, last, first >= 0 && found == len(pt.nodes)
 }
 
-// grant turns our nodes into leases. It returns nil leases if the session
-// changed since st (the caller decides again), or, after waiting for it, if
-// the session's deadline was not ahead (it never grants past the deadline).
-func (p *participant) grant(ctx context.Context, st clientState, announce bool) ([]*Lease, error) {
-	leases, err := p.c.grant(st.epoch, p.session, p.nodes, p.token)
+// grant turns our nodes into leases once every part holds: if no own-node
+// watch has fired ([participant.quiet]) and the session is still st's. It
+// returns nil leases if the caller must decide again, after waiting for
+// the quorum to confirm the session if its deadline was behind (it never
+// grants past the deadline).
+func (p *participant) grant(ctx context.Context, st clientState) ([]*Lease, error) {
+	if quiet, err := p.quiet(); !quiet {
+		return nil, err
+	}
+	leases, err := p.c.grantGroups(st.epoch, p.session, p.groups(), p.parts[0].token, p.leaseMeta())
 	if errors.Is(err, errUnconfirmed) {
 		return nil, p.c.awaitConfirmed(ctx, st)
 	}
-	if leases != nil && announce {
-		// Successors waiting with awaitHold watch our last node: bumping
-		// its version tells them we hold. If someone wrote to it since its
-		// create (a revocation), what they wrote stays: the bump writes
-		// the node's data back.
-		zc, node := p.c.conn(), p.nodes[len(p.nodes)-1]
-		sent := time.Now()
-		err := zc.setIf(node, p.l.data, 0)
-		for badVersion(err) {
-			data, ns, gerr := zc.get(node)
-			if err = gerr; err == nil {
-				err = zc.setIf(node, data, ns.version)
+	if leases != nil {
+		for _, pt := range p.parts {
+			if pt.announce {
+				p.announce(pt)
 			}
-		}
-		if err != nil {
-			p.c.log.Debug("zklock: announce hold", "node", node, "err", err)
-		} else {
-			p.c.confirm(sent, p.session)
 		}
 	}
 	return leases, err
+}
+
+// quiet reports whether no own-node watch has fired. ZooKeeper sends a
+// client's notifications in order with its replies, and go-zookeeper hands
+// each one to its watcher before reading the next off the connection, so
+// quiet watches mean every node of ours was there at the latest state we
+// saw. One that has fired makes its path undecided (read again); a
+// deletion means queue again.
+func (p *participant) quiet() (bool, error) {
+	quiet := true
+	for _, pt := range p.parts {
+		select {
+		case ev := <-pt.own:
+			pt.own, pt.held, quiet = nil, false, false
+			if deleted(ev) {
+				return false, errRequeue
+			}
+		default:
+		}
+	}
+	return quiet, nil
+}
+
+// groups are the nodes of each lease to grant: one lease per node, or one
+// for all of them (a MultiLock's, whose first node is the lease's Node).
+func (p *participant) groups() [][]string {
+	var all []string
+	for _, pt := range p.parts {
+		all = append(all, pt.nodes...)
+	}
+	if p.req.whole {
+		return [][]string{all}
+	}
+	groups := make([][]string, len(all))
+	for i := range all {
+		groups[i] = all[i : i+1]
+	}
+	return groups
+}
+
+// announce tells successors waiting with awaitHold on our last node of pt
+// that we hold, by bumping its version. If someone wrote to it since its
+// create (a revocation), what they wrote stays: the bump writes the node's
+// data back.
+func (p *participant) announce(pt *part) {
+	zc, node := p.c.conn(), pt.nodes[len(pt.nodes)-1]
+	sent := time.Now()
+	err := zc.setIf(node, pt.l.data, 0)
+	for badVersion(err) {
+		data, ns, gerr := zc.get(node)
+		if err = gerr; err == nil {
+			err = zc.setIf(node, data, ns.version)
+		}
+	}
+	if err != nil {
+		p.c.log.Debug("zklock: announce hold", "node", node, "err", err)
+		return
+	}
+	p.c.confirm(sent, p.session)
 }
 
 // watchPlan is what a waiter keeps while it sleeps: only the paths it
@@ -753,7 +994,7 @@ type watchPlan struct {
 
 // plan prepares the wait and its fast path; see [Driver] for why the fast
 // path is safe.
-func (p *participant) plan(kids []Child, first, last int, d decision) watchPlan {
+func (pt *part) plan(kids []Child, first, last int, d decision) watchPlan {
 	w := watchPlan{
 		paths:     make([]string, len(d.Watch)),
 		fast:      make([]bool, len(d.Watch)),
@@ -762,39 +1003,39 @@ func (p *participant) plan(kids []Child, first, last int, d decision) watchPlan 
 	}
 	without := make([]Child, 0, len(kids)-1)
 	for i, idx := range d.Watch {
-		w.paths[i] = p.l.path + "/" + kids[idx].Name
+		w.paths[i] = pt.l.path + "/" + kids[idx].Name
 		without = append(append(without[:0], kids[:idx]...), kids[idx+1:]...)
-		d2 := decide(p.l.driver, without, first-1, last-1)
+		d2 := decide(pt.l.driver, without, first-1, last-1)
 		w.fast[i], w.announce[i] = d2.Holds, d2.Holds && d2.announce
 	}
 	return w
 }
 
 // wait sets the watches of plan and sleeps until one fires, our own node
-// changes, the session state changes or ctx is done. fast reports that a
-// watched node was deleted, that alone makes us hold, and our own node was
-// still there when it was.
-func (p *participant) wait(ctx context.Context, st clientState, w watchPlan) (fast, announce bool, err error) {
+// on pt's path changes, the session state changes or ctx is done. fast
+// reports that a watched node was deleted, that alone makes us hold, and
+// our own node was still there when it was.
+func (p *participant) wait(ctx context.Context, pt *part, st clientState, w watchPlan) (fast, announce bool, err error) {
 	zc := p.c.conn()
 	cases := make([]reflect.SelectCase, 0, len(w.paths)+3)
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.changed)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.own)})
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)})
 	for i, path := range w.paths {
 		s, ch, err := zc.getW(path)
-		switch classify(err) {
+		switch p.c.classify(err) {
 		case done:
-			if w.awaitHold && s.version != 0 && p.seen != (seenVersion{path, s.version}) {
+			if w.awaitHold && s.version != 0 && pt.seen != (seenVersion{path, s.version}) {
 				// It announced before we watched (or someone wrote to it:
 				// deciding again tells). A version decided on once is not
 				// news: then wait for the next change.
-				p.seen = seenVersion{path, s.version}
+				pt.seen = seenVersion{path, s.version}
 				return false, false, nil
 			}
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 		case gone:
-			return p.intact(w.fast[i]), w.announce[i], nil // gone already
+			return pt.intact(w.fast[i]), w.announce[i], nil // gone already
 		case permanent:
 			return false, false, err
 		default:
@@ -808,11 +1049,11 @@ func (p *participant) wait(ctx context.Context, st clientState, w watchPlan) (fa
 	case 1:
 		return false, false, nil
 	case 2:
-		return false, false, p.ownChanged(v)
+		return false, false, pt.ownChanged(v)
 	}
 	i := chosen - 3
 	if ev, _ := v.Interface().(event); deleted(ev) {
-		return p.intact(w.fast[i]), w.announce[i], nil
+		return pt.intact(w.fast[i]), w.announce[i], nil
 	}
 	return false, false, nil
 }
@@ -823,13 +1064,13 @@ func (p *participant) wait(ctx context.Context, st clientState, w watchPlan) (fa
 // ZooKeeper sends a client's notifications in the order of the changes, so
 // if our node was deleted before the watched one, its event is already in
 // our channel.
-func (p *participant) intact(fast bool) bool {
+func (pt *part) intact(fast bool) bool {
 	if !fast {
 		return false
 	}
 	select {
-	case <-p.own:
-		p.own = nil // read again, and set a new watch
+	case <-pt.own:
+		pt.own = nil // read again, and set a new watch
 		return false
 	default:
 		return true
@@ -838,143 +1079,10 @@ func (p *participant) intact(fast bool) bool {
 
 // ownChanged handles our own node's watch: deleted means queue again;
 // anything else (a data change, the session's end) means read again.
-func (p *participant) ownChanged(v reflect.Value) error {
-	p.own = nil
+func (pt *part) ownChanged(v reflect.Value) error {
+	pt.own = nil
 	if ev, _ := v.Interface().(event); deleted(ev) {
 		return errRequeue
 	}
 	return nil
-}
-
-// participants lists the lock's participants: holders first, then waiters,
-// each in queue order. pick chooses the driver that applies to a child.
-func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Participant, error) {
-	fail := func(err error) ([]Participant, error) {
-		return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
-	}
-	if ctx == nil {
-		return fail(invalidf("nil context"))
-	}
-	ps, err := listParticipants(ctx, l.c, l.path, l.refuse, pick)
-	if err != nil {
-		return fail(err)
-	}
-	return ps, nil
-}
-
-// listParticipants reads the children of path and their data, and sorts
-// them into holders and waiters, each in queue order. pick chooses the
-// driver that applies to a child.
-func listParticipants(ctx context.Context, c *Client, path string, refuse func(string) bool,
-	pick func(Child) Driver) ([]Participant, error) {
-	var names []string
-	err := c.retry(ctx, func(zc conn) error {
-		var err error
-		names, err = zc.children(path)
-		return err
-	})
-	if classify(err) == gone {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	kids, err := sortChildren(names, refuse)
-	if err != nil {
-		return nil, err
-	}
-	held := holders(kids, pick)
-	var hold, wait []Participant
-	for i, k := range kids {
-		node := path + "/" + k.Name
-		var (
-			data []byte
-			st   stat
-		)
-		err := c.retry(ctx, func(zc conn) error {
-			var err error
-			data, st, err = zc.get(node)
-			return err
-		})
-		if classify(err) == gone {
-			continue // gone since we listed it
-		}
-		if err != nil {
-			return nil, err
-		}
-		pt := Participant{
-			Node: node, Data: data, Holder: held[i], Read: k.Kind == KindRead,
-			Kind: k.Kind, Created: time.UnixMilli(st.ctime),
-		}
-		if held[i] {
-			hold = append(hold, pt)
-		} else {
-			wait = append(wait, pt)
-		}
-	}
-	return append(hold, wait...), nil
-}
-
-// Participants lists the participants of any lock path, whichever recipe
-// and library made it: holders first, then waiters, each in queue order,
-// with their node data. It decides who holds from each node's kind, as the
-// recipes do: a reader holds when no other kind of node is ahead of it; a
-// semaphore lease holds when it is among the first maxLeases, as recorded
-// in the path's data by zklock's [Semaphore] (all leases hold if nothing is
-// recorded); a node of any other kind (a mutex, a writer, an election
-// candidate) holds when it is first. It is what the zklock command's ls
-// prints. A path that does not exist has no participants.
-func Participants(ctx context.Context, c *Client, path string) ([]Participant, error) {
-	fail := func(err error) ([]Participant, error) {
-		return nil, fmt.Errorf("zklock: participants %s: %w", path, err)
-	}
-	switch {
-	case ctx == nil:
-		return fail(invalidf("nil context"))
-	case c == nil:
-		return fail(invalidf("nil client"))
-	}
-	if err := validatePath(path); err != nil {
-		return fail(err)
-	}
-	// A zklock semaphore records its size in the path's data.
-	var pathData []byte
-	err := c.retry(ctx, func(zc conn) error {
-		var err error
-		pathData, _, err = zc.get(path)
-		return err
-	})
-	if classify(err) == gone {
-		return nil, nil
-	}
-	if err != nil {
-		return fail(err)
-	}
-	ps, err := listParticipants(ctx, c, path, nil, func(k Child) Driver {
-		switch k.Kind {
-		case KindRead:
-			return readDriver{}
-		case KindLease:
-			if n, err := strconv.Atoi(string(pathData)); err == nil && n > 0 {
-				return semaphoreDriver{max: n}
-			}
-			return semaphoreDriver{max: math.MaxInt32}
-		}
-		return exclusiveDriver{k.Kind}
-	})
-	if err != nil {
-		return fail(err)
-	}
-	return ps, nil
-}
-
-// Participant is one node queued on a lock.
-type Participant struct {
-	Node   string // full znode path
-	Data   []byte // the holder's node data (owner identity by default)
-	Holder bool   // holds the lock now (false: queued)
-	Read   bool   // a read-side participant of an RWMutex
-
-	Kind    Kind      // what the node's name says it is
-	Created time.Time // when the node was created, by the ZooKeeper leader's clock
 }

@@ -2,10 +2,8 @@ package zklock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // RWMutex is a distributed reader/writer lock on a ZooKeeper path,
@@ -67,7 +65,9 @@ func (rw *RWMutex) Participants(ctx context.Context) ([]Participant, error) {
 // write lease holds, in the same session, so no other writer holds then;
 // every writer queued behind the write node has a greater sequence, so it
 // is behind the read node too, and waits for it; readers queued behind
-// the writer hold together with it once the write node goes.
+// the writer hold together with it once the write node goes. So the engine
+// does not ask a driver: it only reads the node back (its owner must be
+// the write lease's session, its czxid is the token).
 //
 // write must be a live write lease of rw (otherwise ErrInvalidArgument, or
 // the lease's own error if it was lost). Upgrade does not exist: passing a
@@ -103,77 +103,14 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) 
 	if err != nil {
 		return fail(err)
 	}
-	node := path + "/" + nodePrefix(id, KindRead) + seq
-	leases, err := downgradeTo(ctx, c, node, rw.read.data, write.session)
+	r := request{locks: []*Lock{rw.read}, n: 1, id: id, session: write.session,
+		node: path + "/" + nodePrefix(id, KindRead) + seq}
+	leases, err := acquire(ctx, "downgrade", path, r)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if err := write.Release(ctx); err != nil {
 		c.log.Debug("zklock: downgrade: release the write lease", "node", write.node, "err", err)
 	}
 	return leases[0], nil
-}
-
-// downgradeTo creates the read node in session and grants it. On failure
-// the node, if made, goes to the janitor.
-func downgradeTo(ctx context.Context, c *Client, node string, data []byte, session int64) (leases []*Lease, err error) {
-	made := false
-	defer func() {
-		if leases == nil && made {
-			c.janitor.discard(job{nodes: []string{node}, session: session})
-		}
-	}()
-	for {
-		st := c.state()
-		zc := c.conn()
-		if zc.sessionID() != session {
-			return nil, ErrSessionExpired
-		}
-		if !made {
-			// A create whose reply was lost may have made the node: only we
-			// know its name, so finding it there means it is ours.
-			sent := time.Now()
-			err := zc.createEphemeral(node, data, c.acl)
-			if nodeExists(err) {
-				err = nil
-			}
-			switch c.classify(err) {
-			case done:
-				made = true
-				c.confirm(sent, session)
-			case retry:
-				made = true // perhaps: the deferred cleanup must look
-				if err := sleep(ctx, 50*time.Millisecond); err != nil {
-					return nil, err
-				}
-				made = false
-				continue
-			default:
-				return nil, err
-			}
-		}
-		_, s, err := zc.get(node)
-		switch c.classify(err) {
-		case done:
-		case retry:
-			if err := sleep(ctx, 50*time.Millisecond); err != nil {
-				return nil, err
-			}
-			continue
-		default:
-			return nil, err
-		}
-		if s.ephemeralOwner != session {
-			return nil, ErrSessionExpired // made in a new session: never counts
-		}
-		leases, err = c.grant(st.epoch, session, []string{node}, s.czxid)
-		switch {
-		case errors.Is(err, errUnconfirmed):
-			if err := c.awaitConfirmed(ctx, st); err != nil {
-				return nil, err
-			}
-		case err != nil || leases != nil:
-			return leases, err
-		}
-	}
 }

@@ -1,6 +1,9 @@
 package zklock
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Trace is a set of hooks that a [Client] calls as its locks and its session
 // change state, after [net/http/httptrace.ClientTrace]: the library depends
@@ -99,4 +102,98 @@ func WithTrace(t *Trace) Option {
 		o.trace = t
 		return nil
 	}
+}
+
+// noTrace is the Trace of a Client made without [WithTrace]: every hook
+// nil, so that the engine never checks the Trace itself.
+var noTrace = &Trace{}
+
+// leaseMeta is what a lease keeps for its traces.
+type leaseMeta struct {
+	path string // the lock path (a MultiLock's paths, joined by commas)
+	kind Kind
+}
+
+func (p *participant) leaseMeta() leaseMeta {
+	return leaseMeta{path: p.what, kind: p.parts[0].l.driver.Kind()}
+}
+
+// info is the AcquireInfo of the participant as it stands.
+func (p *participant) info(node string, now time.Time) AcquireInfo {
+	return AcquireInfo{Path: p.what, Node: node, Kind: p.parts[0].l.driver.Kind(), Ahead: p.ahead, Waited: now.Sub(p.start)}
+}
+
+// queued reports, once, that the participant must wait.
+func (p *participant) queued() {
+	if p.waited {
+		return
+	}
+	p.waited = true
+	if f := p.c.trace.Queued; f != nil {
+		info := p.info(p.node, p.created)
+		f(info)
+	}
+}
+
+// acquired reports each lease granted.
+func (p *participant) acquired(leases []*Lease) {
+	f := p.c.trace.Acquired
+	if f == nil {
+		return
+	}
+	now := time.Now()
+	for _, l := range leases {
+		info := p.info(l.node, now)
+		info.Token = l.token
+		f(info)
+	}
+}
+
+// failed reports a failed acquire and returns its error, wrapped with
+// what failed and where.
+func (p *participant) failed(op string, err error) error {
+	err = fmt.Errorf("zklock: %s %s: %w", op, p.what, err)
+	if f := p.c.trace.Failed; f != nil {
+		info := p.info(p.node, time.Now())
+		info.Err = err
+		f(info)
+	}
+	return err
+}
+
+// leaseInfo is the LeaseInfo of l, ended with err at now.
+func (l *Lease) info(err error, now time.Time) LeaseInfo {
+	return LeaseInfo{Path: l.meta.path, Node: l.node, Kind: l.meta.kind, Token: l.token, Held: now.Sub(l.granted), Err: err}
+}
+
+// lostLocked reports a lease lost with err: a Warn on the Client's logger
+// and the Lost hook. c.mu is held; neither may call into the Client.
+func (c *Client) lostLocked(l *Lease, err error) {
+	c.log.Warn("zklock: lease lost", "path", l.meta.path, "node", l.node, "cause", err)
+	if f := c.trace.Lost; f != nil {
+		f(l.info(err, time.Now()))
+	}
+}
+
+// released reports a lease ended by Release.
+func (c *Client) released(l *Lease) {
+	if f := c.trace.Released; f != nil {
+		f(l.info(ErrReleased, time.Now()))
+	}
+}
+
+// sessionLocked reports a change of the session's state. c.mu is held.
+func (c *Client) sessionLocked(s SessionState, server string) {
+	f := c.trace.Session
+	if f == nil {
+		return
+	}
+	var id int64
+	if c.zc != nil && s != SessionClosed {
+		id = c.zc.sessionID()
+	}
+	if s != SessionConnected {
+		server = ""
+	}
+	f(SessionInfo{State: s, SessionID: id, Server: server})
 }

@@ -1,0 +1,142 @@
+package zklock
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// participants lists the lock's participants: holders first, then waiters,
+// each in queue order. pick chooses the driver that applies to a child.
+func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Participant, error) {
+	fail := func(err error) ([]Participant, error) {
+		return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
+	}
+	if ctx == nil {
+		return fail(invalidf("nil context"))
+	}
+	ps, err := listParticipants(ctx, l.c, l.path, l.refuse, pick)
+	if err != nil {
+		return fail(err)
+	}
+	return ps, nil
+}
+
+// listParticipants reads the children of path and their data, and sorts
+// them into holders and waiters, each in queue order. pick chooses the
+// driver that applies to a child.
+func listParticipants(ctx context.Context, c *Client, path string, refuse func(string) bool,
+	pick func(Child) Driver) ([]Participant, error) {
+	var names []string
+	err := c.retry(ctx, func(zc conn) error {
+		var err error
+		names, err = zc.children(path)
+		return err
+	})
+	if classify(err) == gone {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	kids, err := sortChildren(names, refuse)
+	if err != nil {
+		return nil, err
+	}
+	held := holders(kids, pick)
+	var hold, wait []Participant
+	for i, k := range kids {
+		node := path + "/" + k.Name
+		var (
+			data []byte
+			st   stat
+		)
+		err := c.retry(ctx, func(zc conn) error {
+			var err error
+			data, st, err = zc.get(node)
+			return err
+		})
+		if classify(err) == gone {
+			continue // gone since we listed it
+		}
+		if err != nil {
+			return nil, err
+		}
+		pt := Participant{
+			Node: node, Data: data, Holder: held[i], Read: k.Kind == KindRead,
+			Kind: k.Kind, Created: time.UnixMilli(st.ctime),
+		}
+		if held[i] {
+			hold = append(hold, pt)
+		} else {
+			wait = append(wait, pt)
+		}
+	}
+	return append(hold, wait...), nil
+}
+
+// Participants lists the participants of any lock path, whichever recipe
+// and library made it: holders first, then waiters, each in queue order,
+// with their node data. It decides who holds from each node's kind, as the
+// recipes do: a reader holds when no other kind of node is ahead of it; a
+// semaphore lease holds when it is among the first maxLeases, as recorded
+// in the path's data by zklock's [Semaphore] (all leases hold if nothing is
+// recorded); a node of any other kind (a mutex, a writer, an election
+// candidate) holds when it is first. It is what the zklock command's ls
+// prints. A path that does not exist has no participants.
+func Participants(ctx context.Context, c *Client, path string) ([]Participant, error) {
+	fail := func(err error) ([]Participant, error) {
+		return nil, fmt.Errorf("zklock: participants %s: %w", path, err)
+	}
+	switch {
+	case ctx == nil:
+		return fail(invalidf("nil context"))
+	case c == nil:
+		return fail(invalidf("nil client"))
+	}
+	if err := validatePath(path); err != nil {
+		return fail(err)
+	}
+	// A zklock semaphore records its size in the path's data.
+	var pathData []byte
+	err := c.retry(ctx, func(zc conn) error {
+		var err error
+		pathData, _, err = zc.get(path)
+		return err
+	})
+	if classify(err) == gone {
+		return nil, nil
+	}
+	if err != nil {
+		return fail(err)
+	}
+	ps, err := listParticipants(ctx, c, path, nil, func(k Child) Driver {
+		switch k.Kind {
+		case KindRead:
+			return readDriver{}
+		case KindLease:
+			if n, err := strconv.Atoi(string(pathData)); err == nil && n > 0 {
+				return semaphoreDriver{max: n}
+			}
+			return semaphoreDriver{max: math.MaxInt32}
+		}
+		return exclusiveDriver{k.Kind}
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return ps, nil
+}
+
+// Participant is one node queued on a lock.
+type Participant struct {
+	Node   string // full znode path
+	Data   []byte // the holder's node data (owner identity by default)
+	Holder bool   // holds the lock now (false: queued)
+	Read   bool   // a read-side participant of an RWMutex
+
+	Kind    Kind      // what the node's name says it is
+	Created time.Time // when the node was created, by the ZooKeeper leader's clock
+}
