@@ -105,7 +105,7 @@ func (e *Election) Leader(ctx context.Context) (Participant, error) {
 // sync has the server catch up with the ZooKeeper leader (a path that
 // does not exist is no error).
 func (e *Election) sync(zc conn) error {
-	if err := zc.sync(e.lock.path); err != nil && classify(err) != gone {
+	if err := zc.sync(e.lock.path); err != nil && e.lock.c.classify(err) != gone {
 		return err
 	}
 	return nil
@@ -123,13 +123,13 @@ func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error
 		names, err := zc.children(path)
 		var ch <-chan event
 		switch {
-		case classify(err) == gone && watch:
+		case e.lock.c.classify(err) == gone && watch:
 			exists, ch, err := zc.existsW(path)
 			if err != nil || exists {
 				return Participant{}, nil, err // retry, or read the children again
 			}
 			return Participant{}, ch, nil
-		case classify(err) == gone:
+		case e.lock.c.classify(err) == gone:
 			return Participant{}, nil, nil
 		case err != nil:
 			return Participant{}, nil, err
@@ -138,7 +138,7 @@ func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error
 		if err == nil && len(kids) == 0 && watch {
 			// Nobody leads: wait for the first candidate. (If one came
 			// meanwhile, this watch wakes us once more, for nothing.)
-			if names, ch, err = zc.childrenW(path); classify(err) == gone {
+			if names, ch, err = zc.childrenW(path); e.lock.c.classify(err) == gone {
 				continue
 			} else if err == nil {
 				kids, err = sortChildren(names, nil)
@@ -160,7 +160,7 @@ func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error
 		} else {
 			data, st, err = zc.get(node)
 		}
-		if classify(err) == gone {
+		if e.lock.c.classify(err) == gone {
 			continue // it resigned meanwhile: read again
 		}
 		if err != nil {
@@ -250,7 +250,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Participant) {
 			if c.classify(err) == closing {
 				return
 			}
-			if classify(err) == permanent {
+			if e.lock.c.classify(err) == permanent {
 				c.log.Warn("zklock: observe", "path", e.lock.path, "err", err)
 			} else {
 				c.log.Debug("zklock: observe", "path", e.lock.path, "err", err)

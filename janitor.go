@@ -48,7 +48,7 @@ func (j *janitor) discard(jb job) {
 		return
 	}
 	if j.c.state().connected {
-		switch err := j.delete(jb); classify(err) {
+		switch err := j.delete(jb); j.c.classify(err) {
 		case done, closing:
 			return
 		case permanent, gone:
@@ -110,7 +110,7 @@ func (j *janitor) run() {
 			}
 		}
 		err := j.delete(jb)
-		if o := classify(err); o != retry {
+		if o := j.c.classify(err); o != retry {
 			if o != done && o != closing {
 				j.c.log.Warn("zklock: cleanup gave up", "nodes", jb.nodes, "prefix", jb.prefix, "err", err)
 			}
@@ -151,7 +151,7 @@ func (j *janitor) delete(jb job) error {
 	if jb.prefix != "" {
 		_ = zc.sync(jb.parent) // see what the leader has
 		names, err := zc.children(jb.parent)
-		if classify(err) == gone {
+		if j.c.classify(err) == gone {
 			return nil
 		}
 		if err != nil {
@@ -186,7 +186,7 @@ func deleteOwned(zc conn, nodes []string, session int64) error {
 			return nil // the server deleted them when the session ended
 		}
 		err := zc.delete(n)
-		switch classify(err) {
+		switch classify(err) { // closing: the caller's Client.classify sorts it out
 		case done, gone:
 			continue
 		case retry:

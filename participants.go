@@ -35,7 +35,7 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 		names, err = zc.children(path)
 		return err
 	})
-	if classify(err) == gone {
+	if c.classify(err) == gone {
 		return nil, nil
 	}
 	if err != nil {
@@ -58,7 +58,7 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 			data, st, err = zc.get(node)
 			return err
 		})
-		if classify(err) == gone {
+		if c.classify(err) == gone {
 			continue // gone since we listed it
 		}
 		if err != nil {
@@ -106,7 +106,7 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 		pathData, _, err = zc.get(path)
 		return err
 	})
-	if classify(err) == gone {
+	if c.classify(err) == gone {
 		return nil, nil
 	}
 	if err != nil {

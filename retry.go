@@ -26,7 +26,7 @@ func (c *Client) retry(ctx context.Context, op func(conn) error) error {
 			return backoff.Permanent(ErrClientClosed)
 		}
 		err := op(c.conn())
-		switch classify(err) {
+		switch c.classify(err) {
 		case done:
 			return nil
 		case closing:
