@@ -94,7 +94,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		waiting:     make(map[string]int64),
 	}
 	c.dial = dialOptions{
-		servers:        servers,
+		servers:        o.servers,
 		sessionTimeout: o.sessionTimeout,
 		dialer:         c.wire.dialer,
 		log:            o.logger,
@@ -112,14 +112,19 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 	if err != nil {
 		c.keeper.close()
 		c.janitor.close()
-		return nil, fmt.Errorf("zklock: connect %v: %w", servers, err)
+		return nil, fmt.Errorf("zklock: connect %v: %w", o.servers, err)
 	}
 
 	fail := func(err error) (*Client, error) {
 		_ = c.Close()
-		return nil, fmt.Errorf("zklock: connect %v: %w", servers, err)
+		return nil, fmt.Errorf("zklock: connect %v: %w", o.servers, err)
 	}
 	if _, err := c.awaitSession(ctx); err != nil {
+		if derr := c.wire.lastDialError(); derr != nil && !errors.Is(err, ErrClientClosed) {
+			// Say why no session came: "connection refused" is what the
+			// user needs to read, not only the context's deadline.
+			err = fmt.Errorf("%w; last dial error: %w", err, derr)
+		}
 		return fail(err)
 	}
 	for _, a := range o.auth {
@@ -157,6 +162,7 @@ func connectOptions(ctx context.Context, servers []string, opts []Option) (clien
 			return o, invalidf("empty server address in %q", servers)
 		}
 	}
+	o.servers = withPorts(servers)
 	for _, opt := range opts {
 		if opt == nil {
 			return o, invalidf("nil option")
@@ -169,6 +175,25 @@ func connectOptions(ctx context.Context, servers []string, opts []Option) (clien
 		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return o, nil
+}
+
+// defaultPort is ZooKeeper's client port, for a server given without one.
+const defaultPort = "2181"
+
+// withPorts returns servers with ZooKeeper's port added where none is
+// given ("zk1" is "zk1:2181", "::1" is "[::1]:2181"), so that errors name
+// the address dialled. go-zookeeper would add it too, but reads any colon
+// as a port.
+func withPorts(servers []string) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		s = strings.TrimSpace(s)
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			s = net.JoinHostPort(strings.Trim(s, "[]"), defaultPort)
+		}
+		out[i] = s
+	}
+	return out
 }
 
 // conn returns the connection every ZooKeeper call goes through.

@@ -333,6 +333,7 @@ type wire struct {
 	mu      sync.Mutex
 	cur     *wireConn
 	timeout time.Duration // granted by the last connect response
+	dialErr error         // the last dial that failed, for Connect's error
 	expects []expectation // packets someone waits to see go out
 }
 
@@ -364,6 +365,9 @@ const wireGrain = 24
 func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
 	c, err := w.dial(network, addr, timeout)
 	if err != nil {
+		w.mu.Lock()
+		w.dialErr = err
+		w.mu.Unlock()
 		return nil, err
 	}
 	wc := &wireConn{Conn: c, w: w}
@@ -448,6 +452,13 @@ func (c *wireConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// lastDialError is the error of the last dial that failed, if any.
+func (w *wire) lastDialError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dialErr
 }
 
 // sessionTimeout is the timeout the server granted, 0 before it has.

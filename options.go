@@ -13,6 +13,7 @@ import (
 type Option func(*clientOptions) error
 
 type clientOptions struct {
+	servers        []string // as given to Connect, with ports
 	sessionTimeout time.Duration
 	acl            []zk.ACL
 	auth           []authInfo
