@@ -46,7 +46,7 @@ type Client struct {
 	closed      bool                // Close was called
 	epoch       uint64              // bumped on every change of the above
 	changed     chan struct{}       // closed and replaced at every bump
-	leases      map[*Lease]struct{} // held
+	held        register            // held leases, and what watches their nodes
 	waiting     map[string]int64    // the last node of each acquire under way, and its session
 	session     int64               // the session that confirmed and deadline belong to
 	confirmed   time.Time           // when the latest write the quorum acknowledged went out
@@ -90,7 +90,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		trace:       o.trace,
 		changed:     make(chan struct{}),
 		confirmedCh: make(chan struct{}),
-		leases:      make(map[*Lease]struct{}),
+		held:        newRegister(),
 		waiting:     make(map[string]int64),
 	}
 	c.dial = dialOptions{
@@ -139,6 +139,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 func (c *Client) open(gen uint64) (conn, error) {
 	o := c.dial
 	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
+	o.onWatch = func(ev event) { c.onWatch(gen, ev) }
 	return dial(o)
 }
 
@@ -222,7 +223,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed, c.connected = true, false
-	for l := range c.leases {
+	for l := range c.held.leases {
 		c.loseLocked(l, ErrClientClosed)
 	}
 	c.sessionLocked(SessionClosed, "")
@@ -275,7 +276,7 @@ func (c *Client) onState(gen uint64, s sessionState, server string) {
 			// WithLossOnDisconnect: a holder that cannot reach the server
 			// gives up at once. The node is the janitor's to delete once
 			// the session is back; if it ends first, the server deletes it.
-			for l := range c.leases {
+			for l := range c.held.leases {
 				c.loseLocked(l, ErrConnectionSuspended)
 			}
 		}
@@ -298,7 +299,7 @@ func (c *Client) onState(gen uint64, s sessionState, server string) {
 // newSessionLocked forgets the session that was: its leases are lost, and
 // nothing confirmed in it counts any more. c.mu is held.
 func (c *Client) newSessionLocked() {
-	for l := range c.leases {
+	for l := range c.held.leases {
 		c.loseLocked(l, ErrSessionExpired)
 	}
 	c.session, c.confirmed, c.deadline = 0, time.Time{}, time.Time{}
@@ -403,7 +404,10 @@ func (c *Client) awaitSession(ctx context.Context) (int64, error) {
 // a decision made in the connection it was read on, in a session the
 // quorum has confirmed for a while yet. It returns nil if the decision
 // must be made again, and errUnconfirmed if the deadline is behind.
-func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, token int64, meta leaseMeta) ([]*Lease, error) {
+//
+// covers says, for each node in the order of groups, what watch tells the
+// Client if someone deletes it (see held.go).
+func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, token int64, meta leaseMeta, covers []cover) ([]*Lease, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -421,8 +425,12 @@ func (c *Client) grantGroups(epoch uint64, session int64, groups [][]string, tok
 	now := time.Now()
 	for i, g := range groups {
 		l := &Lease{c: c, node: g[0], others: g[1:], token: token, session: session, done: make(chan struct{}), meta: meta, granted: now}
-		c.leases[l] = struct{}{}
+		c.held.add(l, covers[:len(g)])
+		covers = covers[len(g):]
 		leases[i] = l
+	}
+	if len(c.held.arm) > 0 {
+		c.keeper.wake()
 	}
 	c.kickLocked() // its deadline timer now matters
 	return leases, nil
@@ -449,7 +457,7 @@ func (c *Client) awaitConfirmed(ctx context.Context, st clientState) error {
 // forget drops a lease that was released.
 func (c *Client) forget(l *Lease) {
 	c.mu.Lock()
-	delete(c.leases, l)
+	c.held.remove(l)
 	c.mu.Unlock()
 }
 
@@ -467,7 +475,7 @@ func (c *Client) loseLocked(l *Lease, err error) {
 	if !l.end(err, c.deadline) {
 		return
 	}
-	delete(c.leases, l)
+	c.held.remove(l)
 	c.lostLocked(l, err)
 	if err != ErrSessionExpired && err != ErrClientClosed {
 		c.janitor.enqueue(job{nodes: l.nodes(), session: l.session})
@@ -498,6 +506,20 @@ func (c *Client) await(node string, session int64) (done func()) {
 		delete(c.waiting, node)
 		c.mu.Unlock()
 	}
+}
+
+// lookStart records a first look about to be sent on path (see held.go).
+func (c *Client) lookStart(path string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held.lookStart(path)
+}
+
+// lookEnd drops a look recorded by lookStart.
+func (c *Client) lookEnd(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held.lookEnd(path)
 }
 
 // kickLocked tells the keeper that leases or waiting grew, waking it only

@@ -39,10 +39,11 @@ type conn interface {
 	deleteAll(paths []string) error
 	// children lists a node's children.
 	children(path string) ([]string, error)
-	// childrenStat lists a node's children with the node's stat, read
+	// childrenStatW lists a node's children with the node's stat, read
 	// together (DataTree.getChildren copies the stat and the list under the
-	// node's lock).
-	childrenStat(path string) ([]string, parentStat, error)
+	// node's lock), and leaves a children watch on it, whose event only the
+	// connection's callback sees (see held.go).
+	childrenStatW(path string) ([]string, parentStat, error)
 	// get reads a node's data and stat.
 	get(path string) ([]byte, stat, error)
 	// getW reads a node's stat and leaves a watch on it, which fires once:
@@ -110,6 +111,13 @@ func nodeExists(err error) bool { return errors.Is(err, zk.ErrNodeExists) }
 // deleted reports a watch event that says the node is gone.
 func deleted(ev event) bool { return ev.Type == zk.EventNodeDeleted }
 
+// dataChanged reports a watch event that says the node's data changed.
+func dataChanged(ev event) bool { return ev.Type == zk.EventNodeDataChanged }
+
+// childrenChanged reports a watch event that says the node's children
+// changed.
+func childrenChanged(ev event) bool { return ev.Type == zk.EventNodeChildrenChanged }
+
 // sessionState is what a connection reports of its session.
 type sessionState int
 
@@ -129,6 +137,9 @@ type dialOptions struct {
 	// onState is called, from the connection's own goroutine, on every
 	// change of the session's state. It must never block.
 	onState func(s sessionState, server string)
+	// onWatch is called, from the connection's own goroutine, on every
+	// watch event, before the watch's channel gets it. It must never block.
+	onWatch func(ev event)
 }
 
 // dial opens a go-zookeeper connection. It returns before the session is
@@ -137,6 +148,9 @@ func dial(o dialOptions) (conn, error) {
 	c, _, err := zk.Connect(o.servers, o.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
+				if ev.Type != zk.EventNotWatching {
+					o.onWatch(ev)
+				}
 				return
 			}
 			switch ev.State {
@@ -249,8 +263,8 @@ func (z zkConn) children(path string) ([]string, error) {
 	return names, err
 }
 
-func (z zkConn) childrenStat(path string) ([]string, parentStat, error) {
-	names, st, err := z.c.Children(path)
+func (z zkConn) childrenStatW(path string) ([]string, parentStat, error) {
+	names, st, _, err := z.c.ChildrenW(path)
 	if err != nil {
 		return nil, parentStat{}, err
 	}

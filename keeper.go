@@ -143,6 +143,7 @@ type keeperView struct {
 	downSince         time.Time
 	changed           <-chan struct{}
 	nodes             []string // nodes of ours to confirm the session with
+	arm               bool     // held nodes need a watch (see held.go)
 }
 
 func (c *Client) keeperView() keeperView {
@@ -150,9 +151,9 @@ func (c *Client) keeperView() keeperView {
 	defer c.mu.Unlock()
 	v := keeperView{
 		connected: c.connected, closed: c.closed,
-		holding: len(c.leases) > 0, waiting: len(c.waiting) > 0,
+		holding: len(c.held.leases) > 0, waiting: len(c.waiting) > 0,
 		confirmed: c.confirmed, deadline: c.deadline, downSince: c.downSince,
-		changed: c.changed, seq: c.keeperSeq,
+		changed: c.changed, seq: c.keeperSeq, arm: len(c.held.arm) > 0,
 	}
 	if c.zc != nil {
 		v.session = c.zc.sessionID()
@@ -163,7 +164,7 @@ func (c *Client) keeperView() keeperView {
 	// Every held node, so that a lease whose node someone deleted ends
 	// within a round (nodeGone), whichever it is; with none held, one node
 	// of a waiter, which only confirms the session.
-	for l := range c.leases {
+	for l := range c.held.leases {
 		if l.session == v.session && len(v.nodes) < maxChecked {
 			v.nodes = append(v.nodes, l.node)
 		}
@@ -202,6 +203,12 @@ func (k *keeper) run() {
 				continue
 			}
 			at(v.deadline)
+		}
+		if v.arm && v.connected && !now.Before(retryAt) {
+			if !k.arm() {
+				retryAt = time.Now().Add(t / 12)
+			}
+			continue
 		}
 		if t > 0 && v.connected && (v.holding || v.waiting) && len(v.nodes) > 0 {
 			next := nextConfirmation(v.confirmed, v.deadline, t)
@@ -332,6 +339,48 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 	return false
 }
 
+// arm sets a data watch on each held node that needs one (see held.go),
+// pipelined: a node found gone ends its lease. Nodes it could not reach
+// are handed back for the next turn. It reports success.
+func (k *keeper) arm() bool {
+	c := k.c
+	c.mu.Lock()
+	nodes := c.held.takeArm()
+	c.mu.Unlock()
+	zc := c.conn()
+	failed := make(chan string, len(nodes))
+	sem := make(chan struct{}, armInFlight)
+	for _, node := range nodes {
+		sem <- struct{}{}
+		go func(node string) {
+			defer func() { <-sem }()
+			_, _, err := zc.getW(node)
+			switch c.classify(err) {
+			case done:
+			case gone:
+				c.nodeGone(node)
+			default:
+				failed <- node
+			}
+		}(node)
+	}
+	for i := 0; i < cap(sem); i++ {
+		sem <- struct{}{}
+	}
+	close(failed)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for node := range failed {
+		if c.held.byNode[node] != nil {
+			c.held.arm = append(c.held.arm, node)
+		}
+	}
+	return len(c.held.arm) == 0
+}
+
+// armInFlight bounds the watches [keeper.arm] has in flight at once.
+const armInFlight = 64
+
 // expireLeases ends every lease whose deadline has passed.
 func (c *Client) expireLeases(now time.Time) {
 	c.mu.Lock()
@@ -339,7 +388,7 @@ func (c *Client) expireLeases(now time.Time) {
 	if now.Before(c.deadline) {
 		return
 	}
-	for l := range c.leases {
+	for l := range c.held.leases {
 		c.loseLocked(l, errLeaseExpired(c.deadline))
 	}
 }
@@ -349,17 +398,4 @@ func errLeaseExpired(deadline time.Time) error {
 		return fmt.Errorf("%w: the session was never confirmed", ErrLeaseExpired)
 	}
 	return fmt.Errorf("%w: the quorum last confirmed it until %s", ErrLeaseExpired, deadline.Format(time.RFC3339Nano))
-}
-
-// nodeGone ends the lease whose node someone deleted: another participant
-// may hold the lock already.
-func (c *Client) nodeGone(node string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.waiting, node) // its acquire finds out by its own watch
-	for l := range c.leases {
-		if l.node == node {
-			c.loseLocked(l, fmt.Errorf("%w: its node %s was deleted", ErrLeaseExpired, node))
-		}
-	}
 }

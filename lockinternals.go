@@ -182,6 +182,8 @@ type part struct {
 	held     bool           // decided to hold...
 	heldAt   uint64         // ...in this epoch
 	announce bool           // on the grant, tell successors waiting with awaitHold
+	looking  bool           // a first look is recorded with the Client (lookStart)...
+	events   uint64         // ...when the path had had this many children events
 }
 
 // seenVersion is a node's data version, as a waiter with awaitHold saw it.
@@ -253,6 +255,7 @@ func (p *participant) abandon() {
 		case pt.nodes != nil:
 			p.c.janitor.discard(job{nodes: pt.nodes, session: p.session})
 		}
+		p.endLook(pt)
 		*pt = part{l: pt.l}
 	}
 	p.unsure = false
@@ -325,6 +328,7 @@ func (p *participant) create(ctx context.Context, session int64, prefixes []stri
 	c := p.c
 	zc := c.conn()
 	sent := time.Now()
+	p.startLooks()
 	pres, cancel := p.prefetch(zc, prefixes[0])
 	nodes, err := p.createOp(zc, prefixes)
 	o := c.classify(err)
@@ -717,7 +721,7 @@ func (l *Lock) fetch(zc conn) ([]string, parentStat, error) {
 		sized = make(chan error, 1)
 		go func() { sized <- l.checkSize(zc) }()
 	}
-	names, ps, err := zc.childrenStat(l.path)
+	names, ps, err := zc.childrenStatW(l.path)
 	if sized != nil {
 		if serr := <-sized; err == nil {
 			err = serr
@@ -909,18 +913,57 @@ func (p *participant) grant(ctx context.Context, st clientState) ([]*Lease, erro
 	if quiet, err := p.quiet(); !quiet {
 		return nil, err
 	}
-	leases, err := p.c.grantGroups(st.epoch, p.session, p.groups(), p.parts[0].token, p.leaseMeta())
+	leases, err := p.c.grantGroups(st.epoch, p.session, p.groups(), p.parts[0].token, p.leaseMeta(), p.covers())
 	if errors.Is(err, errUnconfirmed) {
 		return nil, p.c.awaitConfirmed(ctx, st)
 	}
 	if leases != nil {
 		for _, pt := range p.parts {
+			p.endLook(pt)
 			if pt.announce {
 				p.announce(pt)
 			}
 		}
 	}
 	return leases, err
+}
+
+// startLooks records with the Client the first look of every part, before
+// it is sent: whether its children watch is still pending at the grant is
+// then known (see held.go). A downgrade does not look.
+func (p *participant) startLooks() {
+	if p.req.node != "" {
+		return
+	}
+	for _, pt := range p.parts {
+		p.endLook(pt) // a create tried again
+		pt.events, pt.looking = p.c.lookStart(pt.l.path), true
+	}
+}
+
+func (p *participant) endLook(pt *part) {
+	if pt.looking {
+		p.c.lookEnd(pt.l.path)
+		pt.looking = false
+	}
+}
+
+// covers says, for each of our nodes in the order of groups, what watch
+// covers it: its own (the last node of a part, while its watch is set), or
+// the children watch of the part's first look.
+func (p *participant) covers() []cover {
+	var out []cover
+	for _, pt := range p.parts {
+		for i := range pt.nodes {
+			own := i == len(pt.nodes)-1 && pt.own != nil
+			cv := cover{own: own}
+			if pt.looking {
+				cv.path, cv.events = pt.l.path, pt.events
+			}
+			out = append(out, cv)
+		}
+	}
+	return out
 }
 
 // quiet reports whether no own-node watch has fired. ZooKeeper sends a

@@ -1,0 +1,153 @@
+package zklock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zklock"
+)
+
+// deleteNode deletes node through another session, as an operator would.
+func deleteNode(t testing.TB, other *zklock.Client, node string) {
+	t.Helper()
+	must(t, other.Conn().Delete(node, -1), "delete %s", node)
+}
+
+// ended waits for l to end, and returns its error.
+func ended(t testing.TB, l *zklock.Lease, what ...any) error {
+	t.Helper()
+	select {
+	case <-l.Done():
+		return l.Err()
+	case <-time.After(long):
+		t.Fatalf("%sthe lease did not end", msg(what))
+		return nil
+	}
+}
+
+// A held node that someone deletes ends its lease, with ErrNodeDeleted,
+// however the lease came to hold: at once on its first look (no watch of
+// its own), after waiting (its own-node watch), as one of a semaphore's
+// AcquireN, and as a MultiLock.
+func TestDeletedHeldNodeEndsLease(t *testing.T) {
+	c, other := connect(t), connect(t)
+	ctx := ctxT(t)
+	check := func(l *zklock.Lease, node string, what string) {
+		t.Helper()
+		deleteNode(t, other, node)
+		err := ended(t, l, what)
+		mustIs(t, err, zklock.ErrNodeDeleted, what)
+		mustIs(t, err, zklock.ErrLeaseExpired, what)
+	}
+
+	// Held on its first look.
+	m, err := zklock.NewMutex(c, lockPath(t))
+	must(t, err)
+	l, err := m.Acquire(ctx)
+	must(t, err)
+	check(l, l.Node(), "held at once")
+
+	// Held after a wait.
+	path := lockPath(t)
+	m, err = zklock.NewMutex(c, path)
+	must(t, err)
+	first, err := m.Acquire(ctx)
+	must(t, err)
+	ch := async(m.Acquire, ctx)
+	queued(t, other, path, 2)
+	release(t, first)
+	l = await(t, ch)
+	check(l, l.Node(), "held after a wait")
+
+	// Held at once, then a waiter queues behind it (the children watch
+	// of its look is spent): its node is still watched.
+	path = lockPath(t)
+	m, err = zklock.NewMutex(c, path)
+	must(t, err)
+	l, err = m.Acquire(ctx)
+	must(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	waiter := async(m.Acquire, wctx)
+	queued(t, other, path, 2)
+	check(l, l.Node(), "held at once, then a waiter came")
+	await(t, waiter).Release(ctx)
+	cancel()
+
+	// AcquireN: every lease's node, not only the last.
+	s, err := zklock.NewSemaphore(c, lockPath(t), 3)
+	must(t, err)
+	leases, err := s.AcquireN(ctx, 3)
+	must(t, err)
+	check(leases[0], leases[0].Node(), "the first of AcquireN")
+	if err := leases[1].Err(); err != nil {
+		t.Fatalf("the second lease of AcquireN ended with the first: %v", err)
+	}
+
+	// A MultiLock: any of its nodes.
+	ml, err := zklock.NewMultiLock(c, []string{lockPath(t), lockPath(t)})
+	must(t, err)
+	l, err = ml.Acquire(ctx)
+	must(t, err)
+	nodes := children(t, other, ml.Paths()[1])
+	check(l, ml.Paths()[1]+"/"+nodes[0], "a MultiLock's second node")
+}
+
+// Thousands of leases on one Client: every deleted held node ends its
+// lease, also after a reconnect, when go-zookeeper sets every watch again
+// (in packets of at most 128 KiB), and the others stay held. No goroutine
+// per lease.
+func TestDeletedHeldNodesAmongThousands(t *testing.T) {
+	const n = 3000
+	c, f := faulty(t, 4*time.Second)
+	other := connect(t)
+	ctx := ctxT(t)
+	root := lockPath(t)
+	leases := make([]*zklock.Lease, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 64)
+	for i := range leases {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m, err := zklock.NewMutex(c, fmt.Sprintf("%s/entity-%05d", root, i))
+			if err == nil {
+				leases[i], err = m.Acquire(ctx)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	f.Drop() // the same session comes back on a new connection
+	eventually(t, func() bool { return c.SessionID() != 0 && leases[0].Err() == nil }, "reconnect")
+
+	rnd := rand.New(rand.NewSource(1))
+	picked := map[int]bool{}
+	for len(picked) < 20 {
+		picked[rnd.Intn(n)] = true
+	}
+	for i := range picked {
+		deleteNode(t, other, leases[i].Node())
+	}
+	for i := range picked {
+		mustIs(t, ended(t, leases[i], "lease %d", i), zklock.ErrNodeDeleted)
+	}
+	for i, l := range leases {
+		if !picked[i] {
+			must(t, l.Err(), "lease %d, whose node nobody deleted", i)
+		}
+	}
+}
