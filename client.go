@@ -40,19 +40,19 @@ type Client struct {
 	trace      *Trace // never nil (noTrace)
 
 	mu          sync.Mutex
-	zc          conn                // the connection; only the Client sets it
-	gen         uint64              // the connection's generation: events of older ones are stale
-	connected   bool                // the connection has a live session
-	closed      bool                // Close was called
-	epoch       uint64              // bumped on every change of the above
-	changed     chan struct{}       // closed and replaced at every bump
-	held        register            // held leases, and what watches their nodes
-	waiting     map[string]int64    // the last node of each acquire under way, and its session
-	session     int64               // the session that confirmed and deadline belong to
-	confirmed   time.Time           // when the latest write the quorum acknowledged went out
-	deadline    time.Time           // the leases' deadline (see confirm); zero: none
-	downSince   time.Time           // when the session was last lost; zero while connected
-	confirmedCh chan struct{}       // closed and replaced when the deadline moves
+	zc          conn             // the connection; only the Client sets it
+	gen         uint64           // the connection's generation: events of older ones are stale
+	connected   bool             // the connection has a live session
+	closed      bool             // Close was called
+	epoch       uint64           // bumped on every change of the above
+	changed     chan struct{}    // closed and replaced at every bump
+	held        register         // held leases, and what watches their nodes
+	waiting     map[string]int64 // the last node of each acquire under way, and its session
+	session     int64            // the session that confirmed and deadline belong to
+	confirmed   time.Time        // when the latest write the quorum acknowledged went out
+	deadline    time.Time        // the leases' deadline (see confirm); zero: none
+	downSince   time.Time        // when the session was last lost; zero while connected
+	confirmedCh chan struct{}    // closed and replaced when the deadline moves
 
 	// The keeper's schedule, so that acquires wake it only when they must
 	// (see [Client.kickLocked]).
