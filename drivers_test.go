@@ -1,7 +1,6 @@
 package zklock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -9,8 +8,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/go-zookeeper/zk"
 )
 
 func curatorNode(uuid, lockName string, seq int) string {
@@ -313,26 +310,6 @@ func TestCheckRefusesBadDecisions(t *testing.T) {
 	for _, d := range []Decision{{Holds: true}, {Watch: []int{0, 1}}} {
 		if err := p.check(decision{Decision: d}, 2); err != nil {
 			t.Errorf("%+v: %v", d, err)
-		}
-	}
-}
-
-func TestClassify(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want outcome
-	}{
-		{nil, done},
-		{fmt.Errorf("x: %w", zk.ErrNoNode), gone},
-		{ErrClientClosed, closing},
-		{zk.ErrClosing, closing},
-		{zk.ErrSessionExpired, retry},
-		{zk.ErrConnectionClosed, retry},
-		{zk.ErrNoAuth, permanent},
-		{context.Canceled, permanent},
-	} {
-		if got := classify(tc.err); got != tc.want {
-			t.Errorf("classify(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/zkrecipes/zklock/internal/session"
 )
 
 // Election chooses one leader among the candidates on a ZooKeeper path, in
@@ -85,7 +86,7 @@ func (e *Election) Leader(ctx context.Context) (Participant, error) {
 		return fail(invalidf("nil context"))
 	}
 	var p Participant
-	err := e.lock.c.retry(ctx, func(zc conn) error {
+	err := e.lock.c.s.Retry(ctx, func(zc session.Conn) error {
 		if err := e.sync(zc); err != nil {
 			return err
 		}
@@ -104,8 +105,8 @@ func (e *Election) Leader(ctx context.Context) (Participant, error) {
 
 // sync has the server catch up with the ZooKeeper leader (a path that
 // does not exist is no error).
-func (e *Election) sync(zc conn) error {
-	if err := zc.sync(e.lock.path); err != nil && e.lock.c.classify(err) != gone {
+func (e *Election) sync(zc session.Conn) error {
+	if err := zc.Sync(e.lock.path); err != nil && e.lock.c.s.Classify(err) != session.Gone {
 		return err
 	}
 	return nil
@@ -117,19 +118,19 @@ func (e *Election) sync(zc conn) error {
 // itself if it does not exist). The children are read without a watch
 // first, so that while someone leads, candidates coming and going wake no
 // observer. A leader whose node goes between the two reads is read again.
-func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error) {
+func (e *Election) leader(zc session.Conn, watch bool) (Participant, <-chan session.Event, error) {
 	path := e.lock.path
 	for {
-		names, err := zc.children(path)
-		var ch <-chan event
+		names, err := zc.Children(path)
+		var ch <-chan session.Event
 		switch {
-		case e.lock.c.classify(err) == gone && watch:
-			exists, ch, err := zc.existsW(path)
+		case e.lock.c.s.Classify(err) == session.Gone && watch:
+			exists, ch, err := zc.ExistsW(path)
 			if err != nil || exists {
 				return Participant{}, nil, err // retry, or read the children again
 			}
 			return Participant{}, ch, nil
-		case e.lock.c.classify(err) == gone:
+		case e.lock.c.s.Classify(err) == session.Gone:
 			return Participant{}, nil, nil
 		case err != nil:
 			return Participant{}, nil, err
@@ -138,7 +139,7 @@ func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error
 		if err == nil && len(kids) == 0 && watch {
 			// Nobody leads: wait for the first candidate. (If one came
 			// meanwhile, this watch wakes us once more, for nothing.)
-			if names, ch, err = zc.childrenW(path); e.lock.c.classify(err) == gone {
+			if names, ch, err = zc.ChildrenW(path); e.lock.c.s.Classify(err) == session.Gone {
 				continue
 			} else if err == nil {
 				kids, err = sortChildren(names, nil)
@@ -153,21 +154,21 @@ func (e *Election) leader(zc conn, watch bool) (Participant, <-chan event, error
 		node := path + "/" + kids[0].Name
 		var (
 			data []byte
-			st   stat
+			st   session.Stat
 		)
 		if watch {
-			data, st, ch, err = zc.getDataW(node)
+			data, st, ch, err = zc.GetDataW(node)
 		} else {
-			data, st, err = zc.get(node)
+			data, st, err = zc.Get(node)
 		}
-		if e.lock.c.classify(err) == gone {
+		if e.lock.c.s.Classify(err) == session.Gone {
 			continue // it resigned meanwhile: read again
 		}
 		if err != nil {
 			return Participant{}, nil, err
 		}
 		return Participant{Node: node, Data: data, Holder: true, Kind: kids[0].Kind,
-			Created: time.UnixMilli(st.ctime)}, ch, nil
+			Created: time.UnixMilli(st.Ctime)}, ch, nil
 	}
 }
 
@@ -214,25 +215,25 @@ func (e *Election) observe(ctx context.Context, out chan<- Participant) {
 		synced   int64 // the session whose server has caught up with our reports
 	)
 	for {
-		st := c.state()
+		st := c.s.State()
 		switch {
-		case st.closed:
+		case st.Closed:
 			return
-		case !st.connected:
+		case !st.Connected:
 			select {
 			case <-ctx.Done():
 				return
-			case <-st.changed:
+			case <-st.Changed:
 			}
 			continue
 		}
-		zc := c.conn()
+		zc := c.s.Conn()
 		var (
 			p   Participant
-			ch  <-chan event
+			ch  <-chan session.Event
 			err error
 		)
-		if s := zc.sessionID(); s != synced {
+		if s := zc.SessionID(); s != synced {
 			// A new session may be served by a follower behind the one
 			// that served the last: a sync first has it catch up with
 			// the leader, so no report goes back in time.
@@ -247,18 +248,18 @@ func (e *Election) observe(ctx context.Context, out chan<- Participant) {
 			continue // the path appeared between two reads: read it again
 		}
 		if err != nil {
-			if c.classify(err) == closing {
+			if c.s.Classify(err) == session.Closing {
 				return
 			}
-			if e.lock.c.classify(err) == permanent {
-				c.log.Warn("zklock: observe", "path", e.lock.path, "err", err)
+			if e.lock.c.s.Classify(err) == session.Permanent {
+				c.s.Log().Warn("zklock: observe", "path", e.lock.path, "err", err)
 			} else {
-				c.log.Debug("zklock: observe", "path", e.lock.path, "err", err)
+				c.s.Log().Debug("zklock: observe", "path", e.lock.path, "err", err)
 			}
 			if b == nil {
-				b = c.newBackOff()
+				b = c.s.NewBackOff()
 			}
-			if sleep(ctx, b.NextBackOff()) != nil {
+			if session.Sleep(ctx, b.NextBackOff()) != nil {
 				return
 			}
 			continue
@@ -276,7 +277,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Participant) {
 		case <-ctx.Done():
 			return
 		case <-ch:
-		case <-st.changed:
+		case <-st.Changed:
 			// Reconnected, a new session or the Client closed: read
 			// again (go-zookeeper keeps watches across reconnects, but
 			// not across sessions).

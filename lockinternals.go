@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/zkrecipes/zklock/internal/session"
 )
 
 // Lock is the engine under every recipe: Curator's LockInternals with a
@@ -172,18 +173,18 @@ type participant struct {
 // part is a participant's place on one path.
 type part struct {
 	l        *Lock
-	nodes    []string       // full paths, once known
-	own      <-chan event   // a watch on our last node; nil until set
-	ownAt    uint64         // the Client's epoch when own was set
-	token    int64          // our last node's czxid, or the path's pzxid (parentToken)
-	pre      <-chan fetched // the first look, read while the create was on its way
-	looked   bool           // the first look was made
-	seen     seenVersion    // the last version of an awaited node we decided on
-	held     bool           // decided to hold...
-	heldAt   uint64         // ...in this epoch
-	announce bool           // on the grant, tell successors waiting with awaitHold
-	looking  bool           // a first look is recorded with the Client (lookStart)...
-	events   uint64         // ...when the path had had this many children events
+	nodes    []string             // full paths, once known
+	own      <-chan session.Event // a watch on our last node; nil until set
+	ownAt    uint64               // the Client's epoch when own was set
+	token    int64                // our last node's czxid, or the path's pzxid (parentToken)
+	pre      <-chan fetched       // the first look, read while the create was on its way
+	looked   bool                 // the first look was made
+	seen     seenVersion          // the last version of an awaited node we decided on
+	held     bool                 // decided to hold...
+	heldAt   uint64               // ...in this epoch
+	announce bool                 // on the grant, tell successors waiting with awaitHold
+	looking  bool                 // a first look is recorded with the Client (lookStart)...
+	events   uint64               // ...when the path had had this many children events
 }
 
 // seenVersion is a node's data version, as a waiter with awaitHold saw it.
@@ -227,7 +228,7 @@ func (p *participant) run(ctx context.Context) (leases []*Lease, err error) {
 		}
 		// The keeper has the session confirmed while we wait, so that a
 		// grant finds the deadline ahead.
-		done := p.c.await(p.last(), p.session)
+		done := p.c.s.Waiting(p.last(), p.session)
 		leases, err = p.await(ctx)
 		done()
 		if !errors.Is(err, errRequeue) {
@@ -237,7 +238,7 @@ func (p *participant) run(ctx context.Context) (leases []*Lease, err error) {
 			return nil, ErrSessionExpired // a downgrade's node lives in its write lease's session only
 		}
 		p.abandon() // whatever may be left of ours in this session
-		p.c.log.Debug("zklock: queueing again", "path", p.what)
+		p.c.s.Log().Debug("zklock: queueing again", "path", p.what)
 	}
 }
 
@@ -249,11 +250,11 @@ func (p *participant) abandon() {
 	for _, pt := range p.parts {
 		switch {
 		case p.unsure && p.req.node == "":
-			p.c.janitor.discard(job{parent: pt.l.path, prefix: protectedPrefix + p.id + "-", session: p.session})
+			p.c.s.Discard(session.Job{Parent: pt.l.path, Prefix: protectedPrefix + p.id + "-", Session: p.session})
 		case p.unsure:
-			p.c.janitor.discard(job{nodes: []string{p.req.node}, session: p.session})
+			p.c.s.Discard(session.Job{Nodes: []string{p.req.node}, Session: p.session})
 		case pt.nodes != nil:
-			p.c.janitor.discard(job{nodes: pt.nodes, session: p.session})
+			p.c.s.Discard(session.Job{Nodes: pt.nodes, Session: p.session})
 		}
 		p.endLook(pt)
 		*pt = part{l: pt.l}
@@ -271,14 +272,14 @@ func (p *participant) enqueue(ctx context.Context) error {
 	prefixes := p.prefixes()
 	var b backoff.BackOff
 	for {
-		session, err := p.c.awaitSession(ctx)
+		sid, err := p.c.s.AwaitSession(ctx)
 		if err != nil {
 			return err
 		}
-		if p.req.session != 0 && session != p.req.session {
+		if p.req.session != 0 && sid != p.req.session {
 			return ErrSessionExpired
 		}
-		made, again, err := p.create(ctx, session, prefixes)
+		made, again, err := p.create(ctx, sid, prefixes)
 		switch {
 		case err != nil:
 			return err
@@ -289,9 +290,9 @@ func (p *participant) enqueue(ctx context.Context) error {
 			continue
 		}
 		if b == nil {
-			b = p.c.newBackOff()
+			b = p.c.s.NewBackOff()
 		}
-		if err := sleep(ctx, b.NextBackOff()); err != nil {
+		if err := session.Sleep(ctx, b.NextBackOff()); err != nil {
 			return err
 		}
 	}
@@ -324,50 +325,50 @@ func (p *participant) prefixes() []string {
 // again: try again at once (parents were missing, or the session changed
 // under the create); neither: the create's fate was unknown and our nodes
 // were not found: back off.
-func (p *participant) create(ctx context.Context, session int64, prefixes []string) (made, again bool, err error) {
+func (p *participant) create(ctx context.Context, sid int64, prefixes []string) (made, again bool, err error) {
 	c := p.c
-	zc := c.conn()
+	zc := c.s.Conn()
 	sent := time.Now()
 	p.startLooks()
 	pres, cancel := p.prefetch(zc, prefixes[0])
 	nodes, err := p.createOp(zc, prefixes)
-	o := c.classify(err)
-	if o != done || zc.sessionID() != session {
+	o := c.s.Classify(err)
+	if o != session.Done || zc.SessionID() != sid {
 		cancel()
 	}
 	switch o {
-	case done:
-		c.confirm(sent, session) // a write the quorum acknowledged
-		if now := zc.sessionID(); now != session {
-			// The session changed while the create was in flight, so the
+	case session.Done:
+		c.s.Confirm(sent, sid) // a write the quorum acknowledged
+		if now := zc.SessionID(); now != sid {
+			// The sid changed while the create was in flight, so the
 			// nodes may belong to the new one: delete them if so (an
-			// orphan there would block the queue until that session ends),
+			// orphan there would block the queue until that sid ends),
 			// and create again.
-			c.janitor.discard(job{nodes: nodes, session: now})
+			c.s.Discard(session.Job{Nodes: nodes, Session: now})
 			return false, true, nil
 		}
-		p.assign(nodes, session, pres)
+		p.assign(nodes, sid, pres)
 		return true, false, nil
-	case gone:
+	case session.Gone:
 		return false, true, p.ensureParents(ctx)
-	case closing:
+	case session.Closing:
 		return false, false, ErrClientClosed
-	case permanent:
+	case session.Permanent:
 		return false, false, err
 	}
-	return p.recover(ctx, session)
+	return p.recover(ctx, sid)
 }
 
 // createOp creates every node of ours in one operation: one multi, so one
 // transaction with one zxid (what makes a MultiLock deadlock-free, see
 // docs/design.md), or a plain create for one node.
-func (p *participant) createOp(zc conn, prefixes []string) ([]string, error) {
+func (p *participant) createOp(zc session.Conn, prefixes []string) ([]string, error) {
 	data := p.parts[0].l.data
 	if p.req.node == "" {
-		return zc.createEach(prefixes, data, p.c.acl)
+		return zc.CreateEach(prefixes, data, p.c.s.ACL)
 	}
-	err := zc.createEphemeral(p.req.node, data, p.c.acl)
-	if nodeExists(err) {
+	err := zc.CreateEphemeral(p.req.node, data, p.c.s.ACL(p.req.node))
+	if session.NodeExists(err) {
 		// A create whose reply was lost made it: only we know its name.
 		// watchOwn checks that our session owns it.
 		err = nil
@@ -376,12 +377,12 @@ func (p *participant) createOp(zc conn, prefixes []string) ([]string, error) {
 }
 
 // assign records the nodes a create made, in session.
-func (p *participant) assign(nodes []string, session int64, pres []<-chan fetched) {
+func (p *participant) assign(nodes []string, sid int64, pres []<-chan fetched) {
 	n := len(nodes) / len(p.parts)
 	for i, pt := range p.parts {
 		pt.nodes, pt.pre = nodes[i*n:(i+1)*n], pres[i]
 	}
-	p.session, p.node = session, nodes[0]
+	p.session, p.node = sid, nodes[0]
 }
 
 // recover looks for our nodes after a create whose fate is unknown. Only
@@ -389,13 +390,13 @@ func (p *participant) assign(nodes []string, session int64, pres []<-chan fetche
 // the node (if any) went with the old one. Until we know, the node is ours
 // to clean up, by its protected id; nodes found stay so (abandon deletes by
 // id, which also catches a stray of a retried create).
-func (p *participant) recover(ctx context.Context, session int64) (made, again bool, err error) {
-	p.unsure, p.session = true, session
-	s, err := p.c.awaitSession(ctx)
+func (p *participant) recover(ctx context.Context, sid int64) (made, again bool, err error) {
+	p.unsure, p.session = true, sid
+	s, err := p.c.s.AwaitSession(ctx)
 	if err != nil {
 		return false, false, err
 	}
-	if s != session {
+	if s != sid {
 		p.unsure = false
 		return false, false, nil
 	}
@@ -414,9 +415,9 @@ func (p *participant) recover(ctx context.Context, session int64) (made, again b
 // now talk to catch up with the leader. One transaction made all of them,
 // so it finds all or none.
 func (p *participant) find(pt *part) ([]string, error) {
-	l, zc := pt.l, p.c.conn()
-	_ = zc.sync(l.path)
-	names, err := zc.children(l.path)
+	l, zc := pt.l, p.c.s.Conn()
+	_ = zc.Sync(l.path)
+	names, err := zc.Children(l.path)
 	if err != nil {
 		return nil, err
 	}
@@ -439,11 +440,11 @@ func (p *participant) find(pt *part) ([]string, error) {
 	for i, k := range kids {
 		nodes[i] = l.path + "/" + k.Name
 	}
-	_, st, err := zc.get(nodes[len(nodes)-1])
+	_, st, err := zc.Get(nodes[len(nodes)-1])
 	if err != nil {
 		return nil, err
 	}
-	if st.ephemeralOwner != p.session {
+	if st.EphemeralOwner != p.session {
 		return nil, nil // not ours: never counts
 	}
 	return nodes, nil
@@ -457,7 +458,7 @@ func (p *participant) discardNames(l *Lock, names []string) {
 	for i, n := range names {
 		paths[i] = l.path + "/" + n
 	}
-	p.c.janitor.discard(job{nodes: paths, session: p.session})
+	p.c.s.Discard(session.Job{Nodes: paths, Session: p.session})
 }
 
 // ensureParents creates every lock path and its missing ancestors as
@@ -480,7 +481,7 @@ func (l *Lock) ensureParents(ctx context.Context) error {
 		if dir == l.path {
 			data = l.size // a semaphore records its size in its path
 		}
-		err := l.c.retry(ctx, func(zc conn) error { return zc.createContainer(dir, data, l.c.acl) })
+		err := l.c.s.Retry(ctx, func(zc session.Conn) error { return zc.CreateContainer(dir, data, l.c.s.ACL(dir)) })
 		if err != nil {
 			return fmt.Errorf("create parent %s: %w", dir, err)
 		}
@@ -502,21 +503,21 @@ func (p *participant) await(ctx context.Context) ([]*Lease, error) {
 		if err != nil {
 			return nil, err
 		}
-		pt := p.undecided(st.epoch)
+		pt := p.undecided(st.Epoch)
 		if pt == nil {
 			if leases, err := p.grant(ctx, st); err != nil || leases != nil {
 				return leases, err
 			}
 			continue // the session changed since the read: decide again
 		}
-		v, err := p.survey(pt, st.epoch)
+		v, err := p.survey(pt, st.Epoch)
 		if again, err := p.backoff(ctx, &b, err); again {
 			continue
 		} else if err != nil {
 			return nil, err
 		}
 		if v.d.Holds {
-			pt.hold(st.epoch, p.waited && v.d.announce)
+			pt.hold(st.Epoch, p.waited && v.d.announce)
 			continue
 		}
 		if p.req.try {
@@ -528,7 +529,7 @@ func (p *participant) await(ctx context.Context) ([]*Lease, error) {
 			return nil, err
 		}
 		if fast {
-			pt.hold(st.epoch, announce)
+			pt.hold(st.Epoch, announce)
 		}
 	}
 }
@@ -575,7 +576,7 @@ func (p *participant) survey(pt *part, epoch uint64) (v view, err error) {
 	if !p.single() && pt.ownAt != epoch {
 		pt.own = nil // read sets a watch on our node again, in this epoch
 	}
-	var ps parentStat
+	var ps session.ParentStat
 	if !pt.looked {
 		v.kids, ps, err = p.look(pt) // the first look: no token yet
 	} else {
@@ -605,17 +606,17 @@ func (p *participant) survey(pt *part, epoch uint64) (v view, err error) {
 // backoff, for an error that may pass); err is what ends the acquire,
 // errRequeue when our nodes or the path are gone.
 func (p *participant) backoff(ctx context.Context, b *backoff.BackOff, err error) (again bool, _ error) {
-	switch p.c.classify(err) {
-	case done:
+	switch p.c.s.Classify(err) {
+	case session.Done:
 		*b = nil
 		return false, nil
-	case gone:
+	case session.Gone:
 		return false, errRequeue // the path or our node is gone, so is our node
-	case retry:
+	case session.Retry:
 		if *b == nil {
-			*b = p.c.newBackOff()
+			*b = p.c.s.NewBackOff()
 		}
-		if err := sleep(ctx, (*b).NextBackOff()); err != nil {
+		if err := session.Sleep(ctx, (*b).NextBackOff()); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -624,20 +625,20 @@ func (p *participant) backoff(ctx context.Context, b *backoff.BackOff, err error
 }
 
 // ready waits until the session that owns our nodes is connected.
-func (p *participant) ready(ctx context.Context) (clientState, error) {
+func (p *participant) ready(ctx context.Context) (session.Snapshot, error) {
 	for {
-		st := p.c.state()
+		st := p.c.s.State()
 		switch {
-		case st.closed:
+		case st.Closed:
 			return st, ErrClientClosed
-		case !st.connected:
+		case !st.Connected:
 			select {
 			case <-ctx.Done():
 				return st, ctx.Err()
-			case <-st.changed:
+			case <-st.Changed:
 			}
 			continue
-		case p.c.conn().sessionID() != p.session:
+		case p.c.s.Conn().SessionID() != p.session:
 			return st, errRequeue // our nodes went with the old session
 		}
 		return st, nil
@@ -668,11 +669,11 @@ func (pt *part) check(d decision, first int) error {
 // reads its own node next ([participant.watchOwn]). It uses the read that
 // [participant.prefetch] made while the create was on its way if that
 // read shows our nodes, and reads again otherwise.
-func (p *participant) look(pt *part) ([]Child, parentStat, error) {
+func (p *participant) look(pt *part) ([]Child, session.ParentStat, error) {
 	pt.looked = true
 	kids, ps, ok := p.prefetched(pt)
 	if !ok {
-		names, s, err := pt.l.fetch(p.c.conn())
+		names, s, err := pt.l.fetch(p.c.s.Conn())
 		if err != nil {
 			return nil, s, err
 		}
@@ -689,18 +690,18 @@ func (p *participant) look(pt *part) ([]Child, parentStat, error) {
 
 // prefetched returns the prefetched look, if there is one and it lists our
 // nodes.
-func (p *participant) prefetched(pt *part) ([]Child, parentStat, bool) {
+func (p *participant) prefetched(pt *part) ([]Child, session.ParentStat, bool) {
 	if pt.pre == nil {
-		return nil, parentStat{}, false
+		return nil, session.ParentStat{}, false
 	}
 	f := <-pt.pre
 	pt.pre = nil
 	if f.err != nil {
-		return nil, parentStat{}, false
+		return nil, session.ParentStat{}, false
 	}
 	kids, err := p.parse(pt, f.names)
 	if err != nil {
-		return nil, parentStat{}, false
+		return nil, session.ParentStat{}, false
 	}
 	_, _, ok := p.locate(pt, kids)
 	return kids, f.ps, ok
@@ -709,19 +710,19 @@ func (p *participant) prefetched(pt *part) ([]Child, parentStat, bool) {
 // fetched is what a look reads.
 type fetched struct {
 	names []string
-	ps    parentStat
+	ps    session.ParentStat
 	err   error
 }
 
 // fetch reads the children and stat of the lock path and, for a
 // semaphore, checks its recorded size, in parallel.
-func (l *Lock) fetch(zc conn) ([]string, parentStat, error) {
+func (l *Lock) fetch(zc session.Conn) ([]string, session.ParentStat, error) {
 	var sized chan error
 	if l.size != nil {
 		sized = make(chan error, 1)
 		go func() { sized <- l.checkSize(zc) }()
 	}
-	names, ps, err := zc.childrenStatW(l.path)
+	names, ps, err := zc.ChildrenStatW(l.path)
 	if sized != nil {
 		if serr := <-sized; err == nil {
 			err = serr
@@ -752,12 +753,12 @@ func (p *participant) parse(pt *part, names []string) ([]Child, error) {
 // dropped in between) may not; [participant.look] uses the prefetched read
 // only if it lists our nodes by name, which no read made before the create
 // can, and reads again otherwise.
-func (p *participant) prefetch(zc conn, marker string) ([]<-chan fetched, func()) {
+func (p *participant) prefetch(zc session.Conn, marker string) ([]<-chan fetched, func()) {
 	pres := make([]<-chan fetched, len(p.parts))
 	if p.req.node != "" {
 		return pres, func() {} // a downgrade does not look (see survey)
 	}
-	sent, stop := p.c.wire.expect(marker)
+	sent, stop := p.c.s.Expect(marker)
 	quit := make(chan struct{})
 	for i, pt := range p.parts {
 		out := make(chan fetched, 1)
@@ -782,37 +783,37 @@ func (p *participant) prefetch(zc conn, marker string) ([]<-chan fetched, func()
 // path's pzxid. docs/design.md, "Tokens", has the proof that these tokens
 // still strictly increase across successive conflicting holders, mixed
 // with the czxid tokens of everyone else (TestTokensIncrease).
-func (p *participant) parentToken(pt *part, ps parentStat) int64 {
+func (p *participant) parentToken(pt *part, ps session.ParentStat) int64 {
 	ch, ok, _ := parseChild(pt.nodes[len(pt.nodes)-1][len(pt.l.path)+1:])
-	if !ok || ps.pzxid == 0 {
+	if !ok || ps.Pzxid == 0 {
 		return 0
 	}
 	// Our last node's sequence is the path's create count before it, so
 	// the count after it is seq+1; cversion counts creates and deletes,
 	// 2*creates - children (DataNode.copyStat). int32 arithmetic wraps as
 	// the server's does.
-	if ps.cversion != 2*(ch.seq+1)-ps.numChildren {
+	if ps.Cversion != 2*(ch.seq+1)-ps.NumChildren {
 		return 0 // something was created after us: read our own czxid
 	}
-	return ps.pzxid
+	return ps.Pzxid
 }
 
 // watchOwn reads our last node on pt's path with a watch: its czxid is the
 // token, its owner proves it is ours, and the watch tells a waiter if
 // someone deletes it (see [participant.intact]).
 func (p *participant) watchOwn(pt *part, epoch uint64) error {
-	st, own, err := p.c.conn().getW(pt.nodes[len(pt.nodes)-1])
+	st, own, err := p.c.s.Conn().GetW(pt.nodes[len(pt.nodes)-1])
 	if err != nil {
 		return err
 	}
-	if st.ephemeralOwner != p.session {
+	if st.EphemeralOwner != p.session {
 		// Never count a node of another session; if it is the current
 		// one's, it must not stay in the queue either.
-		p.c.janitor.discard(job{nodes: pt.nodes, session: st.ephemeralOwner})
+		p.c.s.Discard(session.Job{Nodes: pt.nodes, Session: st.EphemeralOwner})
 		pt.nodes = nil
 		return errRequeue
 	}
-	pt.token, pt.own, pt.ownAt = st.czxid, own, epoch
+	pt.token, pt.own, pt.ownAt = st.Czxid, own, epoch
 	return nil
 }
 
@@ -828,7 +829,7 @@ func (p *participant) read(pt *part, epoch uint64) ([]Child, error) {
 	} else {
 		owned <- nil
 	}
-	names, err := p.c.conn().children(pt.l.path)
+	names, err := p.c.s.Conn().Children(pt.l.path)
 	if oerr := <-owned; oerr != nil {
 		err = oerr // errRequeue (our node went with another session) comes first
 	}
@@ -843,9 +844,9 @@ func (p *participant) read(pt *part, epoch uint64) ([]Child, error) {
 // runs on the first read after our create: a path cannot be deleted and
 // made again while our node is in it, so what it reads is what every
 // participant queued with us agreed to.
-func (l *Lock) checkSize(zc conn) error {
+func (l *Lock) checkSize(zc session.Conn) error {
 	for {
-		data, st, err := zc.get(l.path)
+		data, st, err := zc.Get(l.path)
 		if err != nil {
 			return err
 		}
@@ -853,8 +854,8 @@ func (l *Lock) checkSize(zc conn) error {
 		case string(data) == string(l.size):
 			return nil
 		case len(data) == 0:
-			err := zc.setIf(l.path, l.size, st.version)
-			if badVersion(err) {
+			err := zc.SetIf(l.path, l.size, st.Version)
+			if session.BadVersion(err) {
 				continue // someone recorded a size meanwhile: compare with it
 			}
 			return err
@@ -909,15 +910,20 @@ func (p *participant) locate(pt *part, kids []Child) (first, last int, ok bool) 
 // returns nil leases if the caller must decide again, after waiting for
 // the quorum to confirm the session if its deadline was behind (it never
 // grants past the deadline).
-func (p *participant) grant(ctx context.Context, st clientState) ([]*Lease, error) {
+func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease, error) {
 	if quiet, err := p.quiet(); !quiet {
 		return nil, err
 	}
-	leases, err := p.c.grantGroups(st.epoch, p.session, p.groups(), p.parts[0].token, p.leaseMeta(), p.covers())
-	if errors.Is(err, errUnconfirmed) {
-		return nil, p.c.awaitConfirmed(ctx, st)
+	holds, err := p.c.s.Grant(st.Epoch, p.session, p.groups(), p.parts[0].token, p.leaseMeta(), p.covers())
+	if errors.Is(err, session.ErrUnconfirmed) {
+		return nil, p.c.s.AwaitConfirmed(ctx, st)
 	}
-	if leases != nil {
+	var leases []*Lease
+	if holds != nil {
+		leases = make([]*Lease, len(holds))
+		for i, h := range holds {
+			leases[i] = newLease(p.c, h)
+		}
 		for _, pt := range p.parts {
 			p.endLook(pt)
 			if pt.announce {
@@ -937,13 +943,13 @@ func (p *participant) startLooks() {
 	}
 	for _, pt := range p.parts {
 		p.endLook(pt) // a create tried again
-		pt.events, pt.looking = p.c.lookStart(pt.l.path), true
+		pt.events, pt.looking = p.c.s.LookStart(pt.l.path), true
 	}
 }
 
 func (p *participant) endLook(pt *part) {
 	if pt.looking {
-		p.c.lookEnd(pt.l.path)
+		p.c.s.LookEnd(pt.l.path)
 		pt.looking = false
 	}
 }
@@ -951,14 +957,14 @@ func (p *participant) endLook(pt *part) {
 // covers says, for each of our nodes in the order of groups, what watch
 // covers it: its own (the last node of a part, while its watch is set), or
 // the children watch of the part's first look.
-func (p *participant) covers() []cover {
-	var out []cover
+func (p *participant) covers() []session.Cover {
+	var out []session.Cover
 	for _, pt := range p.parts {
 		for i := range pt.nodes {
 			own := i == len(pt.nodes)-1 && pt.own != nil
-			cv := cover{own: own}
+			cv := session.Cover{Own: own}
 			if pt.looking {
-				cv.path, cv.events = pt.l.path, pt.events
+				cv.Path, cv.Events = pt.l.path, pt.events
 			}
 			out = append(out, cv)
 		}
@@ -978,7 +984,7 @@ func (p *participant) quiet() (bool, error) {
 		select {
 		case ev := <-pt.own:
 			pt.own, pt.held, quiet = nil, false, false
-			if deleted(ev) {
+			if session.Deleted(ev) {
 				return false, errRequeue
 			}
 		default:
@@ -1009,20 +1015,20 @@ func (p *participant) groups() [][]string {
 // create (a revocation), what they wrote stays: the bump writes the node's
 // data back.
 func (p *participant) announce(pt *part) {
-	zc, node := p.c.conn(), pt.nodes[len(pt.nodes)-1]
+	zc, node := p.c.s.Conn(), pt.nodes[len(pt.nodes)-1]
 	sent := time.Now()
-	err := zc.setIf(node, pt.l.data, 0)
-	for badVersion(err) {
-		data, ns, gerr := zc.get(node)
+	err := zc.SetIf(node, pt.l.data, 0)
+	for session.BadVersion(err) {
+		data, ns, gerr := zc.Get(node)
 		if err = gerr; err == nil {
-			err = zc.setIf(node, data, ns.version)
+			err = zc.SetIf(node, data, ns.Version)
 		}
 	}
 	if err != nil {
-		p.c.log.Debug("zklock: announce hold", "node", node, "err", err)
+		p.c.s.Log().Debug("zklock: announce hold", "node", node, "err", err)
 		return
 	}
-	p.c.confirm(sent, p.session)
+	p.c.s.Confirm(sent, p.session)
 }
 
 // watchPlan is what a waiter keeps while it sleeps: only the paths it
@@ -1058,28 +1064,28 @@ func (pt *part) plan(kids []Child, first, last int, d decision) watchPlan {
 // on pt's path changes, the session state changes or ctx is done. fast
 // reports that a watched node was deleted, that alone makes us hold, and
 // our own node was still there when it was.
-func (p *participant) wait(ctx context.Context, pt *part, st clientState, w watchPlan) (fast, announce bool, err error) {
-	zc := p.c.conn()
+func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w watchPlan) (fast, announce bool, err error) {
+	zc := p.c.s.Conn()
 	cases := make([]reflect.SelectCase, 0, len(w.paths)+3)
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.changed)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Changed)},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)})
 	for i, path := range w.paths {
-		s, ch, err := zc.getW(path)
-		switch p.c.classify(err) {
-		case done:
-			if w.awaitHold && s.version != 0 && pt.seen != (seenVersion{path, s.version}) {
+		s, ch, err := zc.GetW(path)
+		switch p.c.s.Classify(err) {
+		case session.Done:
+			if w.awaitHold && s.Version != 0 && pt.seen != (seenVersion{path, s.Version}) {
 				// It announced before we watched (or someone wrote to it:
 				// deciding again tells). A version decided on once is not
 				// news: then wait for the next change.
-				pt.seen = seenVersion{path, s.version}
+				pt.seen = seenVersion{path, s.Version}
 				return false, false, nil
 			}
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
-		case gone:
+		case session.Gone:
 			return pt.intact(w.fast[i]), w.announce[i], nil // gone already
-		case permanent:
+		case session.Permanent:
 			return false, false, err
 		default:
 			return false, false, nil // the loop sorts out the session
@@ -1095,7 +1101,7 @@ func (p *participant) wait(ctx context.Context, pt *part, st clientState, w watc
 		return false, false, pt.ownChanged(v)
 	}
 	i := chosen - 3
-	if ev, _ := v.Interface().(event); deleted(ev) {
+	if ev, _ := v.Interface().(session.Event); session.Deleted(ev) {
 		return pt.intact(w.fast[i]), w.announce[i], nil
 	}
 	return false, false, nil
@@ -1124,7 +1130,7 @@ func (pt *part) intact(fast bool) bool {
 // anything else (a data change, the session's end) means read again.
 func (pt *part) ownChanged(v reflect.Value) error {
 	pt.own = nil
-	if ev, _ := v.Interface().(event); deleted(ev) {
+	if ev, _ := v.Interface().(session.Event); session.Deleted(ev) {
 		return errRequeue
 	}
 	return nil

@@ -16,6 +16,7 @@ type clientOptions struct {
 	servers        []string // as given to Connect, with ports
 	sessionTimeout time.Duration
 	acl            []zk.ACL
+	aclProvider    func(path string) []zk.ACL
 	auth           []authInfo
 	dialer         zk.Dialer
 	logger         *slog.Logger
@@ -55,6 +56,38 @@ func WithACL(acl []zk.ACL) Option {
 	}
 }
 
+// WithACLProvider sets the ACL of each node the Client creates, by the
+// node's path, as Apache Curator's ACLProvider.getAclForPath does: lock
+// nodes (named by the path they are created with, before ZooKeeper's
+// sequence) and the container parents the Client creates for them. Where
+// it returns an empty ACL, the node gets [WithACL]'s. Default: none, every
+// node gets WithACL's. A nil function makes [Connect] fail with
+// ErrInvalidArgument. It is called on the goroutine of the call that
+// creates the node, and must be safe for concurrent use.
+func WithACLProvider(acl func(path string) []zk.ACL) Option {
+	return func(o *clientOptions) error {
+		if acl == nil {
+			return invalidf("nil ACL provider")
+		}
+		o.aclProvider = acl
+		return nil
+	}
+}
+
+// aclFor returns the ACL of a node to create at a path.
+func (o clientOptions) aclFor() func(path string) []zk.ACL {
+	acl, provider := o.acl, o.aclProvider
+	if provider == nil {
+		return func(string) []zk.ACL { return acl }
+	}
+	return func(path string) []zk.ACL {
+		if a := provider(path); len(a) > 0 {
+			return a
+		}
+		return acl
+	}
+}
+
 // WithAuth adds authentication, sent when the session is established and
 // again on every reconnect; for example "digest" with []byte("user:pass").
 // Default: none. An empty scheme makes [Connect] fail with
@@ -90,32 +123,6 @@ func WithLogger(l *slog.Logger) Option {
 		o.logger = l
 		return nil
 	}
-}
-
-// WithRetry sets the backoff used to retry ZooKeeper errors that may go away
-// (connection loss, no server). Each retried operation gets a fresh BackOff
-// from newBackOff; the retries are always bounded by the caller's context.
-// Default: exponential, 50ms doubling to at most 2s, with ±50% jitter, no
-// time limit of its own. A nil function makes [Connect] fail with
-// ErrInvalidArgument.
-func WithRetry(newBackOff func() backoff.BackOff) Option {
-	return func(o *clientOptions) error {
-		if newBackOff == nil {
-			return invalidf("nil backoff")
-		}
-		o.newBackOff = newBackOff
-		return nil
-	}
-}
-
-func defaultBackOff() backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 50 * time.Millisecond
-	b.Multiplier = 2
-	b.MaxInterval = 2 * time.Second
-	b.RandomizationFactor = 0.5
-	b.MaxElapsedTime = 0
-	return b
 }
 
 // WithLossOnDisconnect ends every lease at the first disconnect, with

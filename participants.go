@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/zkrecipes/zklock/internal/session"
 )
 
 // participants lists the lock's participants: holders first, then waiters,
@@ -30,12 +32,12 @@ func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Par
 func listParticipants(ctx context.Context, c *Client, path string, refuse func(string) bool,
 	pick func(Child) Driver) ([]Participant, error) {
 	var names []string
-	err := c.retry(ctx, func(zc conn) error {
+	err := c.s.Retry(ctx, func(zc session.Conn) error {
 		var err error
-		names, err = zc.children(path)
+		names, err = zc.Children(path)
 		return err
 	})
-	if c.classify(err) == gone {
+	if c.s.Classify(err) == session.Gone {
 		return nil, nil
 	}
 	if err != nil {
@@ -51,14 +53,14 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 		node := path + "/" + k.Name
 		var (
 			data []byte
-			st   stat
+			st   session.Stat
 		)
-		err := c.retry(ctx, func(zc conn) error {
+		err := c.s.Retry(ctx, func(zc session.Conn) error {
 			var err error
-			data, st, err = zc.get(node)
+			data, st, err = zc.Get(node)
 			return err
 		})
-		if c.classify(err) == gone {
+		if c.s.Classify(err) == session.Gone {
 			continue // gone since we listed it
 		}
 		if err != nil {
@@ -66,7 +68,7 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 		}
 		pt := Participant{
 			Node: node, Data: data, Holder: held[i], Read: k.Kind == KindRead,
-			Kind: k.Kind, Created: time.UnixMilli(st.ctime),
+			Kind: k.Kind, Created: time.UnixMilli(st.Ctime),
 		}
 		if held[i] {
 			hold = append(hold, pt)
@@ -101,12 +103,12 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 	}
 	// A zklock semaphore records its size in the path's data.
 	var pathData []byte
-	err := c.retry(ctx, func(zc conn) error {
+	err := c.s.Retry(ctx, func(zc session.Conn) error {
 		var err error
-		pathData, _, err = zc.get(path)
+		pathData, _, err = zc.Get(path)
 		return err
 	})
-	if c.classify(err) == gone {
+	if c.s.Classify(err) == session.Gone {
 		return nil, nil
 	}
 	if err != nil {

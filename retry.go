@@ -1,69 +1,42 @@
 package zklock
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 )
 
-// retry runs op on the Client's connection until it succeeds, fails with an
-// error that retrying cannot fix, or ctx is done. What [classify] calls
-// retry (connection loss, no server, an expired session, which the Client
-// replaces by itself) is retried with the Client's backoff, each time on the
-// connection current then; anything else is returned at once, unwrapped, so
-// ZooKeeper's sentinel stays reachable. A closed Client yields
-// ErrClientClosed. When ctx ends first, the result wraps ctx's error (and
-// the last ZooKeeper error).
-//
-// op must be safe to repeat: retry cannot know whether a write whose reply
-// was lost took effect.
-func (c *Client) retry(ctx context.Context, op func(conn) error) error {
-	var last error
-	attempt := func() error {
-		if c.state().closed {
-			return backoff.Permanent(ErrClientClosed)
-		}
-		err := op(c.conn())
-		switch c.classify(err) {
-		case done:
-			return nil
-		case closing:
-			return backoff.Permanent(ErrClientClosed)
-		case retry:
-			last = err
-			return err
-		}
-		return backoff.Permanent(err)
-	}
-	// The first try needs none of the backoff's machinery, and is almost
-	// always the last.
-	err := attempt()
-	var perm *backoff.PermanentError
-	if err == nil || errors.As(err, &perm) {
-		return errors.Unwrap(err) // nil, or the permanent error itself
-	}
-	err = backoff.RetryNotify(attempt, backoff.WithContext(c.newBackOff(), ctx), func(err error, d time.Duration) {
-		c.log.Warn("zklock: retrying", "err", err, "in", d)
-	})
-	if err != nil && ctx.Err() != nil && last != nil && errors.Is(err, ctx.Err()) {
-		return errors.Join(err, last)
-	}
-	return err
-}
+// Retries. Every ZooKeeper call of the library goes through one retry
+// loop, the session's (internal/session: Session.Retry), and one table of
+// errors (Session.Classify): connection loss, no server, a moved or
+// expired session and a connection the Client closed to replace it are
+// retried, each time on the connection current then, with the backoff
+// chosen here; anything else is returned at once, unwrapped, so
+// ZooKeeper's sentinels stay reachable. The acquire loop backs off with
+// the same policy. Retries are always bounded by the caller's context.
 
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d == backoff.Stop {
-		d = time.Second
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
+// WithRetry sets the backoff used to retry ZooKeeper errors that may go away
+// (connection loss, no server). Each retried operation gets a fresh BackOff
+// from newBackOff; the retries are always bounded by the caller's context.
+// Default: exponential, 50ms doubling to at most 2s, with ±50% jitter, no
+// time limit of its own. A nil function makes [Connect] fail with
+// ErrInvalidArgument.
+func WithRetry(newBackOff func() backoff.BackOff) Option {
+	return func(o *clientOptions) error {
+		if newBackOff == nil {
+			return invalidf("nil backoff")
+		}
+		o.newBackOff = newBackOff
 		return nil
 	}
+}
+
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.Multiplier = 2
+	b.MaxInterval = 2 * time.Second
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0
+	return b
 }

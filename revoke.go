@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+
+	"github.com/zkrecipes/zklock/internal/session"
 )
 
 // revokeMessage is what a holder's node data is set to when someone asks it
@@ -33,8 +35,8 @@ func Revoke(ctx context.Context, c *Client, node string) error {
 	if err := validatePath(node); err != nil {
 		return fail(err)
 	}
-	err := c.retry(ctx, func(zc conn) error { return zc.set(node, revokeMessage) })
-	if c.classify(err) == gone {
+	err := c.s.Retry(ctx, func(zc session.Conn) error { return zc.Set(node, revokeMessage) })
+	if c.s.Classify(err) == session.Gone {
 		return fail(fmt.Errorf("no such lock node: %w", err))
 	}
 	if err != nil {
@@ -58,7 +60,9 @@ func (l *Lease) Revoked() <-chan struct{} {
 	defer l.mu.Unlock()
 	if l.revoked == nil {
 		l.revoked = make(chan struct{})
-		if l.err == nil {
+		select {
+		case <-l.Done():
+		default:
 			go l.watchRevocation()
 		}
 	}
@@ -70,9 +74,9 @@ func (l *Lease) Revoked() <-chan struct{} {
 // gone.
 func (l *Lease) watchRevocation() {
 	for {
-		data, _, ch, err := l.c.conn().getDataW(l.node)
-		switch l.c.classify(err) {
-		case done:
+		data, _, ch, err := l.c.s.Conn().GetDataW(l.node)
+		switch l.c.s.Classify(err) {
+		case session.Done:
 			if bytes.Equal(data, revokeMessage) {
 				close(l.revoked)
 				return
@@ -80,14 +84,14 @@ func (l *Lease) watchRevocation() {
 			select {
 			case <-ch:
 				continue // changed: read it again
-			case <-l.done:
+			case <-l.Done():
 				return
 			}
-		case retry:
-			st := l.c.state()
+		case session.Retry:
+			st := l.c.s.State()
 			select {
-			case <-st.changed: // try again on the next connection
-			case <-l.done:
+			case <-st.Changed: // try again on the next connection
+			case <-l.Done():
 				return
 			}
 		default:

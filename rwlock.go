@@ -103,14 +103,14 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) 
 	if err != nil {
 		return fail(err)
 	}
-	r := request{locks: []*Lock{rw.read}, n: 1, id: id, session: write.session,
+	r := request{locks: []*Lock{rw.read}, n: 1, id: id, session: write.h.Session(),
 		node: path + "/" + nodePrefix(id, KindRead) + seq}
 	leases, err := acquire(ctx, "downgrade", path, r)
 	if err != nil {
 		return nil, err
 	}
 	if err := write.Release(ctx); err != nil {
-		c.log.Debug("zklock: downgrade: release the write lease", "node", write.node, "err", err)
+		c.s.Log().Debug("zklock: downgrade: release the write lease", "node", write.node, "err", err)
 	}
 	return leases[0], nil
 }

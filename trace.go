@@ -2,7 +2,10 @@ package zklock
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/zkrecipes/zklock/internal/session"
 )
 
 // Trace is a set of hooks that a [Client] calls as its locks and its session
@@ -64,13 +67,13 @@ type SessionState int
 
 const (
 	// SessionConnected: a session is established on a server.
-	SessionConnected SessionState = iota
+	SessionConnected = SessionState(session.Connected)
 	// SessionDisconnected: the connection was lost; the session may live on.
-	SessionDisconnected
+	SessionDisconnected = SessionState(session.Disconnected)
 	// SessionExpired: the server expired the session; its nodes are gone.
-	SessionExpired
+	SessionExpired = SessionState(session.Expired)
 	// SessionClosed: the Client was closed.
-	SessionClosed
+	SessionClosed = SessionState(session.Closed)
 )
 
 func (s SessionState) String() string {
@@ -161,39 +164,34 @@ func (p *participant) failed(op string, err error) error {
 	return err
 }
 
-// leaseInfo is the LeaseInfo of l, ended with err at now.
-func (l *Lease) info(err error, now time.Time) LeaseInfo {
-	return LeaseInfo{Path: l.meta.path, Node: l.node, Kind: l.meta.kind, Token: l.token, Held: now.Sub(l.granted), Err: err}
+// leaseInfo is the LeaseInfo of a lease that ended with err at now.
+func leaseInfo(h *session.Hold, err error, now time.Time) LeaseInfo {
+	m, _ := h.Meta.(leaseMeta)
+	return LeaseInfo{Path: m.path, Node: h.Nodes()[0], Kind: m.kind, Token: h.Token(), Held: now.Sub(h.Granted()), Err: err}
 }
 
-// lostLocked reports a lease lost with err: a Warn on the Client's logger
-// and the Lost hook. c.mu is held; neither may call into the Client.
-func (c *Client) lostLocked(l *Lease, err error) {
-	c.log.Warn("zklock: lease lost", "path", l.meta.path, "node", l.node, "cause", err)
-	if f := c.trace.Lost; f != nil {
-		f(l.info(err, time.Now()))
+// hooks connects the session's events to the Client's Trace, and logs a
+// lost lease at Warn. The session calls them with its mutex held: they
+// must not call into the Client.
+func (c *Client) hooks(log *slog.Logger) session.Hooks {
+	t := c.trace
+	return session.Hooks{
+		Lost: func(h *session.Hold, err error) {
+			m, _ := h.Meta.(leaseMeta)
+			log.Warn("zklock: lease lost", "path", m.path, "node", h.Nodes()[0], "cause", err)
+			if t.Lost != nil {
+				t.Lost(leaseInfo(h, err, time.Now()))
+			}
+		},
+		Released: func(h *session.Hold) {
+			if t.Released != nil {
+				t.Released(leaseInfo(h, ErrReleased, time.Now()))
+			}
+		},
+		State: func(s session.State, id int64, server string) {
+			if t.Session != nil {
+				t.Session(SessionInfo{State: SessionState(s), SessionID: id, Server: server})
+			}
+		},
 	}
-}
-
-// released reports a lease ended by Release.
-func (c *Client) released(l *Lease) {
-	if f := c.trace.Released; f != nil {
-		f(l.info(ErrReleased, time.Now()))
-	}
-}
-
-// sessionLocked reports a change of the session's state. c.mu is held.
-func (c *Client) sessionLocked(s SessionState, server string) {
-	f := c.trace.Session
-	if f == nil {
-		return
-	}
-	var id int64
-	if c.zc != nil && s != SessionClosed {
-		id = c.zc.sessionID()
-	}
-	if s != SessionConnected {
-		server = ""
-	}
-	f(SessionInfo{State: s, SessionID: id, Server: server})
 }

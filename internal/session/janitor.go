@@ -1,4 +1,4 @@
-package zklock
+package session
 
 import (
 	"strings"
@@ -15,26 +15,26 @@ import (
 // session has ended the server has deleted them (they are ephemeral), and
 // the job is done. It is the one goroutine of a [Client].
 type janitor struct {
-	c *Client
+	c *Session
 
 	mu   sync.Mutex
-	jobs []job // oldest first
+	jobs []Job // oldest first
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
 
 // job is a set of our nodes that must go, and the session that owns them.
-type job struct {
-	nodes   []string
-	session int64
+type Job struct {
+	Nodes   []string
+	Session int64
 	// parent and prefix, when set, name the nodes instead: every child of
 	// parent whose name starts with prefix. A create whose reply was lost
 	// leaves a node whose name nobody knows but its protected id.
-	parent, prefix string
+	Parent, Prefix string
 }
 
-func newJanitor(c *Client) *janitor {
+func newJanitor(c *Session) *janitor {
 	j := &janitor{c: c, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go j.run()
 	return j
@@ -42,17 +42,17 @@ func newJanitor(c *Client) *janitor {
 
 // discard deletes job's nodes now if it can, and otherwise queues them for
 // the janitor's goroutine. It does I/O: never call it from the connection's
-// event callback (use enqueue).
-func (j *janitor) discard(jb job) {
-	if len(jb.nodes) == 0 && jb.prefix == "" {
+// Event callback (use enqueue).
+func (j *janitor) discard(jb Job) {
+	if len(jb.Nodes) == 0 && jb.Prefix == "" {
 		return
 	}
-	if j.c.state().connected {
-		switch err := j.delete(jb); j.c.classify(err) {
-		case done, closing:
+	if j.c.State().Connected {
+		switch err := j.delete(jb); j.c.Classify(err) {
+		case Done, Closing:
 			return
-		case permanent, gone:
-			j.c.log.Warn("zklock: delete abandoned node", "nodes", jb.nodes, "prefix", jb.prefix, "err", err)
+		case Permanent, Gone:
+			j.c.log.Warn("zklock: delete abandoned node", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err)
 			return
 		}
 	}
@@ -60,7 +60,7 @@ func (j *janitor) discard(jb job) {
 }
 
 // enqueue hands job to the janitor's goroutine. It never blocks.
-func (j *janitor) enqueue(jb job) {
+func (j *janitor) enqueue(jb Job) {
 	j.mu.Lock()
 	select {
 	case <-j.stop:
@@ -95,13 +95,13 @@ func (j *janitor) run() {
 	var b backoff.BackOff
 	for {
 		j.mu.Lock()
-		var jb job
+		var jb Job
 		have := len(j.jobs) > 0
 		if have {
 			jb = j.jobs[0]
 		}
 		j.mu.Unlock()
-		if !have || !j.c.state().connected {
+		if !have || !j.c.State().Connected {
 			select {
 			case <-j.stop:
 				return
@@ -110,9 +110,9 @@ func (j *janitor) run() {
 			}
 		}
 		err := j.delete(jb)
-		if o := j.c.classify(err); o != retry {
-			if o != done && o != closing {
-				j.c.log.Warn("zklock: cleanup gave up", "nodes", jb.nodes, "prefix", jb.prefix, "err", err)
+		if o := j.c.Classify(err); o != Retry {
+			if o != Done && o != Closing {
+				j.c.log.Warn("zklock: cleanup gave up", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err)
 			}
 			j.mu.Lock()
 			if len(j.jobs) > 0 { // only close empties the queue otherwise
@@ -129,7 +129,7 @@ func (j *janitor) run() {
 		if d == backoff.Stop {
 			d = time.Second
 		}
-		j.c.log.Warn("zklock: cleanup will retry", "nodes", jb.nodes, "prefix", jb.prefix, "err", err, "in", d)
+		j.c.log.Warn("zklock: cleanup will retry", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err, "in", d)
 		t := time.NewTimer(d)
 		select {
 		case <-j.stop:
@@ -142,16 +142,16 @@ func (j *janitor) run() {
 
 // delete deletes the nodes of jb, finding them first if it names them by
 // prefix. It returns nil once they are gone, or gone with their session.
-func (j *janitor) delete(jb job) error {
-	zc := j.c.conn()
-	if zc.sessionID() != jb.session {
+func (j *janitor) delete(jb Job) error {
+	zc := j.c.Conn()
+	if zc.SessionID() != jb.Session {
 		return nil // the server deleted them when the session ended
 	}
-	nodes := jb.nodes
-	if jb.prefix != "" {
-		_ = zc.sync(jb.parent) // see what the leader has
-		names, err := zc.children(jb.parent)
-		if j.c.classify(err) == gone {
+	nodes := jb.Nodes
+	if jb.Prefix != "" {
+		_ = zc.Sync(jb.Parent) // see what the leader has
+		names, err := zc.Children(jb.Parent)
+		if j.c.Classify(err) == Gone {
 			return nil
 		}
 		if err != nil {
@@ -159,20 +159,20 @@ func (j *janitor) delete(jb job) error {
 		}
 		nodes = nil
 		for _, n := range names {
-			if strings.HasPrefix(n, jb.prefix) {
-				nodes = append(nodes, jb.parent+"/"+n)
+			if strings.HasPrefix(n, jb.Prefix) {
+				nodes = append(nodes, jb.Parent+"/"+n)
 			}
 		}
 	}
-	return deleteOwned(zc, nodes, jb.session)
+	return deleteOwned(zc, nodes, jb.Session)
 }
 
 // deleteAllOwned deletes nodes owned by session, in one multi-operation
 // when there are several, so that a [MultiLock] frees all its paths in one
 // transaction; if that fails (one is gone already, the connection dropped),
 // it deletes them one by one with deleteOwned.
-func deleteAllOwned(zc conn, nodes []string, session int64) error {
-	if len(nodes) > 1 && zc.sessionID() == session && zc.deleteAll(nodes) == nil {
+func deleteAllOwned(zc Conn, nodes []string, session int64) error {
+	if len(nodes) > 1 && zc.SessionID() == session && zc.DeleteAll(nodes) == nil {
 		return nil
 	}
 	return deleteOwned(zc, nodes, session)
@@ -180,17 +180,17 @@ func deleteAllOwned(zc conn, nodes []string, session int64) error {
 
 // deleteOwned deletes nodes owned by session. Nodes already gone, or gone
 // with their session, are fine.
-func deleteOwned(zc conn, nodes []string, session int64) error {
+func deleteOwned(zc Conn, nodes []string, session int64) error {
 	for _, n := range nodes {
-		if zc.sessionID() != session {
+		if zc.SessionID() != session {
 			return nil // the server deleted them when the session ended
 		}
-		err := zc.delete(n)
+		err := zc.Delete(n)
 		switch classify(err) { // closing: the caller's Client.classify sorts it out
-		case done, gone:
+		case Done, Gone:
 			continue
-		case retry:
-			if zc.sessionID() != session {
+		case Retry:
+			if zc.SessionID() != session {
 				return nil
 			}
 		}

@@ -1,4 +1,4 @@
-package zklock
+package session
 
 import (
 	"bytes"
@@ -21,102 +21,102 @@ import (
 //
 // Errors are go-zookeeper's, unwrapped, so [classify] can read them and
 // users can match zk's sentinels.
-type conn interface {
+type Conn interface {
 	// createEach makes one ephemeral-sequential node named prefix<seq> for
 	// each prefix, in one multi-operation: all or none, in one transaction,
 	// so all of them carry one zxid (and the sequences of one path are
 	// consecutive). One prefix is a plain create.
-	createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error)
+	CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error)
 	// createContainer makes a container node holding data; one that exists
 	// is fine.
-	createContainer(path string, data []byte, acl []zk.ACL) error
+	CreateContainer(path string, data []byte, acl []zk.ACL) error
 	// createEphemeral makes a plain (not sequential) ephemeral node.
-	createEphemeral(path string, data []byte, acl []zk.ACL) error
+	CreateEphemeral(path string, data []byte, acl []zk.ACL) error
 	// delete deletes a node, whatever its version.
-	delete(path string) error
+	Delete(path string) error
 	// deleteAll deletes nodes, whatever their versions, in one
 	// multi-operation: all or none.
-	deleteAll(paths []string) error
+	DeleteAll(paths []string) error
 	// children lists a node's children.
-	children(path string) ([]string, error)
-	// childrenStatW lists a node's children with the node's stat, read
+	Children(path string) ([]string, error)
+	// childrenStatW lists a node's children with the node's Stat, read
 	// together (DataTree.getChildren copies the stat and the list under the
-	// node's lock), and leaves a children watch on it, whose event only the
+	// node's lock), and leaves a children watch on it, whose Event only the
 	// connection's callback sees (see held.go).
-	childrenStatW(path string) ([]string, parentStat, error)
+	ChildrenStatW(path string) ([]string, ParentStat, error)
 	// get reads a node's data and stat.
-	get(path string) ([]byte, stat, error)
+	Get(path string) ([]byte, Stat, error)
 	// getW reads a node's stat and leaves a watch on it, which fires once:
 	// when the node's data changes or it is deleted, or (with a
-	// not-watching event) when the session ends.
-	getW(path string) (stat, <-chan event, error)
+	// not-watching Event) when the session ends.
+	GetW(path string) (Stat, <-chan Event, error)
 	// check is a write that changes nothing: a multi-operation of one
 	// version check (any version) on each of paths. ZooKeeper commits it
 	// through the leader and a quorum like any write (it takes a zxid), so
 	// its reply confirms the session; if a path is gone it fails with a
 	// *goneNode naming it (which wraps zk.ErrNoNode).
-	check(paths []string) error
+	Check(paths []string) error
 	// set overwrites a node's data, whatever its version.
-	set(path string, data []byte) error
+	Set(path string, data []byte) error
 	// setIf overwrites a node's data if its version is version.
-	setIf(path string, data []byte, version int32) error
+	SetIf(path string, data []byte, version int32) error
 	// getDataW reads a node's data and stat and leaves a watch on it, as
 	// getW does.
-	getDataW(path string) ([]byte, stat, <-chan event, error)
+	GetDataW(path string) ([]byte, Stat, <-chan Event, error)
 
 	// childrenW lists path's children and watches them (an election's
 	// observer, while nobody leads).
-	childrenW(path string) ([]string, <-chan event, error)
+	ChildrenW(path string) ([]string, <-chan Event, error)
 
 	// existsW reports whether path exists, and watches it: for its
 	// creation if it does not.
-	existsW(path string) (bool, <-chan event, error)
+	ExistsW(path string) (bool, <-chan Event, error)
 	// sync makes the server this connection talks to catch up with the
 	// leader.
-	sync(path string) error
+	Sync(path string) error
 	// addAuth sends credentials, now and on every reconnect.
-	addAuth(scheme string, auth []byte) error
+	AddAuth(scheme string, auth []byte) error
 	// sessionID is the current session's id, 0 while there is none.
-	sessionID() int64
+	SessionID() int64
 	// raw is the go-zookeeper connection, for [Client.Conn].
-	raw() *zk.Conn
+	Raw() *zk.Conn
 	// close ends the session and the connection.
-	close()
+	Close()
 }
 
 // stat is what zklock reads of a node's zk.Stat.
-type stat struct {
-	czxid          int64 // the zxid that created the node: a lease's token
-	ephemeralOwner int64 // the session that owns an ephemeral node
-	version        int32 // the data version: a semaphore's hold announcement
-	ctime          int64 // when the node was created, in ms since the epoch (the leader's clock)
+type Stat struct {
+	Czxid          int64 // the zxid that created the node: a lease's token
+	EphemeralOwner int64 // the session that owns an ephemeral node
+	Version        int32 // the data Version: a semaphore's hold announcement
+	Ctime          int64 // when the node was created, in ms since the epoch (the leader's clock)
 }
 
-// parentStat is what zklock reads of a lock path's stat.
-type parentStat struct {
-	cversion    int32 // children changes: creates and deletes (DataNode.copyStat)
-	numChildren int32
-	pzxid       int64 // the zxid of the latest create or delete of a child
+// ParentStat is what zklock reads of a lock path's stat.
+type ParentStat struct {
+	Cversion    int32 // children changes: creates and deletes (DataNode.copyStat)
+	NumChildren int32
+	Pzxid       int64 // the zxid of the latest create or delete of a child
 }
 
-// event is a watch notification.
-type event = zk.Event
+// Event is a watch notification.
+type Event = zk.Event
 
 // badVersion reports a conditional write refused for the node's version.
-func badVersion(err error) bool { return errors.Is(err, zk.ErrBadVersion) }
+func BadVersion(err error) bool { return errors.Is(err, zk.ErrBadVersion) }
 
 // nodeExists reports a create refused because the node exists.
-func nodeExists(err error) bool { return errors.Is(err, zk.ErrNodeExists) }
+func NodeExists(err error) bool { return errors.Is(err, zk.ErrNodeExists) }
 
-// deleted reports a watch event that says the node is gone.
-func deleted(ev event) bool { return ev.Type == zk.EventNodeDeleted }
+// deleted reports a watch Event that says the node is gone.
+func Deleted(ev Event) bool { return ev.Type == zk.EventNodeDeleted }
 
-// dataChanged reports a watch event that says the node's data changed.
-func dataChanged(ev event) bool { return ev.Type == zk.EventNodeDataChanged }
+// dataChanged reports a watch Event that says the node's data changed.
+func DataChanged(ev Event) bool { return ev.Type == zk.EventNodeDataChanged }
 
-// childrenChanged reports a watch event that says the node's children
+// childrenChanged reports a watch Event that says the node's children
 // changed.
-func childrenChanged(ev event) bool { return ev.Type == zk.EventNodeChildrenChanged }
+func ChildrenChanged(ev Event) bool { return ev.Type == zk.EventNodeChildrenChanged }
 
 // sessionState is what a connection reports of its session.
 type sessionState int
@@ -138,13 +138,13 @@ type dialOptions struct {
 	// change of the session's state. It must never block.
 	onState func(s sessionState, server string)
 	// onWatch is called, from the connection's own goroutine, on every
-	// watch event, before the watch's channel gets it. It must never block.
-	onWatch func(ev event)
+	// watch Event, before the watch's channel gets it. It must never block.
+	onWatch func(ev Event)
 }
 
 // dial opens a go-zookeeper connection. It returns before the session is
 // established; onState reports it.
-func dial(o dialOptions) (conn, error) {
+func dial(o dialOptions) (Conn, error) {
 	c, _, err := zk.Connect(o.servers, o.sessionTimeout,
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
@@ -174,7 +174,7 @@ func dial(o dialOptions) (conn, error) {
 // zkConn is a conn on github.com/go-zookeeper/zk.
 type zkConn struct{ c *zk.Conn }
 
-func (z zkConn) createContainer(path string, data []byte, acl []zk.ACL) error {
+func (z zkConn) CreateContainer(path string, data []byte, acl []zk.ACL) error {
 	_, err := z.c.CreateContainer(path, data, zk.FlagContainer, acl)
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil
@@ -182,25 +182,25 @@ func (z zkConn) createContainer(path string, data []byte, acl []zk.ACL) error {
 	return err
 }
 
-func (z zkConn) createEphemeral(path string, data []byte, acl []zk.ACL) error {
+func (z zkConn) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
 	_, err := z.c.Create(path, data, zk.FlagEphemeral, acl)
 	return err
 }
 
-func (z zkConn) setIf(path string, data []byte, version int32) error {
+func (z zkConn) SetIf(path string, data []byte, version int32) error {
 	_, err := z.c.Set(path, data, version)
 	return err
 }
 
-func (z zkConn) getDataW(path string) ([]byte, stat, <-chan event, error) {
+func (z zkConn) GetDataW(path string) ([]byte, Stat, <-chan Event, error) {
 	data, st, ch, err := z.c.GetW(path)
 	if err != nil {
-		return nil, stat{}, nil, err
+		return nil, Stat{}, nil, err
 	}
 	return data, statOf(st), ch, nil
 }
 
-func (z zkConn) childrenW(path string) ([]string, <-chan event, error) {
+func (z zkConn) ChildrenW(path string) ([]string, <-chan Event, error) {
 	names, _, ch, err := z.c.ChildrenW(path)
 	if err != nil {
 		return nil, nil, err
@@ -208,7 +208,7 @@ func (z zkConn) childrenW(path string) ([]string, <-chan event, error) {
 	return names, ch, nil
 }
 
-func (z zkConn) existsW(path string) (bool, <-chan event, error) {
+func (z zkConn) ExistsW(path string) (bool, <-chan Event, error) {
 	ok, _, ch, err := z.c.ExistsW(path)
 	if err != nil {
 		return false, nil, err
@@ -216,9 +216,9 @@ func (z zkConn) existsW(path string) (bool, <-chan event, error) {
 	return ok, ch, nil
 }
 
-func (z zkConn) createEach(prefixes []string, data []byte, acl []zk.ACL) ([]string, error) {
+func (z zkConn) CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error) {
 	if len(prefixes) == 1 {
-		node, err := z.c.Create(prefixes[0], data, zk.FlagEphemeralSequential, acl)
+		node, err := z.c.Create(prefixes[0], data, zk.FlagEphemeralSequential, acl(prefixes[0]))
 		if err != nil {
 			return nil, err
 		}
@@ -226,14 +226,14 @@ func (z zkConn) createEach(prefixes []string, data []byte, acl []zk.ACL) ([]stri
 	}
 	ops := make([]any, len(prefixes))
 	for i, p := range prefixes {
-		ops[i] = &zk.CreateRequest{Path: p, Data: data, Acl: acl, Flags: zk.FlagEphemeralSequential}
+		ops[i] = &zk.CreateRequest{Path: p, Data: data, Acl: acl(p), Flags: zk.FlagEphemeralSequential}
 	}
 	return multi(z.c.Multi(ops...))
 }
 
-func (z zkConn) delete(path string) error { return z.c.Delete(path, -1) }
+func (z zkConn) Delete(path string) error { return z.c.Delete(path, -1) }
 
-func (z zkConn) deleteAll(paths []string) error {
+func (z zkConn) DeleteAll(paths []string) error {
 	ops := make([]any, len(paths))
 	for i, p := range paths {
 		ops[i] = &zk.DeleteRequest{Path: p, Version: -1}
@@ -258,36 +258,36 @@ func multi(res []zk.MultiResponse, err error) ([]string, error) {
 	return out, nil
 }
 
-func (z zkConn) children(path string) ([]string, error) {
+func (z zkConn) Children(path string) ([]string, error) {
 	names, _, err := z.c.Children(path)
 	return names, err
 }
 
-func (z zkConn) childrenStatW(path string) ([]string, parentStat, error) {
+func (z zkConn) ChildrenStatW(path string) ([]string, ParentStat, error) {
 	names, st, _, err := z.c.ChildrenW(path)
 	if err != nil {
-		return nil, parentStat{}, err
+		return nil, ParentStat{}, err
 	}
-	return names, parentStat{cversion: st.Cversion, numChildren: st.NumChildren, pzxid: st.Pzxid}, nil
+	return names, ParentStat{Cversion: st.Cversion, NumChildren: st.NumChildren, Pzxid: st.Pzxid}, nil
 }
 
-func (z zkConn) get(path string) ([]byte, stat, error) {
+func (z zkConn) Get(path string) ([]byte, Stat, error) {
 	data, st, err := z.c.Get(path)
 	if err != nil {
-		return nil, stat{}, err
+		return nil, Stat{}, err
 	}
 	return data, statOf(st), nil
 }
 
-func (z zkConn) getW(path string) (stat, <-chan event, error) {
+func (z zkConn) GetW(path string) (Stat, <-chan Event, error) {
 	_, st, ch, err := z.c.GetW(path)
 	if err != nil {
-		return stat{}, nil, err
+		return Stat{}, nil, err
 	}
 	return statOf(st), ch, nil
 }
 
-func (z zkConn) check(paths []string) error {
+func (z zkConn) Check(paths []string) error {
 	ops := make([]any, len(paths))
 	for i, p := range paths {
 		ops[i] = &zk.CheckVersionRequest{Path: p, Version: -1}
@@ -310,23 +310,23 @@ type goneNode struct {
 func (g *goneNode) Error() string { return g.path + ": " + g.err.Error() }
 func (g *goneNode) Unwrap() error { return g.err }
 
-func (z zkConn) set(path string, data []byte) error {
+func (z zkConn) Set(path string, data []byte) error {
 	_, err := z.c.Set(path, data, -1)
 	return err
 }
 
-func (z zkConn) sync(path string) error {
+func (z zkConn) Sync(path string) error {
 	_, err := z.c.Sync(path)
 	return err
 }
 
-func (z zkConn) addAuth(scheme string, auth []byte) error { return z.c.AddAuth(scheme, auth) }
-func (z zkConn) sessionID() int64                         { return z.c.SessionID() }
-func (z zkConn) raw() *zk.Conn                            { return z.c }
-func (z zkConn) close()                                   { z.c.Close() }
+func (z zkConn) AddAuth(scheme string, auth []byte) error { return z.c.AddAuth(scheme, auth) }
+func (z zkConn) SessionID() int64                         { return z.c.SessionID() }
+func (z zkConn) Raw() *zk.Conn                            { return z.c }
+func (z zkConn) Close()                                   { z.c.Close() }
 
-func statOf(s *zk.Stat) stat {
-	return stat{czxid: s.Czxid, ephemeralOwner: s.EphemeralOwner, version: s.Version, ctime: s.Ctime}
+func statOf(s *zk.Stat) Stat {
+	return Stat{Czxid: s.Czxid, EphemeralOwner: s.EphemeralOwner, Version: s.Version, Ctime: s.Ctime}
 }
 
 // zkLogger sends go-zookeeper's messages to slog at Debug.

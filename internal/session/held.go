@@ -1,4 +1,4 @@
-package zklock
+package session
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 //     keeper sets, [keeper.arm]), or a children watch on its lock path that
 //     was set after the node was created (the first look of every acquire
 //     sets one, [conn.childrenStatW]) and has not fired yet.
-//   - The connection's event callback sees every watch event
+//   - The connection's Event callback sees every watch Event
 //     (go-zookeeper's sendEvent runs before the watchers' channels are
 //     served, Conn.recvLoop). A node deleted ends its lease there; a data
 //     change (its own watch is spent) or a children change on its path (the
@@ -40,8 +40,8 @@ import (
 // register is the Client's record of held leases by node, and of what
 // covers each node. Its methods run under c.mu.
 type register struct {
-	leases map[*Lease]struct{}
-	byNode map[string]*Lease
+	leases map[*Hold]struct{}
+	byNode map[string]*Hold
 	bare   map[string]map[string]struct{} // lock path -> held nodes covered only by a children watch on it
 	looks  map[string]*looks              // lock path -> first looks in flight
 	arm    []string                       // held nodes that need a data watch; the keeper sets it
@@ -56,8 +56,8 @@ type looks struct {
 
 func newRegister() register {
 	return register{
-		leases: make(map[*Lease]struct{}),
-		byNode: make(map[string]*Lease),
+		leases: make(map[*Hold]struct{}),
+		byNode: make(map[string]*Hold),
 		bare:   make(map[string]map[string]struct{}),
 		looks:  make(map[string]*looks),
 	}
@@ -84,26 +84,26 @@ func (r *register) lookEnd(path string) {
 	}
 }
 
-// cover says how a node of a lease about to be granted is watched.
-type cover struct {
-	own    bool   // its own data watch is set and has not fired
-	path   string // else: the lock path of the look that set a children watch...
-	events uint64 // ...when the path had had this many children events
+// Cover says how a node of a lease about to be granted is watched.
+type Cover struct {
+	Own    bool   // its own data watch is set and has not fired
+	Path   string // else: the lock path of the look that set a children watch...
+	Events uint64 // ...when the path had had this many children events
 }
 
 // add registers a granted lease; covers[i] goes with its i-th node.
-func (r *register) add(l *Lease, covers []cover) {
+func (r *register) add(l *Hold, covers []Cover) {
 	r.leases[l] = struct{}{}
-	for i, node := range l.nodes() {
+	for i, node := range l.nodes {
 		r.byNode[node] = l
 		cv := covers[i]
-		switch lk := r.looks[cv.path]; {
-		case cv.own:
-		case lk != nil && lk.events == cv.events:
-			if r.bare[cv.path] == nil {
-				r.bare[cv.path] = make(map[string]struct{})
+		switch lk := r.looks[cv.Path]; {
+		case cv.Own:
+		case lk != nil && lk.events == cv.Events:
+			if r.bare[cv.Path] == nil {
+				r.bare[cv.Path] = make(map[string]struct{})
 			}
-			r.bare[cv.path][node] = struct{}{}
+			r.bare[cv.Path][node] = struct{}{}
 		default:
 			r.arm = append(r.arm, node)
 		}
@@ -111,9 +111,9 @@ func (r *register) add(l *Lease, covers []cover) {
 }
 
 // remove forgets a lease that ended.
-func (r *register) remove(l *Lease) {
+func (r *register) remove(l *Hold) {
 	delete(r.leases, l)
-	for _, node := range l.nodes() {
+	for _, node := range l.nodes {
 		delete(r.byNode, node)
 		dir := path.Dir(node)
 		if b := r.bare[dir]; b != nil {
@@ -125,7 +125,7 @@ func (r *register) remove(l *Lease) {
 	}
 }
 
-// childrenChanged records a children event of path: its pending children
+// childrenChanged records a children Event of path: its pending children
 // watch is spent, so the nodes it covered need a watch of their own.
 func (r *register) childrenChanged(path string) bool {
 	if lk := r.looks[path]; lk != nil {
@@ -150,23 +150,23 @@ func (r *register) takeArm() []string {
 // a held node deleted ends its lease; a held node whose data changed, or
 // that a spent children watch covered, goes to the keeper for a new watch.
 // The connection calls it from its own goroutine: it never blocks.
-func (c *Client) onWatch(gen uint64, ev event) {
+func (c *Session) onWatch(gen uint64, ev Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || gen != c.gen {
 		return
 	}
 	switch {
-	case deleted(ev):
+	case Deleted(ev):
 		if l := c.held.byNode[ev.Path]; l != nil {
 			c.loseLocked(l, errNodeDeleted(ev.Path))
 		}
-	case dataChanged(ev):
+	case DataChanged(ev):
 		if c.held.byNode[ev.Path] != nil {
 			c.held.arm = append(c.held.arm, ev.Path)
 			c.keeper.wake()
 		}
-	case childrenChanged(ev):
+	case ChildrenChanged(ev):
 		if c.held.childrenChanged(ev.Path) {
 			c.keeper.wake()
 		}
@@ -175,7 +175,7 @@ func (c *Client) onWatch(gen uint64, ev event) {
 
 // nodeGone ends the lease whose node someone deleted: another participant
 // may hold the lock already.
-func (c *Client) nodeGone(node string) {
+func (c *Session) nodeGone(node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.waiting, node) // its acquire finds out by its own watch

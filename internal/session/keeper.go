@@ -1,4 +1,4 @@
-package zklock
+package session
 
 import (
 	"errors"
@@ -73,7 +73,7 @@ func horizon(t time.Duration) time.Duration { return t - t/20 }
 
 // confirm records that the quorum acknowledged a write of ours sent at sent,
 // in session, and moves the deadline forward accordingly.
-func (c *Client) confirm(sent time.Time, session int64) {
+func (c *Session) Confirm(sent time.Time, session int64) {
 	t := c.wire.sessionTimeout()
 	if t <= 0 || session == 0 {
 		return
@@ -85,7 +85,7 @@ func (c *Client) confirm(sent time.Time, session int64) {
 	until := w.Add(horizon(t))
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.zc.sessionID() != session {
+	if c.closed || c.zc.SessionID() != session {
 		return
 	}
 	if c.session != session {
@@ -106,13 +106,13 @@ func (c *Client) confirm(sent time.Time, session int64) {
 // at their deadline, moves away from a server that stops confirming, and
 // opens a new connection when no server will take the session.
 type keeper struct {
-	c    *Client
+	c    *Session
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
 
-func newKeeper(c *Client) *keeper {
+func newKeeper(c *Session) *keeper {
 	k := &keeper{c: c, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go k.run()
 	return k
@@ -146,7 +146,7 @@ type keeperView struct {
 	arm               bool     // held nodes need a watch (see held.go)
 }
 
-func (c *Client) keeperView() keeperView {
+func (c *Session) keeperView() keeperView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := keeperView{
@@ -156,7 +156,7 @@ func (c *Client) keeperView() keeperView {
 		changed: c.changed, seq: c.keeperSeq, arm: len(c.held.arm) > 0,
 	}
 	if c.zc != nil {
-		v.session = c.zc.sessionID()
+		v.session = c.zc.SessionID()
 	}
 	if v.session != c.session {
 		v.confirmed, v.deadline = time.Time{}, time.Time{}
@@ -166,7 +166,7 @@ func (c *Client) keeperView() keeperView {
 	// of a waiter, which only confirms the session.
 	for l := range c.held.leases {
 		if l.session == v.session && len(v.nodes) < maxChecked {
-			v.nodes = append(v.nodes, l.node)
+			v.nodes = append(v.nodes, l.nodes[0])
 		}
 	}
 	if len(v.nodes) == 0 {
@@ -294,10 +294,10 @@ func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 // address: with one, a reconnect cannot help). It reports success.
 func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time) bool {
 	c := k.c
-	zc := c.conn()
+	zc := c.Conn()
 	sent := time.Now()
 	res := make(chan error, 1)
-	go func() { res <- zc.check(nodes) }() // ends with the request, which the connection's end fails
+	go func() { res <- zc.Check(nodes) }() // ends with the request, which the connection's end fails
 	stall := time.NewTimer(t / 3)
 	defer stall.Stop()
 	// The leases end at their deadline even while the check hangs (a
@@ -325,11 +325,11 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 			c.wire.drop()
 		}
 	}
-	switch c.classify(err) {
-	case done:
-		c.confirm(sent, session)
+	switch c.Classify(err) {
+	case Done:
+		c.Confirm(sent, session)
 		return true
-	case gone:
+	case Gone:
 		var g *goneNode
 		if errors.As(err, &g) {
 			c.nodeGone(g.path)
@@ -347,17 +347,17 @@ func (k *keeper) arm() bool {
 	c.mu.Lock()
 	nodes := c.held.takeArm()
 	c.mu.Unlock()
-	zc := c.conn()
+	zc := c.Conn()
 	failed := make(chan string, len(nodes))
 	sem := make(chan struct{}, armInFlight)
 	for _, node := range nodes {
 		sem <- struct{}{}
 		go func(node string) {
 			defer func() { <-sem }()
-			_, _, err := zc.getW(node)
-			switch c.classify(err) {
-			case done:
-			case gone:
+			_, _, err := zc.GetW(node)
+			switch c.Classify(err) {
+			case Done:
+			case Gone:
 				c.nodeGone(node)
 			default:
 				failed <- node
@@ -382,7 +382,7 @@ func (k *keeper) arm() bool {
 const armInFlight = 64
 
 // expireLeases ends every lease whose deadline has passed.
-func (c *Client) expireLeases(now time.Time) {
+func (c *Session) expireLeases(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if now.Before(c.deadline) {

@@ -1,25 +1,46 @@
-package zklock
+package session
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock/faults"
 )
 
-// testClient connects to ZKLOCK_TEST_SERVERS with opts.
-func testClient(t *testing.T, ctx context.Context, opts ...Option) *Client {
+// testSession opens a session on ZKLOCK_TEST_SERVERS, with a session
+// timeout of 4s and dial as its transport (net.DialTimeout if nil).
+func testSession(t *testing.T, ctx context.Context, dial zk.Dialer) *Session {
 	t.Helper()
 	env := os.Getenv("ZKLOCK_TEST_SERVERS")
 	if env == "" {
 		t.Fatal("ZKLOCK_TEST_SERVERS is not set: run `make test`")
 	}
-	c, err := Connect(ctx, strings.Split(env, ","), opts...)
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := Open(ctx, Options{
+		Servers:        strings.Split(env, ","),
+		SessionTimeout: 4 * time.Second,
+		ACL:            func(string) []zk.ACL { return zk.WorldACL(zk.PermAll) },
+		Dialer:         dial,
+		Logger:         discard,
+		NewBackOff:     func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) },
+		Hooks: Hooks{
+			Lost:     func(*Hold, error) {},
+			Released: func(*Hold) {},
+			State:    func(State, int64, string) {},
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +56,7 @@ func TestReplaceRetriesRequestsInFlight(t *testing.T) {
 	defer cancel()
 	f := faults.New(nil)
 	defer f.Close()
-	c := testClient(t, ctx, WithDialer(f.Dialer()), WithSessionTimeout(4*time.Second))
+	c := testSession(t, ctx, f.Dialer())
 
 	path := "/" + t.Name() + "/lock"
 	sent, stop := c.wire.expect(path)
@@ -43,8 +64,13 @@ func TestReplaceRetriesRequestsInFlight(t *testing.T) {
 	f.Partition() // the read below goes out, and its reply is held back
 	res := make(chan error, 1)
 	go func() {
-		_, err := Participants(ctx, c, path)
-		res <- err
+		res <- c.Retry(ctx, func(zc Conn) error {
+			_, err := zc.Children(path)
+			if classify(err) == Gone {
+				return nil
+			}
+			return err
+		})
 	}()
 	select {
 	case <-sent:
@@ -83,16 +109,16 @@ func TestReplaceRetriesRequestsInFlight(t *testing.T) {
 func TestRetryAfterErrClosingOnReplace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := testClient(t, ctx, WithSessionTimeout(4*time.Second))
-	first := c.conn()
-	var conns []conn
-	err := c.retry(ctx, func(zc conn) error {
+	c := testSession(t, ctx, nil)
+	first := c.Conn()
+	var conns []Conn
+	err := c.Retry(ctx, func(zc Conn) error {
 		conns = append(conns, zc)
 		if len(conns) == 1 {
 			c.replace()
 			return zk.ErrClosing
 		}
-		_, err := zc.children("/")
+		_, err := zc.Children("/")
 		return err
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package zklock
+package session
 
 import (
 	"net"

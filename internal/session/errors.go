@@ -1,0 +1,77 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// The session's sentinels; the zklock package exports them under the same
+// names, with their documentation.
+var (
+	ErrReleased            = errors.New("lease released")
+	ErrSessionExpired      = errors.New("session expired")
+	ErrConnectionSuspended = errors.New("connection suspended")
+	ErrLeaseExpired        = errors.New("lease expired")
+	ErrNodeDeleted         = errors.New("node deleted")
+	ErrClientClosed        = errors.New("client closed")
+)
+
+// Outcome is what the result of a ZooKeeper call means for its caller.
+// [Session.Classify] is the one place that decides it; call sites only
+// choose what to do about each outcome.
+type Outcome int
+
+const (
+	// Done: the call succeeded.
+	Done Outcome = iota
+	// Gone: the node (or its parent) does not exist.
+	Gone
+	// Closing: the Session is closed or closing; nothing will succeed again.
+	Closing
+	// Retry: the call may succeed if tried again, perhaps in a new session:
+	// the connection dropped, no server answered, the session moved to
+	// another server, or it expired (the Session opens a new one by
+	// itself). Whether the call took effect is unknown for a write.
+	Retry
+	// Permanent: trying again cannot help (no auth, a bad ACL, a bad
+	// version, anything ZooKeeper rejects for what was asked).
+	Permanent
+)
+
+// classify says what err, returned by a ZooKeeper call, means, as far as
+// the error alone can tell. Whether Closing means the Session is closed or
+// only that it closed a connection to replace it is the Session's to say:
+// call sites use [Session.Classify].
+func classify(err error) Outcome {
+	switch {
+	case err == nil:
+		return Done
+	case errors.Is(err, zk.ErrNoNode):
+		return Gone
+	case errors.Is(err, zk.ErrClosing), errors.Is(err, ErrClientClosed):
+		return Closing
+	case errors.Is(err, zk.ErrConnectionClosed),
+		errors.Is(err, zk.ErrNoServer),
+		errors.Is(err, zk.ErrSessionMoved),
+		errors.Is(err, zk.ErrSessionExpired),
+		isTransport(err):
+		return Retry
+	default:
+		return Permanent
+	}
+}
+
+// isTransport reports an error of the connection itself. go-zookeeper
+// returns it as is, not as ErrConnectionClosed, when writing a request
+// fails (a reset or closed socket): the connection is lost all the same.
+func isTransport(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // a net.Error too, but the caller's, not the connection's
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed)
+}

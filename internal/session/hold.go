@@ -1,0 +1,141 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Hold is the session's side of one lease: its nodes, held in one session,
+// and how it ended. The zklock package's Lease wraps it.
+type Hold struct {
+	s       *Session
+	nodes   []string // the first is the lease's Node
+	token   int64
+	session int64
+	granted time.Time
+	Meta    any // the recipe's, for its traces
+
+	mu       sync.Mutex
+	err      error // set once, when the lease ends; never changes after
+	until    time.Time
+	released bool
+	done     chan struct{}
+}
+
+// Nodes returns the lease's nodes, Node first.
+func (l *Hold) Nodes() []string { return l.nodes }
+
+// Token returns the lease's fencing token.
+func (l *Hold) Token() int64 { return l.token }
+
+// Session returns the id of the session that holds the lease.
+func (l *Hold) Session() int64 { return l.session }
+
+// Granted returns when the lease was granted.
+func (l *Hold) Granted() time.Time { return l.granted }
+
+// Done returns a channel that is closed when the lease ends.
+func (l *Hold) Done() <-chan struct{} { return l.done }
+
+// Err returns nil while the lease is held, then the one reason it ended.
+// It compares the clock with the deadline itself: a process that was
+// paused past the deadline sees ErrLeaseExpired on its first call, before
+// any event or goroutine has told it; Done is closed by then too.
+func (l *Hold) Err() error {
+	l.mu.Lock()
+	err := l.err
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if ok, deadline := l.s.valid(l.session, time.Now()); !ok {
+		l.s.lose(l, errLeaseExpired(deadline))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// ValidUntil returns the lease's deadline (see keeper.go); after the lease
+// has ended, the deadline it had then, or the time it ended, whichever
+// came first.
+func (l *Hold) ValidUntil() time.Time {
+	l.mu.Lock()
+	ended, until := l.err != nil, l.until
+	l.mu.Unlock()
+	if ended {
+		return until
+	}
+	_, deadline := l.s.valid(l.session, time.Now())
+	return deadline
+}
+
+// Release ends the lease and deletes its nodes, retrying connection errors
+// with backoff until ctx is done. The lease counts as ended (Done is
+// closed) before the nodes are deleted, so it never outlives them. If ctx
+// ends before they are deleted, the janitor keeps deleting them in the
+// background, while the session lasts.
+//
+// It returns nil, or, if the lease had been lost already, an error
+// wrapping the reason (the janitor deletes its nodes, if the session still
+// has them). A second call returns ErrReleased.
+func (l *Hold) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return ErrReleased
+	}
+	l.released = true
+	l.mu.Unlock()
+	// End the lease before touching its nodes, so that it never outlives
+	// them. One that is lost (or past its deadline: Err ends it) stays
+	// lost, and whoever ended it took care of its nodes.
+	lost := l.Err()
+	if lost == nil {
+		_, deadline := l.s.valid(l.session, time.Now())
+		if !l.end(ErrReleased, deadline) {
+			lost = l.Err() // lost meanwhile
+		}
+	}
+	if lost != nil {
+		return fmt.Errorf("lease was lost: %w", lost)
+	}
+	l.s.released(l)
+
+	err := l.s.Retry(ctx, func(zc Conn) error { return deleteAllOwned(zc, l.nodes, l.session) })
+	switch o := l.s.Classify(err); {
+	case o == Done || o == Closing:
+		return nil
+	case o == Retry || ctx.Err() != nil:
+		l.s.Discard(Job{Nodes: l.nodes, Session: l.session})
+		return nil
+	}
+	return err
+}
+
+// released forgets a lease that Release ended.
+func (c *Session) released(l *Hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held.remove(l)
+	c.hooks.Released(l)
+}
+
+// end ends a held lease with err; deadline is the one it had. It reports
+// whether the lease was live, so that exactly one caller takes care of its
+// nodes. It never blocks: the Session calls it from its state callback.
+func (l *Hold) end(err error, deadline time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return false
+	}
+	l.err, l.until = err, time.Now()
+	if deadline.Before(l.until) {
+		l.until = deadline
+	}
+	close(l.done)
+	return true
+}

@@ -1,0 +1,515 @@
+// Package session is the layer under zklock's recipes: one ZooKeeper
+// connection and its session, watched. It owns the connection and its wire
+// reader, the keeper and the lease deadline, the janitor, retries and the
+// one table of ZooKeeper errors; the recipes see a [Session] through a
+// narrow set of methods, and every ZooKeeper call goes through [Conn].
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-zookeeper/zk"
+)
+
+// Options configures [Open]. The zklock package validates them.
+type Options struct {
+	Servers        []string
+	SessionTimeout time.Duration
+	ACL            func(path string) []zk.ACL // the ACL of each node created
+	Auth           []Auth
+	Dialer         zk.Dialer
+	Logger         *slog.Logger
+	NewBackOff     func() backoff.BackOff
+	LossOnDrop     bool  // a lease ends at the first disconnect
+	Hooks          Hooks // never nil functions
+}
+
+// Auth is one set of credentials.
+type Auth struct {
+	Scheme string
+	Auth   []byte
+}
+
+// Hooks are what the recipes' layer hears of the session. Each is called
+// with the Session's mutex held, from whatever goroutine caused the event,
+// the connection's own included: they must return at once and must not
+// call into the Session.
+type Hooks struct {
+	Lost     func(h *Hold, err error)
+	Released func(h *Hold)
+	State    func(s State, id int64, server string)
+}
+
+// State is what a session event reports.
+type State int
+
+const (
+	Connected    State = iota // a session is established on a server
+	Disconnected              // the connection was lost; the session may live on
+	Expired                   // the session is gone
+	Closed                    // the Session was closed
+)
+
+// Session is one ZooKeeper connection and its session, watched. It follows
+// the session's state through a non-blocking callback and is the only
+// holder of the connection, which it may replace (see [Open]). It owns two
+// goroutines: its janitor, which deletes the nodes of abandoned acquires
+// and lost leases, and its keeper, which has the quorum confirm the session
+// while leases are held or awaited, ends leases at their deadline and
+// watches held nodes. [Session.Close] stops both and waits for them. A
+// Session is safe for concurrent use.
+type Session struct {
+	acl        func(path string) []zk.ACL
+	log        *slog.Logger
+	newBackOff func() backoff.BackOff
+	janitor    *janitor
+	keeper     *keeper
+	wire       *wire
+	dial       dialOptions // to open a new connection
+	lossOnDrop bool
+	hooks      Hooks
+
+	mu          sync.Mutex
+	zc          Conn             // the connection; only the Session sets it
+	gen         uint64           // the connection's generation: events of older ones are stale
+	connected   bool             // the connection has a live session
+	closed      bool             // Close was called
+	epoch       uint64           // bumped on every change of the above
+	changed     chan struct{}    // closed and replaced at every bump
+	held        register         // held leases, and what watches their nodes
+	waiting     map[string]int64 // the last node of each acquire under way, and its session
+	session     int64            // the session that confirmed and deadline belong to
+	confirmed   time.Time        // when the latest write the quorum acknowledged went out
+	deadline    time.Time        // the leases' deadline (see confirm); zero: none
+	downSince   time.Time        // when the session was last lost; zero while connected
+	confirmedCh chan struct{}    // closed and replaced when the deadline moves
+
+	// The keeper's schedule, so that acquires wake it only when they must
+	// (see [Session.kickLocked]).
+	keeperSeq    uint64    // bumped whenever leases or waiting grow
+	keeperAsleep bool      // the keeper sleeps, until keeperWake
+	keeperWake   time.Time // zero: no timer
+}
+
+// Open opens a session with the ZooKeeper ensemble and returns once the
+// session is established (and any credentials are accepted), or when ctx
+// is done, with an error for which errors.Is(err, ctx.Err()) holds, and
+// that also wraps the last dial error if a dial failed. On failure nothing
+// is left open.
+//
+// If the Session then finds no server that takes its session for twice the
+// session timeout (the session is surely gone by then, or every server has
+// forgotten it, as a rebuilt ensemble does), it opens a new connection, and
+// so a new session.
+func Open(ctx context.Context, o Options) (*Session, error) {
+	c := &Session{
+		acl:         o.ACL,
+		log:         o.Logger,
+		newBackOff:  o.NewBackOff,
+		wire:        &wire{dial: o.Dialer},
+		lossOnDrop:  o.LossOnDrop,
+		hooks:       o.Hooks,
+		changed:     make(chan struct{}),
+		confirmedCh: make(chan struct{}),
+		held:        newRegister(),
+		waiting:     make(map[string]int64),
+	}
+	c.dial = dialOptions{
+		servers:        o.Servers,
+		sessionTimeout: o.SessionTimeout,
+		dialer:         c.wire.dialer,
+		log:            o.Logger,
+	}
+	c.janitor = newJanitor(c)
+	c.keeper = newKeeper(c)
+	// The connection's state callback takes c.mu, so it sees c.zc set.
+	c.mu.Lock()
+	zc, err := c.open(0)
+	c.zc = zc
+	c.mu.Unlock()
+	if err != nil {
+		c.keeper.close()
+		c.janitor.close()
+		return nil, err
+	}
+	if _, err := c.AwaitSession(ctx); err != nil {
+		if derr := c.wire.lastDialError(); derr != nil && !errors.Is(err, ErrClientClosed) {
+			// Say why no session came: "connection refused" is what the
+			// user needs to read, not only the context's deadline.
+			err = fmt.Errorf("%w; last dial error: %w", err, derr)
+		}
+		_ = c.Close()
+		return nil, err
+	}
+	for _, a := range o.Auth {
+		if err := zc.AddAuth(a.Scheme, a.Auth); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("auth %s: %w", a.Scheme, err)
+		}
+	}
+	return c, nil
+}
+
+// open dials a connection of generation gen.
+func (c *Session) open(gen uint64) (Conn, error) {
+	o := c.dial
+	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
+	o.onWatch = func(ev Event) { c.onWatch(gen, ev) }
+	return dial(o)
+}
+
+// Conn returns the connection every ZooKeeper call goes through.
+func (c *Session) Conn() Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.zc
+}
+
+// ID returns the id of the current session (0 while there is none).
+func (c *Session) ID() int64 { return c.Conn().SessionID() }
+
+// Log is the Session's logger.
+func (c *Session) Log() *slog.Logger { return c.log }
+
+// ACL returns the ACL for a node to create at path.
+func (c *Session) ACL(path string) []zk.ACL { return c.acl(path) }
+
+// NewBackOff returns a fresh backoff for a retried operation.
+func (c *Session) NewBackOff() backoff.BackOff { return c.newBackOff() }
+
+// Expect returns a channel that is closed once a packet that carries
+// marker has been written to the connection (see [wire.expect]).
+func (c *Session) Expect(marker string) (<-chan struct{}, func()) { return c.wire.expect(marker) }
+
+// Close ends the session: the server deletes every node of it, and every
+// live lease is lost with ErrClientClosed. Close waits for the Session's
+// goroutines to exit. Calling Close again returns nil.
+func (c *Session) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed, c.connected = true, false
+	for l := range c.held.leases {
+		c.loseLocked(l, ErrClientClosed)
+	}
+	c.hooks.State(Closed, 0, "")
+	c.bumpLocked()
+	zc := c.zc
+	c.mu.Unlock()
+
+	// Closing the connection first fails any request the goroutines are
+	// waiting on, so they see the stop promptly.
+	zc.Close()
+	c.keeper.close()
+	c.janitor.close()
+	return nil
+}
+
+// Classify is the one classifier of ZooKeeper errors for every call site:
+// [classify], except that a closed connection means Closing only if the
+// Session itself is closed. When the Session replaces its connection,
+// go-zookeeper fails the requests in flight on the old one with
+// zk.ErrConnectionClosed or zk.ErrClosing (Conn.request, Conn.loop's
+// flushRequests); those are to be retried on the new connection
+// (TestRetryAfterErrClosingOnReplace).
+func (c *Session) Classify(err error) Outcome {
+	o := classify(err)
+	if o == Closing && !c.State().Closed {
+		return Retry
+	}
+	return o
+}
+
+// onState follows the session of the connection of generation gen. The
+// connection calls it from its own goroutine, so it must never block: it
+// only flips state under a short mutex, closes channels and queues work for
+// the janitor.
+func (c *Session) onState(gen uint64, s sessionState, server string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || gen != c.gen {
+		return
+	}
+	switch s {
+	case stateHasSession:
+		c.connected, c.downSince = true, time.Time{}
+		c.log.Debug("zklock: session established", "server", server)
+		c.hooks.State(Connected, c.zc.SessionID(), server)
+	case stateDisconnected:
+		if !c.connected {
+			return
+		}
+		c.connected, c.downSince = false, time.Now()
+		c.log.Debug("zklock: connection lost", "server", server)
+		c.hooks.State(Disconnected, c.zc.SessionID(), "")
+		c.disconnectedLocked()
+	case stateExpired:
+		c.connected = false
+		if c.downSince.IsZero() {
+			c.downSince = time.Now()
+		}
+		c.log.Debug("zklock: session expired")
+		c.hooks.State(Expired, 0, "")
+		c.newSessionLocked()
+	default:
+		return
+	}
+	c.bumpLocked()
+}
+
+// disconnectedLocked applies the lease policy to a disconnect. c.mu is
+// held.
+func (c *Session) disconnectedLocked() {
+	if !c.lossOnDrop {
+		// Leases ride out the drop until their deadline: the keeper ends
+		// them then if the session has not been confirmed again.
+		return
+	}
+	// WithLossOnDisconnect: a holder that cannot reach the server gives up
+	// at once. The node is the janitor's to delete once the session is
+	// back; if it ends first, the server deletes it.
+	for l := range c.held.leases {
+		c.loseLocked(l, ErrConnectionSuspended)
+	}
+}
+
+// newSessionLocked forgets the session that was: its leases are lost, and
+// nothing confirmed in it counts any more. c.mu is held.
+func (c *Session) newSessionLocked() {
+	for l := range c.held.leases {
+		c.loseLocked(l, ErrSessionExpired)
+	}
+	c.session, c.confirmed, c.deadline = 0, time.Time{}, time.Time{}
+}
+
+// replace closes the connection and opens a new one, with a new session:
+// what go-zookeeper never does by itself when no server will take its
+// session (a rebuilt ensemble refuses the old session and the zxid it has
+// seen, forever). The keeper calls it.
+func (c *Session) replace() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	old := c.zc
+	c.gen++
+	gen := c.gen
+	c.mu.Unlock()
+
+	c.log.Warn("zklock: no server took the session; opening a new connection")
+	old.Close()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || gen != c.gen {
+		return
+	}
+	zc, err := c.open(gen) // under c.mu, so that its state callback sees it in c.zc
+	if err != nil {
+		c.log.Warn("zklock: open a new connection", "err", err)
+		c.downSince = time.Now() // try again in a while
+		return
+	}
+	c.zc, c.connected, c.downSince = zc, false, time.Now()
+	c.newSessionLocked()
+	c.bumpLocked()
+}
+
+// bumpLocked wakes everyone waiting for a state change. c.mu is held.
+func (c *Session) bumpLocked() {
+	c.epoch++
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.janitor.wake()
+	c.keeper.wake()
+}
+
+// Snapshot is a consistent snapshot of the session's state.
+type Snapshot struct {
+	Connected bool
+	Closed    bool
+	Epoch     uint64
+	Changed   <-chan struct{} // closed at the next state change
+}
+
+// State returns a snapshot of the session's state.
+func (c *Session) State() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Snapshot{c.connected, c.closed, c.epoch, c.changed}
+}
+
+// AwaitSession waits for a live session and returns its id.
+func (c *Session) AwaitSession(ctx context.Context) (int64, error) {
+	for {
+		st := c.State()
+		if st.Closed {
+			return 0, ErrClientClosed
+		}
+		if st.Connected {
+			if id := c.Conn().SessionID(); id != 0 {
+				return id, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-st.Changed:
+		}
+	}
+}
+
+// Grant turns a participant's nodes into leases, one per group of nodes
+// (the group's first node is the lease's Node, the others its nodes on
+// other paths: a MultiLock's lease), if nothing changed in the session
+// since epoch (when the children that decided it were read), and if the
+// session's deadline is still ahead: a lease is only handed out for a
+// decision made in the connection it was read on, in a session the quorum
+// has confirmed for a while yet. It returns nil if the decision must be
+// made again, and ErrUnconfirmed if the deadline is behind.
+//
+// covers says, for each node in the order of groups, what watch tells the
+// Session if someone deletes it (see held.go); meta is the recipe's, kept
+// with each lease.
+func (c *Session) Grant(epoch uint64, session int64, groups [][]string, token int64, meta any, covers []Cover) ([]*Hold, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClientClosed
+	}
+	if !c.connected || c.epoch != epoch || c.zc.SessionID() != session {
+		return nil, nil
+	}
+	if c.session != session || !time.Now().Before(c.deadline) {
+		c.keeperSeq++
+		c.keeper.wake()
+		return nil, ErrUnconfirmed
+	}
+	leases := make([]*Hold, len(groups))
+	now := time.Now()
+	for i, g := range groups {
+		l := &Hold{s: c, nodes: g, token: token, session: session, done: make(chan struct{}), Meta: meta, granted: now}
+		c.held.add(l, covers[:len(g)])
+		covers = covers[len(g):]
+		leases[i] = l
+	}
+	if len(c.held.arm) > 0 {
+		c.keeper.wake()
+	}
+	c.kickLocked() // its deadline timer now matters
+	return leases, nil
+}
+
+// ErrUnconfirmed: a grant found the session's deadline behind it.
+var ErrUnconfirmed = errors.New("session not confirmed")
+
+// AwaitConfirmed waits until the quorum confirms the session again, its
+// state changes, or ctx is done.
+func (c *Session) AwaitConfirmed(ctx context.Context, st Snapshot) error {
+	c.mu.Lock()
+	ch := c.confirmedCh
+	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-st.Changed:
+	case <-ch:
+	}
+	return nil
+}
+
+// lose ends a held lease with err and takes care of its node.
+func (c *Session) lose(l *Hold, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loseLocked(l, err)
+}
+
+// loseLocked ends a held lease with err. If the lease was live, its node is
+// handed to the janitor, unless the session is gone (and the node with it).
+// c.mu is held.
+func (c *Session) loseLocked(l *Hold, err error) {
+	if !l.end(err, c.deadline) {
+		return
+	}
+	c.held.remove(l)
+	c.hooks.Lost(l, err)
+	if err != ErrSessionExpired && err != ErrClientClosed {
+		c.janitor.enqueue(Job{Nodes: l.nodes, Session: l.session})
+	}
+}
+
+// valid reports whether a lease of session is within its deadline at now,
+// and the deadline.
+func (c *Session) valid(session int64, now time.Time) (bool, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != session {
+		return false, time.Time{}
+	}
+	return now.Before(c.deadline), c.deadline
+}
+
+// Waiting records that an acquire waits with node, its last, in session:
+// the keeper confirms the session while anyone waits, so that a grant
+// finds a deadline ahead. done undoes it.
+func (c *Session) Waiting(node string, session int64) (done func()) {
+	c.mu.Lock()
+	c.waiting[node] = session
+	c.kickLocked()
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.waiting, node)
+		c.mu.Unlock()
+	}
+}
+
+// LookStart records a first look about to be sent on path (see held.go),
+// and returns the path's count of children events so far.
+func (c *Session) LookStart(path string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held.lookStart(path)
+}
+
+// LookEnd drops a look recorded by LookStart.
+func (c *Session) LookEnd(path string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held.lookEnd(path)
+}
+
+// kickLocked tells the keeper that leases or waiting grew, waking it only
+// if its schedule does not already cover them. An acquire and release in a
+// loop would otherwise wake it twice a cycle, for nothing.
+//
+// Why skipping the wake is safe: with anything held or awaited, the keeper
+// must wake by the next confirmation ([nextConfirmation]), which is
+// before the deadline, so also in time to end the leases at it
+// (keeper.run). If it sleeps with a timer no later than that, it will look
+// in time. If it is awake, it compares keeperSeq, under c.mu, before it
+// goes to sleep, and looks again if it changed: so a change it did not see
+// never goes unscheduled. c.mu is held.
+func (c *Session) kickLocked() {
+	c.keeperSeq++
+	if c.keeperAsleep && !c.keeperWake.IsZero() && c.connected && c.zc != nil && c.session == c.zc.SessionID() {
+		if t := c.wire.sessionTimeout(); t > 0 && !c.keeperWake.After(nextConfirmation(c.confirmed, c.deadline, t)) {
+			return
+		}
+	}
+	c.keeper.wake()
+}
+
+// Discard deletes job's nodes now if it can, and otherwise has the
+// janitor delete them while their session lasts.
+func (c *Session) Discard(job Job) { c.janitor.discard(job) }
