@@ -119,57 +119,75 @@ func (e *Election) sync(zc session.Conn) error {
 // first, so that while someone leads, candidates coming and going wake no
 // observer. A leader whose node goes between the two reads is read again.
 func (e *Election) leader(zc session.Conn, watch bool) (Participant, <-chan session.Event, error) {
-	path := e.lock.path
 	for {
-		names, err := zc.Children(path)
-		var ch <-chan session.Event
-		switch {
-		case e.lock.c.s.Classify(err) == session.Gone && watch:
-			exists, ch, err := zc.ExistsW(path)
-			if err != nil || exists {
-				return Participant{}, nil, err // retry, or read the children again
-			}
-			return Participant{}, ch, nil
-		case e.lock.c.s.Classify(err) == session.Gone:
-			return Participant{}, nil, nil
-		case err != nil:
-			return Participant{}, nil, err
+		kids, ch, again, err := e.candidates(zc, watch)
+		if again {
+			continue
 		}
-		kids, err := sortChildren(names, nil)
-		if err == nil && len(kids) == 0 && watch {
-			// Nobody leads: wait for the first candidate. (If one came
-			// meanwhile, this watch wakes us once more, for nothing.)
-			if names, ch, err = zc.ChildrenW(path); e.lock.c.s.Classify(err) == session.Gone {
-				continue
-			} else if err == nil {
-				kids, err = sortChildren(names, nil)
-			}
+		if err != nil || len(kids) == 0 {
+			return Participant{}, ch, err
 		}
-		if err != nil {
-			return Participant{}, nil, err
-		}
-		if len(kids) == 0 {
-			return Participant{}, ch, nil
-		}
-		node := path + "/" + kids[0].Name
-		var (
-			data []byte
-			st   session.Stat
-		)
-		if watch {
-			data, st, ch, err = zc.GetDataW(node)
-		} else {
-			data, st, err = zc.Get(node)
-		}
+		p, ch, err := e.head(zc, kids[0], watch)
 		if e.lock.c.s.Classify(err) == session.Gone {
 			continue // it resigned meanwhile: read again
 		}
-		if err != nil {
-			return Participant{}, nil, err
-		}
-		return Participant{Node: node, Data: data, Holder: true, Kind: kids[0].Kind,
-			Created: time.UnixMilli(st.Ctime)}, ch, nil
+		return p, ch, err
 	}
+}
+
+// candidates reads the candidates in order. With watch, and nobody there,
+// ch watches for the first (the path's creation, or its first child);
+// again says to read again.
+func (e *Election) candidates(zc session.Conn, watch bool) (kids []Child, ch <-chan session.Event, again bool, err error) {
+	path := e.lock.path
+	names, err := zc.Children(path)
+	switch gone := e.lock.c.s.Classify(err) == session.Gone; {
+	case gone && watch:
+		exists, ch, err := zc.ExistsW(path)
+		if err != nil || exists {
+			return nil, nil, false, err // retry, or read the children again
+		}
+		return nil, ch, false, nil
+	case gone:
+		return nil, nil, false, nil
+	case err != nil:
+		return nil, nil, false, err
+	}
+	kids, err = sortChildren(names, nil)
+	if err != nil || len(kids) > 0 || !watch {
+		return kids, nil, false, err
+	}
+	// Nobody leads: wait for the first candidate. (If one came meanwhile,
+	// this watch wakes us once more, for nothing.)
+	names, ch, err = zc.ChildrenW(path)
+	if e.lock.c.s.Classify(err) == session.Gone {
+		return nil, nil, true, nil
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	kids, err = sortChildren(names, nil)
+	return kids, ch, false, err
+}
+
+// head reads the leader's node, with a watch if watch.
+func (e *Election) head(zc session.Conn, k Child, watch bool) (Participant, <-chan session.Event, error) {
+	node := e.lock.path + "/" + k.Name
+	var (
+		data []byte
+		st   session.Stat
+		ch   <-chan session.Event
+		err  error
+	)
+	if watch {
+		data, st, ch, err = zc.GetDataW(node)
+	} else {
+		data, st, err = zc.Get(node)
+	}
+	if err != nil {
+		return Participant{}, nil, err
+	}
+	return Participant{Node: node, Data: data, Holder: true, Kind: k.Kind, Created: time.UnixMilli(st.Ctime)}, ch, nil
 }
 
 // Observe reports the leader, then every change of leader, in order, on the
@@ -207,80 +225,104 @@ func (e *Election) Observe(ctx context.Context) <-chan Participant {
 
 func (e *Election) observe(ctx context.Context, out chan<- Participant) {
 	defer close(out)
-	c := e.lock.c
-	var (
-		last     Participant
-		reported bool
-		b        backoff.BackOff
-		synced   int64 // the session whose server has caught up with our reports
-	)
+	o := &observer{e: e, out: out}
+	for o.step(ctx) {
+	}
+}
+
+// observer is one Observe: what it reported last, and how far its server
+// is known to have caught up.
+type observer struct {
+	e        *Election
+	out      chan<- Participant
+	last     Participant
+	reported bool
+	b        backoff.BackOff
+	synced   int64 // the session whose server has caught up with our reports
+}
+
+// step reads the leader, reports it if it changed, and waits for the next
+// change. It reports false once observing must stop: ctx is done or the
+// Client closed.
+func (o *observer) step(ctx context.Context) bool {
+	st, ok := o.connected(ctx)
+	if !ok {
+		return false
+	}
+	p, ch, err := o.read()
+	if err != nil {
+		return o.failed(ctx, err)
+	}
+	if ch == nil {
+		return true // the path appeared between two reads: read it again
+	}
+	o.b = nil
+	if !o.reported || p.Node != o.last.Node {
+		select {
+		case o.out <- p:
+		case <-ctx.Done():
+			return false
+		}
+		o.last, o.reported = p, true
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ch:
+	case <-st.Changed:
+		// Reconnected, a new session or the Client closed: read again
+		// (go-zookeeper keeps watches across reconnects, but not across
+		// sessions).
+	}
+	return true
+}
+
+// connected waits until the session is connected; false if the Client
+// closed or ctx ended first.
+func (o *observer) connected(ctx context.Context) (session.Snapshot, bool) {
 	for {
-		st := c.s.State()
+		st := o.e.lock.c.s.State()
 		switch {
 		case st.Closed:
-			return
-		case !st.Connected:
-			select {
-			case <-ctx.Done():
-				return
-			case <-st.Changed:
-			}
-			continue
-		}
-		zc := c.s.Conn()
-		var (
-			p   Participant
-			ch  <-chan session.Event
-			err error
-		)
-		if s := zc.SessionID(); s != synced {
-			// A new session may be served by a follower behind the one
-			// that served the last: a sync first has it catch up with
-			// the leader, so no report goes back in time.
-			if err = e.sync(zc); err == nil {
-				synced = s
-			}
-		}
-		if err == nil {
-			p, ch, err = e.leader(zc, true)
-		}
-		if err == nil && ch == nil {
-			continue // the path appeared between two reads: read it again
-		}
-		if err != nil {
-			if c.s.Classify(err) == session.Closing {
-				return
-			}
-			if e.lock.c.s.Classify(err) == session.Permanent {
-				c.s.Log().Warn("zklock: observe", "path", e.lock.path, "err", err)
-			} else {
-				c.s.Log().Debug("zklock: observe", "path", e.lock.path, "err", err)
-			}
-			if b == nil {
-				b = c.s.NewBackOff()
-			}
-			if session.Sleep(ctx, b.NextBackOff()) != nil {
-				return
-			}
-			continue
-		}
-		b = nil
-		if !reported || p.Node != last.Node {
-			select {
-			case out <- p:
-			case <-ctx.Done():
-				return
-			}
-			last, reported = p, true
+			return st, false
+		case st.Connected:
+			return st, true
 		}
 		select {
 		case <-ctx.Done():
-			return
-		case <-ch:
+			return st, false
 		case <-st.Changed:
-			// Reconnected, a new session or the Client closed: read
-			// again (go-zookeeper keeps watches across reconnects, but
-			// not across sessions).
 		}
 	}
+}
+
+// read reads the leader with a watch. A new session may be served by a
+// follower behind the one that served the last: a sync first has it catch
+// up with the leader, so no report goes back in time.
+func (o *observer) read() (Participant, <-chan session.Event, error) {
+	zc := o.e.lock.c.s.Conn()
+	if s := zc.SessionID(); s != o.synced {
+		if err := o.e.sync(zc); err != nil {
+			return Participant{}, nil, err
+		}
+		o.synced = s
+	}
+	return o.e.leader(zc, true)
+}
+
+// failed logs err and backs off; false if observing must stop.
+func (o *observer) failed(ctx context.Context, err error) bool {
+	s := o.e.lock.c.s
+	switch s.Classify(err) {
+	case session.Closing:
+		return false
+	case session.Permanent:
+		s.Log().Warn("zklock: observe", "path", o.e.lock.path, "err", err)
+	default:
+		s.Log().Debug("zklock: observe", "path", o.e.lock.path, "err", err)
+	}
+	if o.b == nil {
+		o.b = s.NewBackOff()
+	}
+	return session.Sleep(ctx, o.b.NextBackOff()) == nil
 }

@@ -111,45 +111,81 @@ type child struct {
 // no sequence suffix (a plain node, which the engine ignores); err is set for
 // a name that ends in a sequence but is of no format zklock knows.
 func parseChild(name string) (ch child, ok bool, err error) {
+	if ch, ok := parseProtected(name); ok {
+		return ch, true, nil
+	}
+	if ch, ok := parseKazoo(name); ok {
+		return ch, true, nil
+	}
 	ch.Name = name
-	if rest, found := strings.CutPrefix(name, protectedPrefix); found {
-		// Curator and zklock: a 36-character UUID; go-zookeeper: 32 hex.
-		for _, idLen := range [...]int{uuidLen, zkLockIDLen} {
-			if len(rest) <= idLen || rest[idLen] != '-' || (idLen == zkLockIDLen && !isHex(rest[:idLen])) {
-				continue
-			}
-			for _, k := range [...]Kind{KindMutex, KindRead, KindWrite, KindLease, KindLatch} {
-				if idLen == zkLockIDLen && k != KindMutex {
-					continue
-				}
-				if s, found := strings.CutPrefix(rest[idLen+1:], k.lockName()); found {
-					if seq, valid := parseSeq(s); valid {
-						ch.Owner, ch.Kind, ch.seq = rest[:idLen], k, seq
-						return ch, true, nil
-					}
-				}
-			}
-		}
-	}
-	for _, kz := range [...]struct {
-		name string
-		kind Kind
-	}{{kazooLock, KindMutex}, {kazooRLock, KindRead}} {
-		if len(name) > kazooIDLen && isHex(name[:kazooIDLen]) {
-			if s, found := strings.CutPrefix(name[kazooIDLen:], kz.name); found {
-				if seq, valid := parseSeq(s); valid {
-					ch.Owner, ch.Kind, ch.seq = name[:kazooIDLen], kz.kind, seq
-					return ch, true, nil
-				}
-			}
-		}
-	}
 	if len(name) >= seqLen {
 		if _, valid := parseSeq(name[len(name)-seqLen:]); valid {
 			return ch, true, fmt.Errorf("%w: %q", ErrUnknownNode, name)
 		}
 	}
 	return ch, false, nil
+}
+
+// The kinds each format writes: zklock and Curator every kind, under a
+// 36-character UUID; go-zookeeper's zk.Lock a mutex, under 32 hex digits.
+var (
+	protectedKinds = []Kind{KindMutex, KindRead, KindWrite, KindLease, KindLatch}
+	zkLockKinds    = []Kind{KindMutex}
+)
+
+// parseProtected recognises `_c_<id>-<name><seq>`.
+func parseProtected(name string) (child, bool) {
+	rest, found := strings.CutPrefix(name, protectedPrefix)
+	if !found {
+		return child{}, false
+	}
+	for _, idLen := range [...]int{uuidLen, zkLockIDLen} {
+		if len(rest) <= idLen || rest[idLen] != '-' {
+			continue
+		}
+		id, kinds := rest[:idLen], protectedKinds
+		if idLen == zkLockIDLen {
+			if !isHex(id) {
+				continue
+			}
+			kinds = zkLockKinds
+		}
+		if k, seq, ok := kindSeq(rest[idLen+1:], kinds); ok {
+			return child{Child{Name: name, Kind: k, Owner: id}, seq}, true
+		}
+	}
+	return child{}, false
+}
+
+// kindSeq reads s as one of kinds' lock names followed by a sequence.
+func kindSeq(s string, kinds []Kind) (Kind, int32, bool) {
+	for _, k := range kinds {
+		if rest, found := strings.CutPrefix(s, k.lockName()); found {
+			if seq, valid := parseSeq(rest); valid {
+				return k, seq, true
+			}
+		}
+	}
+	return KindUnknown, 0, false
+}
+
+// parseKazoo recognises kazoo's `<32 hex>__lock__<seq>` and
+// `<32 hex>__rlock__<seq>`.
+func parseKazoo(name string) (child, bool) {
+	if len(name) <= kazooIDLen || !isHex(name[:kazooIDLen]) {
+		return child{}, false
+	}
+	for _, kz := range [...]struct {
+		name string
+		kind Kind
+	}{{kazooLock, KindMutex}, {kazooRLock, KindRead}} {
+		if s, found := strings.CutPrefix(name[kazooIDLen:], kz.name); found {
+			if seq, valid := parseSeq(s); valid {
+				return child{Child{Name: name, Kind: kz.kind, Owner: name[:kazooIDLen]}, seq}, true
+			}
+		}
+	}
+	return child{}, false
 }
 
 // parseSeq reads ZooKeeper's sequence suffix exactly as the server writes

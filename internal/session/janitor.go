@@ -94,31 +94,15 @@ func (j *janitor) run() {
 	defer close(j.done)
 	var b backoff.BackOff
 	for {
-		j.mu.Lock()
-		var jb Job
-		have := len(j.jobs) > 0
-		if have {
-			jb = j.jobs[0]
-		}
-		j.mu.Unlock()
-		if !have || !j.c.State().Connected {
-			select {
-			case <-j.stop:
+		jb, ok := j.next()
+		if !ok {
+			if !j.idle() {
 				return
-			case <-j.kick:
-				continue
 			}
+			continue
 		}
 		err := j.delete(jb)
-		if o := j.c.Classify(err); o != Retry {
-			if o != Done && o != Closing {
-				j.c.log.Warn("zklock: cleanup gave up", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err)
-			}
-			j.mu.Lock()
-			if len(j.jobs) > 0 { // only close empties the queue otherwise
-				j.jobs = j.jobs[1:]
-			}
-			j.mu.Unlock()
+		if j.settle(jb, err) {
 			b = nil
 			continue
 		}
@@ -126,17 +110,69 @@ func (j *janitor) run() {
 			b = j.c.newBackOff()
 		}
 		d := b.NextBackOff()
-		if d == backoff.Stop {
-			d = time.Second
-		}
 		j.c.log.Warn("zklock: cleanup will retry", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err, "in", d)
-		t := time.NewTimer(d)
-		select {
-		case <-j.stop:
-			t.Stop()
+		if !j.pause(d) {
 			return
-		case <-t.C:
 		}
+	}
+}
+
+// next returns the oldest job, if there is one and the session is
+// connected to do it. (The Session's mutex is taken before the janitor's
+// elsewhere, so never while holding j.mu.)
+func (j *janitor) next() (Job, bool) {
+	if !j.c.State().Connected {
+		return Job{}, false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.jobs) == 0 {
+		return Job{}, false
+	}
+	return j.jobs[0], true
+}
+
+// idle waits for a kick; it reports false once the janitor must stop.
+func (j *janitor) idle() bool {
+	select {
+	case <-j.stop:
+		return false
+	case <-j.kick:
+		return true
+	}
+}
+
+// settle drops the oldest job if the delete's err says it is done, or
+// that trying again cannot help (logged), and reports that it did.
+func (j *janitor) settle(jb Job, err error) bool {
+	o := j.c.Classify(err)
+	if o == Retry {
+		return false
+	}
+	if o != Done && o != Closing {
+		j.c.log.Warn("zklock: cleanup gave up", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.jobs) > 0 { // only close empties the queue otherwise
+		j.jobs = j.jobs[1:]
+	}
+	return true
+}
+
+// pause waits d (a second if the backoff says stop), or until the janitor
+// is stopped: then it reports false.
+func (j *janitor) pause(d time.Duration) bool {
+	if d == backoff.Stop {
+		d = time.Second
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-j.stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -106,10 +106,11 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 // at their deadline, moves away from a server that stops confirming, and
 // opens a new connection when no server will take the session.
 type keeper struct {
-	c    *Session
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	c       *Session
+	retryAt time.Time // after a failed confirmation or arming; the keeper's goroutine's own
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 func newKeeper(c *Session) *keeper {
@@ -182,59 +183,88 @@ func (c *Session) keeperView() keeperView {
 
 func (k *keeper) run() {
 	defer close(k.done)
-	c := k.c
-	var retryAt time.Time // after a failed confirmation
 	for {
-		v := c.keeperView()
+		v := k.c.keeperView()
 		if v.closed {
 			return
 		}
-		now := time.Now()
-		t := c.wire.sessionTimeout()
-		var wake time.Time
-		at := func(x time.Time) {
-			if !x.IsZero() && (wake.IsZero() || x.Before(wake)) {
-				wake = x
-			}
-		}
-		if v.holding {
-			if !now.Before(v.deadline) {
-				c.expireLeases(now)
-				continue
-			}
-			at(v.deadline)
-		}
-		if v.arm && v.connected && !now.Before(retryAt) {
-			if !k.arm() {
-				retryAt = time.Now().Add(t / 12)
-			}
+		wake, acted := k.turn(v, time.Now())
+		if acted {
 			continue
-		}
-		if t > 0 && v.connected && (v.holding || v.waiting) && len(v.nodes) > 0 {
-			next := nextConfirmation(v.confirmed, v.deadline, t)
-			if next.Before(retryAt) {
-				next = retryAt
-			}
-			if !now.Before(next) {
-				if !k.confirm(v.nodes, v.session, t, v.holding, v.deadline) {
-					retryAt = time.Now().Add(t / 12)
-				}
-				continue
-			}
-			at(next)
-		}
-		if t > 0 && !v.connected && !v.downSince.IsZero() {
-			rejoin := v.downSince.Add(2 * t)
-			if !now.Before(rejoin) {
-				c.replace()
-				continue
-			}
-			at(rejoin)
 		}
 		if !k.sleep(wake, v) {
 			return
 		}
 	}
+}
+
+// task is one of the keeper's duties as v shows them: when it is due and
+// what to do then, or a nil act if it has nothing to do.
+type task func(v keeperView, t time.Duration) (due time.Time, act func())
+
+// turn does the first task that is due, in order of urgency, and reports
+// that it acted; otherwise it returns when the next one is due (zero:
+// none).
+func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) {
+	t := k.c.wire.sessionTimeout()
+	for _, tk := range [...]task{k.expiry, k.arming, k.confirmation, k.rejoin} {
+		due, act := tk(v, t)
+		switch {
+		case act == nil:
+		case !now.Before(due):
+			act()
+			return time.Time{}, true
+		case wake.IsZero() || due.Before(wake):
+			wake = due
+		}
+	}
+	return wake, false
+}
+
+// expiry ends the leases at their deadline.
+func (k *keeper) expiry(v keeperView, _ time.Duration) (time.Time, func()) {
+	if !v.holding {
+		return time.Time{}, nil
+	}
+	return v.deadline, func() { k.c.expireLeases(time.Now()) }
+}
+
+// arming gives held nodes a watch of their own (see held.go).
+func (k *keeper) arming(v keeperView, t time.Duration) (time.Time, func()) {
+	if !v.arm || !v.connected {
+		return time.Time{}, nil
+	}
+	return k.retryAt, func() {
+		if !k.arm() {
+			k.retryAt = time.Now().Add(t / 12)
+		}
+	}
+}
+
+// confirmation has the quorum confirm the session while leases are held
+// or awaited ([nextConfirmation]).
+func (k *keeper) confirmation(v keeperView, t time.Duration) (time.Time, func()) {
+	if t <= 0 || !v.connected || !v.holding && !v.waiting || len(v.nodes) == 0 {
+		return time.Time{}, nil
+	}
+	next := nextConfirmation(v.confirmed, v.deadline, t)
+	if next.Before(k.retryAt) {
+		next = k.retryAt
+	}
+	return next, func() {
+		if !k.confirm(v.nodes, v.session, t, v.holding, v.deadline) {
+			k.retryAt = time.Now().Add(t / 12)
+		}
+	}
+}
+
+// rejoin opens a new connection, and so a new session, when no server has
+// taken the session for twice its timeout.
+func (k *keeper) rejoin(v keeperView, t time.Duration) (time.Time, func()) {
+	if t <= 0 || v.connected || v.downSince.IsZero() {
+		return time.Time{}, nil
+	}
+	return v.downSince.Add(2 * t), k.c.replace
 }
 
 // nextConfirmation is when the keeper has the session confirmed next,
