@@ -2,8 +2,9 @@ package zklock
 
 // Driver is a lock policy: it decides, from the sorted children of a lock
 // path, whether a participant holds the lock and, if not, which siblings it
-// must watch. [Mutex], both sides of [RWMutex] and [Semaphore] are drivers on
-// one engine (Curator's LockInternals split); [NewLock] runs a user's own.
+// must watch. [Mutex], both sides of [RWMutex], [Semaphore], [Election] and,
+// on each of its paths, [MultiLock] are drivers on one engine (Curator's
+// LockInternals split, lockinternals.go); [NewLock] runs a user's own.
 //
 // The engine relies on two properties of every Driver, and a Driver must have
 // them:
@@ -29,8 +30,8 @@ package zklock
 type Driver interface {
 	// Kind is the kind of node the participant writes, and so the name it
 	// carries: `_c_<uuid>-<name><seq>` with "lock-" for KindMutex,
-	// "__READ__" for KindRead, "__WRIT__" for KindWrite and "lease-" for
-	// KindLease. Other participants, in any library, read it back as that
+	// "__READ__" for KindRead, "__WRIT__" for KindWrite, "lease-" for
+	// KindLease and "latch-" for KindLatch. Other participants, in any library, read it back as that
 	// kind. [NewLock] refuses KindUnknown.
 	Kind() Kind
 

@@ -782,7 +782,7 @@ func (p *participant) prefetch(zc session.Conn, marker string) ([]<-chan fetched
 // nothing was created under the path after our node up to the read, the
 // path's pzxid. docs/design.md, "Tokens", has the proof that these tokens
 // still strictly increase across successive conflicting holders, mixed
-// with the czxid tokens of everyone else (TestTokensIncrease).
+// with the czxid tokens of everyone else (TestMutexExclusion checks them).
 func (p *participant) parentToken(pt *part, ps session.ParentStat) int64 {
 	ch, ok, _ := parseChild(pt.nodes[len(pt.nodes)-1][len(pt.l.path)+1:])
 	if !ok || ps.Pzxid == 0 {
@@ -800,7 +800,7 @@ func (p *participant) parentToken(pt *part, ps session.ParentStat) int64 {
 
 // watchOwn reads our last node on pt's path with a watch: its czxid is the
 // token, its owner proves it is ours, and the watch tells a waiter if
-// someone deletes it (see [participant.intact]).
+// someone deletes it (see [part.intact]).
 func (p *participant) watchOwn(pt *part, epoch uint64) error {
 	st, own, err := p.c.s.Conn().GetW(pt.nodes[len(pt.nodes)-1])
 	if err != nil {

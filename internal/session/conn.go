@@ -14,8 +14,8 @@ import (
 )
 
 // conn is the library's one door to ZooKeeper: every call the engine, the
-// leases and the janitor make goes through it, and only the [Client] holds
-// one (see [Client.conn]). It is narrow on purpose, so that the Client can
+// leases and the janitor make goes through it, and only the [Session] holds
+// one (see [Session.Conn]). It is narrow on purpose, so that the Session can
 // put a new connection underneath, and so that moving to another client
 // library touches this file alone.
 //
@@ -78,7 +78,7 @@ type Conn interface {
 	AddAuth(scheme string, auth []byte) error
 	// sessionID is the current session's id, 0 while there is none.
 	SessionID() int64
-	// raw is the go-zookeeper connection, for [Client.Conn].
+	// Raw is the go-zookeeper connection, for zklock's Client.Conn.
 	Raw() *zk.Conn
 	// close ends the session and the connection.
 	Close()
@@ -339,7 +339,7 @@ func (z zkLogger) Printf(format string, args ...any) {
 // wire wraps the dialer of a connection, to see what go-zookeeper does not
 // tell: the session timeout the server granted (read off each connect
 // response), when each of our packets went out (for the lease deadline,
-// see [Client.confirm]), and a way to drop the connection so that
+// see [Session.Confirm]), and a way to drop the connection so that
 // go-zookeeper moves to another server.
 type wire struct {
 	dial zk.Dialer

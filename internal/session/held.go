@@ -5,39 +5,18 @@ import (
 	"path"
 )
 
-// Watching what we hold.
-//
-// A held node that someone else deletes (an operator, a bug, a forced
-// revocation) ends its lease at once: the next waiter may hold already.
-// The Client learns of it from ZooKeeper's watches, never by polling a
-// lease, and at no request of its own for a lease that holds on its first
-// look (most of them):
-//
-//   - Every held node is covered by a watch that fires when it is deleted:
-//     its own data watch (the one a waiter sets on its node, or one the
-//     keeper sets, [keeper.arm]), or a children watch on its lock path that
-//     was set after the node was created (the first look of every acquire
-//     sets one, [conn.childrenStatW]) and has not fired yet.
-//   - The connection's Event callback sees every watch Event
-//     (go-zookeeper's sendEvent runs before the watchers' channels are
-//     served, Conn.recvLoop). A node deleted ends its lease there; a data
-//     change (its own watch is spent) or a children change on its path (the
-//     children watch is spent) hands the node to the keeper, which sets a
-//     data watch of its own: getData, which also tells if it is gone by
-//     then.
-//   - Whether a first look's children watch is still pending at the grant
-//     is known without a request: the callback counts the children events
-//     of every path with a look in flight ([register.looks]); a lease
-//     whose look saw a later count is armed at once.
-//
-// ZooKeeper keeps one watch per path and kind for a session, however many
-// leases rely on it, and go-zookeeper sets them all again after a
-// reconnect (Conn.sendSetWatches, in packets of at most 128 KiB), where a
-// node deleted meanwhile fires at once. go-zookeeper only logs a failure
-// to set them again; the keeper's confirmation, which checks held nodes
-// (up to maxChecked of them), is the backstop.
+// Watching what we hold. A held node that someone else deletes ends its
+// lease at once, learnt from ZooKeeper's watches, with no request, poll or
+// goroutine per lease: every held node is covered by its own data watch or
+// by the children watch that its acquire's first look set on the lock path
+// after creating it; the connection's callback sees every event, ends the
+// lease of a deleted node, and hands a node whose watch is spent to the
+// keeper, which sets a data watch of its own. Why each step is sound, and
+// the race the children-event count closes, is in docs/design.md,
+// "Watching what we hold"; TestDeletedHeldNodesAmongThousands fails
+// without it.
 
-// register is the Client's record of held leases by node, and of what
+// register is the Session's record of held leases by node, and of what
 // covers each node. Its methods run under c.mu.
 type register struct {
 	leases map[*Hold]struct{}

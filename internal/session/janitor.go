@@ -13,7 +13,7 @@ import (
 // disconnect, of a release that could not finish in time. It keeps trying,
 // with backoff, while the session that owns the nodes lives; once that
 // session has ended the server has deleted them (they are ephemeral), and
-// the job is done. It is the one goroutine of a [Client].
+// the job is done. It is one of the two goroutines of a [Session].
 type janitor struct {
 	c *Session
 
@@ -222,7 +222,7 @@ func deleteOwned(zc Conn, nodes []string, session int64) error {
 			return nil // the server deleted them when the session ended
 		}
 		err := zc.Delete(n)
-		switch classify(err) { // closing: the caller's Client.classify sorts it out
+		switch classify(err) { // Closing: the caller's Session.Classify sorts it out
 		case Done, Gone:
 			continue
 		case Retry:

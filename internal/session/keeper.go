@@ -6,63 +6,18 @@ import (
 	"time"
 )
 
-// The lease deadline.
-//
-// A lease is only as good as the server's promise not to expire its session,
-// and the client cannot ask the server for that promise. What it can know is
-// when its own packets went out and which of its writes the quorum
-// acknowledged. From those, [Client.confirm] derives a time before which no
-// ZooKeeper leader can have expired the session: the deadline. A lease is
-// granted only before it, [Lease.Err] reports the loss once the clock passes
-// it, and the keeper ends every lease then, whatever events did or did not
-// arrive. The keeper moves it forward by having the quorum acknowledge a
-// write at least every third of the session timeout while leases are held
-// or awaited (the engine's own creates and deletes count; otherwise a
-// version check that changes nothing, [conn.check]).
-//
-// The bound. Let T be the session timeout the server granted, R a write of
-// ours that the quorum acknowledged, sent at s, and w the latest of our
-// packets that went out on the same connection no later than s - T/3 (or,
-// if the connection is younger, its connect request). Then no leader
-// expires the session before w + T:
-//
-//  1. A server touches a session when a packet of it arrives
-//     (ZooKeeperServer.submitRequest -> touch), and a leader expires a
-//     session no sooner than T after its last touch, rounded up to a tick
-//     (SessionTrackerImpl.touchSession, ExpiryQueue.update ->
-//     roundToNextInterval(now + timeout)). A new leader starts every session
-//     afresh, T from its own start (SessionTrackerImpl's constructor calls
-//     trackSession for each), so a leader change only lengthens a session.
-//  2. Connected to the leader, our packet w was touched when it arrived,
-//     after w. Connected to a follower F, F records the touch
-//     (LearnerSessionTracker.touchSession, its touchTable) and relays it to
-//     the leader in its reply to the leader's next ping (Learner.ping ->
-//     getTouchSnapshot); the leader applies relayed touches on the thread
-//     that reads F's stream, in order with F's forwarded requests
-//     (LearnerHandler.run: PING then learnerMaster.touch, REQUEST then
-//     submitLearnerRequest). The leader pings every tick/2 (Leader.lead) and
-//     the granted timeout is at least two ticks (minSessionTimeout's
-//     default), so a ping reached F and was answered within T/4 of w's
-//     arrival; R, forwarded by F no sooner than s >= w + T/3, came after that
-//     reply on F's stream, so the leader that committed R had touched the
-//     session at or after w. A connect request is touched by the leader
-//     itself: a new session is created there, a resumed one revalidated
-//     (Leader.revalidateSession -> checkIfValidGlobalSession -> touchSession).
-//  3. R was committed by a quorum after s. A server that sees a leader's
-//     proposals keeps following it until it has heard nothing from it for
-//     syncLimit ticks (Learner's socket timeout), so a newer leader is elected
-//     after s, and by (1) starts the session afresh after s > w.
-//
-// A sync would not do for R: the leader answers a sync alone, even one cut
-// off from the quorum that has not yet noticed (Leader.processSync with no
-// outstanding proposals). Nor would a reconnect, for the same reason.
-//
-// Assumptions, where the client cannot know the server's settings: the
-// servers' minSessionTimeout is at least two ticks (the default); their
-// clocks run at the rate of ours within a few percent (the deadline keeps
-// T/20 in hand); a ping between servers is delivered within T/12. The
-// deadline uses the monotonic clock, so a process paused past it sees the
-// loss on its first look when it wakes.
+// The lease deadline. A lease is only as good as the server's promise not
+// to expire its session, which the client cannot ask for. From when its
+// packets went out and which of its writes the quorum acknowledged,
+// [Session.Confirm] derives a time before which no ZooKeeper leader can
+// have expired the session: w + T - T/20, where T is the granted timeout
+// and w the latest packet sent no later than T/3 before a write the
+// quorum acknowledged. A lease is granted only before it, Err reports the
+// loss once the clock passes it, and the keeper ends every lease then. The
+// keeper has the quorum acknowledge a write at least every third of T
+// while leases are held or awaited. The proof, step by step with the
+// ZooKeeper source it relies on, and its assumptions, are in
+// docs/design.md, "The lease deadline"; model/ checks it with spin.
 
 // maxChecked bounds the nodes one confirmation checks. Map order picks
 // them, so with more leases than this, each round checks another sample.
@@ -101,7 +56,7 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 	}
 }
 
-// keeper is the Client's goroutine for the session's health: it has the
+// keeper is the Session's goroutine for the session's health: it has the
 // quorum confirm the session while leases are held or awaited, ends leases
 // at their deadline, moves away from a server that stops confirming, and
 // opens a new connection when no server will take the session.
@@ -133,9 +88,9 @@ func (k *keeper) close() {
 	<-k.done
 }
 
-// keeperView is what the keeper reads of the Client at each turn.
+// keeperView is what the keeper reads of the Session at each turn.
 type keeperView struct {
-	seq               uint64 // Client.keeperSeq when read
+	seq               uint64 // Session.keeperSeq when read
 	connected, closed bool
 	holding, waiting  bool
 	session           int64
@@ -284,7 +239,7 @@ func nextConfirmation(confirmed, deadline time.Time, t time.Duration) time.Time 
 
 // sleep waits until wake (forever if zero), a kick or a state change. It
 // reports false once the keeper must stop. It does not sleep at all if
-// leases or waiting grew since v was read (see [Client.kickLocked]).
+// leases or waiting grew since v was read (see [Session.kickLocked]).
 func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 	c := k.c
 	c.mu.Lock()

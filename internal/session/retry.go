@@ -8,12 +8,12 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// retry runs op on the Client's connection until it succeeds, fails with an
+// Retry runs op on the Session's connection until it succeeds, fails with an
 // error that retrying cannot fix, or ctx is done. What [classify] calls
-// retry (connection loss, no server, an expired session, which the Client
-// replaces by itself) is retried with the Client's backoff, each time on the
+// retry (connection loss, no server, an expired session, which the Session
+// replaces by itself) is retried with the Session's backoff, each time on the
 // connection current then; anything else is returned at once, unwrapped, so
-// ZooKeeper's sentinel stays reachable. A closed Client yields
+// ZooKeeper's sentinel stays reachable. A closed Session yields
 // ErrClientClosed. When ctx ends first, the result wraps ctx's error (and
 // the last ZooKeeper error).
 //
