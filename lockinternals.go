@@ -143,9 +143,6 @@ func acquire(ctx context.Context, op, what string, r request) ([]*Lease, error) 
 	if err := c.usable(ctx); err != nil {
 		return nil, p.failed(op, err)
 	}
-	if err := p.fits(); err != nil {
-		return nil, p.failed(op, err)
-	}
 	leases, err := p.run(ctx)
 	if err != nil {
 		return nil, p.failed(op, err)
@@ -273,6 +270,9 @@ func (p *participant) enqueue(ctx context.Context) error {
 		return err
 	}
 	prefixes := p.prefixes()
+	if err := p.fits(prefixes); err != nil {
+		return err
+	}
 	var b backoff.BackOff
 	for {
 		sid, err := p.c.s.AwaitSession(ctx)
@@ -317,25 +317,23 @@ func (p *participant) newID() error {
 // connection loss: retried, it would never end.
 const maxRequest = 0xfffff
 
-// fits refuses, before any ZooKeeper call, a create of our nodes whose
-// request would exceed maxRequest: an AcquireN of thousands of leases, or
-// a few with large node data. It estimates the request from above, as
-// jute writes it: per op a 9-byte multi header, the path, the data, the
-// ACL and the flags.
-func (p *participant) fits() error {
+// fits refuses, before any ZooKeeper call, a create of our nodes (named
+// prefixes) whose request would exceed maxRequest: an AcquireN of
+// thousands of leases, or a few with large node data. It estimates the
+// request from above, as jute writes it: per op a 9-byte multi header, the
+// path, the data, the ACL and the flags.
+func (p *participant) fits(prefixes []string) error {
 	size := 4 + 8 + 9 // the length, the request header, the multi's end
 	data := len(p.parts[0].l.data)
-	for _, pt := range p.parts {
-		path := pt.l.path + "/" + protectedPrefix + strings.Repeat("0", uuidLen) + "-" + pt.l.driver.Kind().lockName()
-		op := 9 + 4 + len(path) + 4 + data + 4 + 4
-		for _, a := range p.c.s.ACL(path) {
-			op += 4 + 4 + len(a.Scheme) + 4 + len(a.ID)
+	for _, prefix := range prefixes {
+		size += 9 + 4 + len(prefix) + 4 + data + 4 + 4
+		for _, a := range p.c.s.ACL(prefix) {
+			size += 4 + 4 + len(a.Scheme) + 4 + len(a.ID)
 		}
-		size += op * p.req.n
 	}
 	if size > maxRequest {
 		return invalidf("creating %d nodes of %d bytes of data takes a request of about %d bytes, over ZooKeeper's limit of %d (jute.maxbuffer)",
-			len(p.parts)*p.req.n, data, size, maxRequest)
+			len(prefixes), data, size, maxRequest)
 	}
 	return nil
 }
