@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,29 +180,5 @@ func TestUnknownNodeRefused(t *testing.T) {
 	mustIs(t, err, zklock.ErrUnknownNode)
 	if kids := children(t, c, path); len(kids) != 2 {
 		t.Fatalf("our node is gone again: want the plain and the foreign node, children %v", kids)
-	}
-}
-
-// Another library's semaphore on the path (Curator's InterProcessSemaphoreV2
-// keeps "locks" and "leases" children; kazoo's Semaphore plain 32-hex
-// nodes) makes Semaphore.Acquire refuse: it cannot count their holders.
-func TestSemaphoreRefusesForeignLayout(t *testing.T) {
-	t.Parallel()
-	c := connect(t)
-	for _, foreign := range []string{"leases", "0123456789abcdef0123456789abcdef"} {
-		path := lockPath(t)
-		s := newSem(t, c, path, 2)
-		l, err := s.Acquire(ctxT(t)) // creates the path
-		must(t, err)
-		release(t, l)
-		_, err = c.Conn().Create(path+"/"+foreign, nil, 0, zk.WorldACL(zk.PermAll))
-		must(t, err)
-		_, err = s.Acquire(ctxT(t))
-		mustIs(t, err, zklock.ErrUnknownNode, foreign)
-		if kids := children(t, c, path); !slices.Equal(kids, []string{foreign}) {
-			t.Fatalf("%s: want no node of ours left, children %v", foreign, kids)
-		}
-		_, err = s.Participants(ctxT(t))
-		mustIs(t, err, zklock.ErrUnknownNode, "participants beside %s", foreign)
 	}
 }

@@ -2,10 +2,8 @@ package zklock_test
 
 import (
 	"bytes"
-	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -180,89 +178,4 @@ func TestWithNodeDataCopies(t *testing.T) {
 		t.Fatalf("node data %q, want %q", got, "owner-1")
 	}
 	release(t, l)
-}
-
-// A Lock with a user's driver lists its participants as that driver sees
-// them.
-func TestLockParticipants(t *testing.T) {
-	t.Parallel()
-	path := lockPath(t)
-	var locks []*zklock.Lock
-	for i := 0; i < 3; i++ {
-		l, err := zklock.NewLock(connect(t), path, firstTwo{})
-		must(t, err)
-		locks = append(locks, l)
-	}
-	a, err := locks[0].Acquire(ctxT(t))
-	must(t, err)
-	b, err := locks[1].Acquire(ctxT(t))
-	must(t, err)
-	w := async(locks[2].Acquire, ctxT(t))
-	queued(t, connect(t), path, 3)
-	parts, err := locks[2].Participants(ctxT(t))
-	must(t, err)
-	held, _ := holders(parts)
-	if want := []bool{true, true, false}; len(held) != 3 || held[0] != want[0] || held[1] != want[1] || held[2] != want[2] {
-		t.Fatalf("holders %v, want %v", held, want)
-	}
-	pending(t, w)
-	release(t, a)
-	release(t, await(t, w))
-	release(t, b)
-}
-
-// firstTwo lets the first two participants hold.
-type firstTwo struct{}
-
-func (firstTwo) Kind() zklock.Kind { return zklock.KindMutex }
-
-func (firstTwo) GetsTheLock(_ []zklock.Child, first, _ int) zklock.Decision {
-	if first < 2 {
-		return zklock.Decision{Holds: true}
-	}
-	return zklock.Decision{Watch: []int{first - 2, first - 1}}
-}
-
-// A driver that neither holds nor watches fails the acquire with
-// ErrInvalidArgument, and leaves no node.
-func TestDriverThatNeitherHoldsNorWatches(t *testing.T) {
-	t.Parallel()
-	path := lockPath(t)
-	c := connect(t)
-	l, err := zklock.NewLock(c, path, stuck{})
-	must(t, err)
-	_, err = l.Acquire(ctxT(t))
-	mustIs(t, err, zklock.ErrInvalidArgument)
-	eventually(t, func() bool { return len(children(t, c, path)) == 0 }, "no node left")
-
-	_, err = zklock.NewLock(c, path, unknownKind{})
-	mustIs(t, err, zklock.ErrInvalidArgument, "a driver of no kind")
-}
-
-type stuck struct{}
-
-func (stuck) Kind() zklock.Kind                                    { return zklock.KindMutex }
-func (stuck) GetsTheLock([]zklock.Child, int, int) zklock.Decision { return zklock.Decision{} }
-
-type unknownKind struct{ stuck }
-
-func (unknownKind) Kind() zklock.Kind { return zklock.KindUnknown }
-
-// Once Done is closed, Err says one thing for good.
-func TestErrStableAfterDone(t *testing.T) {
-	t.Parallel()
-	c, f := faulty(t, time.Second)
-	m, err := zklock.NewMutex(c, lockPath(t))
-	must(t, err)
-	l, err := m.Acquire(ctxT(t))
-	must(t, err)
-	f.Partition()
-	<-l.Done()
-	first := l.Err()
-	mustIs(t, first, zklock.ErrLeaseExpired)
-	must(t, f.PartitionUntilExpired(ctxT(t)), "let the session expire")
-	f.Heal()
-	if got := l.Err(); !errors.Is(got, zklock.ErrLeaseExpired) || errors.Is(got, zklock.ErrSessionExpired) {
-		t.Fatalf("Err changed after Done: %v, then %v", first, got)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -186,5 +187,73 @@ func closed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// parentsOf returns p's ancestors and p, outermost first.
+func parentsOf(p string) []string {
+	var out []string
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			out = append(out, p[:i])
+		}
+	}
+	return append(out, p)
+}
+
+// contender is one client of hammer: how it acquires, and what it checks
+// while it holds.
+type contender struct {
+	acquire func(context.Context) ([]*zklock.Lease, error)
+	held    func(context.Context, []*zklock.Lease) error // runs between acquire and release
+}
+
+// hammer runs clients goroutines, each with a contender from open (each its
+// own Client), doing cycles of acquire, held, release. It fails the test if
+// any step fails, or if the goroutines do not all finish in time.
+func hammer(t *testing.T, clients, cycles int, open func() contender) {
+	t.Helper()
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		c := open()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < cycles; j++ {
+				ls, err := c.acquire(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := c.held(ctx, ls); err != nil {
+					t.Error(err)
+				}
+				for _, l := range ls {
+					if err := l.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * long):
+		t.Fatal("contending clients did not finish: deadlock?")
+	}
+}
+
+// one adapts a single-lease acquire to hammer.
+func one(acquire func(context.Context) (*zklock.Lease, error)) func(context.Context) ([]*zklock.Lease, error) {
+	return func(ctx context.Context) ([]*zklock.Lease, error) {
+		l, err := acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []*zklock.Lease{l}, nil
 	}
 }
