@@ -2,7 +2,6 @@ package session
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -349,6 +348,7 @@ type wire struct {
 	timeout time.Duration // granted by the last connect response
 	dialErr error         // the last dial that failed, for Connect's error
 	expects []expectation // packets someone waits to see go out
+	anchor  anchor        // a watch that keeps setWatches coming (anchor.go)
 }
 
 // expectation is a wait for the packet that carries marker to go out.
@@ -362,13 +362,17 @@ type wireConn struct {
 	net.Conn
 	w *wire
 
-	// Written by go-zookeeper's one reader goroutine, read under w.mu.
-	hdr  [12]byte // length, protocol version and timeout of the connect response
-	nhdr int
+	rd reader // go-zookeeper's one reader goroutine's own (see anchor.go)
+
+	gate      chan struct{} // closed once replies may pass (see anchor.go)
+	gateOnce  sync.Once
+	closed    chan struct{} // closed by Close
+	closeOnce sync.Once
 
 	// Under w.mu.
 	first time.Time   // when the connect request went out
 	sent  []time.Time // when packets went out, thinned to one per wireGrain, oldest first
+	timer *time.Timer // opens the gate should no setWatches come
 }
 
 // wireGrain thins the record of sent packets: one per wireGrain of the
@@ -384,17 +388,22 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 		w.mu.Unlock()
 		return nil, err
 	}
-	wc := &wireConn{Conn: c, w: w}
+	wc := newWireConn(c, w)
 	w.mu.Lock()
 	w.cur = wc
 	w.mu.Unlock()
 	return wc, nil
 }
 
+func newWireConn(c net.Conn, w *wire) *wireConn {
+	return &wireConn{Conn: c, w: w, gate: make(chan struct{}), closed: make(chan struct{})}
+}
+
 func (c *wireConn) Write(p []byte) (int, error) {
 	now := time.Now()
 	c.w.mu.Lock()
-	if c.first.IsZero() {
+	connect := c.first.IsZero() // the first packet is the connect request
+	if connect {
 		c.first = now
 	}
 	grain := c.w.timeout / wireGrain
@@ -410,6 +419,9 @@ func (c *wireConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if err == nil {
 		c.w.sawWrite(p)
+		if !connect {
+			c.sawRequest(p)
+		}
 	}
 	return n, err
 }
@@ -452,18 +464,13 @@ func (w *wire) sawWrite(p []byte) {
 	}
 }
 
+// Read reads for go-zookeeper's reader, and follows the packets: the
+// connect response's timeout and session, and the replies the gate holds
+// (see anchor.go).
 func (c *wireConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if c.nhdr < len(c.hdr) {
-		c.nhdr += copy(c.hdr[c.nhdr:], p[:n])
-		if c.nhdr == len(c.hdr) {
-			// ConnectResponse: int32 protocolVersion, int32 timeOut (ms), ...
-			if ms := int32(binary.BigEndian.Uint32(c.hdr[8:12])); ms > 0 {
-				c.w.mu.Lock()
-				c.w.timeout = time.Duration(ms) * time.Millisecond
-				c.w.mu.Unlock()
-			}
-		}
+	if n > 0 && c.observe(p[:n]) {
+		c.wait()
 	}
 	return n, err
 }

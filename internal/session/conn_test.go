@@ -61,10 +61,11 @@ func TestWireRecordsPackets(t *testing.T) {
 // sizes.
 func TestWireReadsGrantedTimeout(t *testing.T) {
 	w := &wire{}
-	resp := []byte{0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0x0f, 0xa0, 1, 2, 3} // length, version 0, 4000ms, ...
-	c := &wireConn{Conn: &bytesConn{data: resp, chunk: 5}, w: w}
+	resp := connectResponse(4000, 7)
+	conn := &bytesConn{data: resp, chunk: 5}
+	c := newWireConn(conn, w)
 	buf := make([]byte, 64)
-	for c.nhdr < len(c.hdr) {
+	for len(conn.data) > 0 {
 		if _, err := c.Read(buf); err != nil {
 			t.Fatal(err)
 		}
@@ -80,6 +81,7 @@ func TestWireReadsGrantedTimeout(t *testing.T) {
 type nopConn struct{ net.Conn }
 
 func (nopConn) Write(p []byte) (int, error) { return len(p), nil }
+func (nopConn) Close() error                { return nil }
 
 // bytesConn reads data, at most chunk bytes at a time.
 type bytesConn struct {

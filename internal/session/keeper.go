@@ -61,11 +61,12 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 // at their deadline, moves away from a server that stops confirming, and
 // opens a new connection when no server will take the session.
 type keeper struct {
-	c       *Session
-	retryAt time.Time // after a failed confirmation or arming; the keeper's goroutine's own
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	c        *Session
+	retryAt  time.Time // after a failed confirmation or arming; the keeper's goroutine's own
+	anchorAt time.Time // after a failed arming of the anchor (anchor.go); likewise
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 func newKeeper(c *Session) *keeper {
@@ -100,6 +101,7 @@ type keeperView struct {
 	changed           <-chan struct{}
 	nodes             []string // nodes of ours to confirm the session with
 	arm               bool     // held nodes need a watch (see held.go)
+	anchored          bool     // the anchor is armed, or given up, in session (anchor.go)
 }
 
 func (c *Session) keeperView() keeperView {
@@ -117,6 +119,7 @@ func (c *Session) keeperView() keeperView {
 	if v.session != c.session {
 		v.confirmed, v.deadline = time.Time{}, time.Time{}
 	}
+	_, v.anchored, _ = c.wire.anchorState(v.session)
 	// Every held node, so that a lease whose node someone deleted ends
 	// within a round (nodeGone), whichever it is; with none held, one node
 	// of a waiter, which only confirms the session.
@@ -162,7 +165,7 @@ type task func(v keeperView, t time.Duration) (due time.Time, act func())
 // none).
 func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) {
 	t := k.c.wire.sessionTimeout()
-	for _, tk := range [...]task{k.expiry, k.arming, k.confirmation, k.rejoin} {
+	for _, tk := range [...]task{k.expiry, k.arming, k.confirmation, k.anchoring, k.rejoin} {
 		due, act := tk(v, t)
 		switch {
 		case act == nil:

@@ -112,7 +112,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		acl:         o.ACL,
 		log:         o.Logger,
 		newBackOff:  o.NewBackOff,
-		wire:        &wire{dial: o.Dialer},
+		wire:        &wire{dial: o.Dialer, anchor: newAnchor()},
 		lossOnDrop:  o.LossOnDrop,
 		hooks:       o.Hooks,
 		changed:     make(chan struct{}),
@@ -147,6 +147,12 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		_ = c.Close()
 		return nil, err
 	}
+	// The keeper arms the anchor in the session (anchor.go); waiting for it
+	// here keeps that request out of what the new Client's user sees.
+	if err := c.awaitAnchor(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	for _, a := range o.Auth {
 		if err := zc.AddAuth(a.Scheme, a.Auth); err != nil {
 			_ = c.Close()
@@ -160,7 +166,10 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 func (c *Session) open(gen uint64) (Conn, error) {
 	o := c.dial
 	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
-	o.onWatch = func(ev Event) { c.onWatch(gen, ev) }
+	o.onWatch = func(ev Event) {
+		c.wire.sawEvent(ev) // whatever the generation: the anchor is the wire's
+		c.onWatch(gen, ev)
+	}
 	return dial(o)
 }
 

@@ -1,0 +1,325 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"time"
+)
+
+// The setWatches gate: a fix, from outside, for a data race in go-zookeeper
+// v1.0.4 (go-zookeeper/zk PR #35, still open). When a connection comes
+// back in the same session, Conn.loop starts the new connection's recvLoop
+// and then calls sendSetWatches, which reads Conn.lastZxid to build its
+// setWatches requests, while recvLoop writes Conn.lastZxid for every reply
+// that carries a zxid. Under -race that is reported (and fails a test);
+// without it the read may see a later zxid than the watches were set at,
+// so the server can skip a notification that happened in between.
+//
+// The gate orders the two. On a connection that resumes a session whose
+// watch table is known not to be empty, the wire holds every reply that
+// carries a zxid (xid >= 0, zxid > 0) until the first setWatches request
+// (opcode 101) has been written: sendSetWatches reads lastZxid before it
+// queues that request (conn.go, sendSetWatches builds every request, then
+// sends them), so every write of lastZxid on the new connection comes
+// after the read. Replies without a zxid pass: pings (xid -2), watch
+// events (xid -1) and the replies to re-sent credentials, which ZooKeeper
+// answers with zxid 0 (ZooKeeperServer.processPacket, OpCode.auth), and
+// which Conn.loop waits for before its sendLoop starts: holding them would
+// stall the connection.
+//
+// Why setWatches surely comes: sendSetWatches sends one whenever its table
+// holds a watch. The Session keeps one there for the whole of each
+// session: an exists watch on a path of its own that nobody creates (the
+// anchor, armed by the keeper). go-zookeeper drops a watch only when it
+// fires or when the session ends (Conn.notifyWatches, invalidateWatches).
+// The wire counts the anchor as armed once it has handed recvLoop the
+// reply to the anchor's exists request (recvLoop registers the watch
+// before it reads again, and Conn.loop waits for recvLoop to end before it
+// reconnects), and disarms it when the anchor's watch fires (the event
+// callback runs before notifyWatches drops the watch). A connection is
+// gated only if its connect response names the armed session. Were the
+// argument wrong, the gate would still open after a third of the session
+// timeout; TestGateHoldsRepliesUntilSetWatches and
+// TestReconnectWithWatchesUnderRace check it.
+type anchor struct {
+	path   string // exists-watched, never created
+	marker []byte // the path as it appears in the request
+
+	// Under wire.mu.
+	armed   int64     // the session whose watch table holds the anchor, 0: none
+	given   int64     // the session in which the keeper gave up arming it
+	xid     int32     // the anchor's exists request in flight...
+	on      *wireConn // ...on this connection
+	changed chan struct{}
+}
+
+func newAnchor() anchor {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails on the systems Go supports
+	p := AnchorPrefix + hex.EncodeToString(b[:])
+	return anchor{path: p, marker: []byte(p), changed: make(chan struct{})}
+}
+
+// AnchorPrefix begins the path of every Session's anchor: a path nobody
+// creates, which each Session exists-watches (see anchor.go). A count of
+// a server's watches that must not see the Sessions' own leaves these
+// paths out.
+const AnchorPrefix = "/zklock-anchor-"
+
+// ZooKeeper's opcodes the wire looks for.
+const (
+	opExists      = 3
+	opSetWatches  = 101
+	replyHdrBytes = 16 // xid int32, zxid int64, err int32; or a connect response's protocol version, timeout and session id
+)
+
+// anchorState reports whether the anchor is armed in session, whether
+// that is settled (armed, or given up), and a channel closed when either
+// may have changed.
+func (w *wire) anchorState(session int64) (armed, settled bool, changed <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.anchor.changed == nil {
+		w.anchor.changed = make(chan struct{})
+	}
+	armed = session != 0 && w.anchor.armed == session
+	return armed, armed || session != 0 && w.anchor.given == session, w.anchor.changed
+}
+
+// setArmedLocked records the session whose table holds the anchor.
+func (w *wire) setArmedLocked(session int64) {
+	if w.anchor.armed != session {
+		w.anchor.armed = session
+		w.anchorChangedLocked()
+	}
+}
+
+// giveUpAnchor records that the anchor cannot be armed in session.
+func (w *wire) giveUpAnchor(session int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.anchor.given = session
+	w.anchorChangedLocked()
+}
+
+func (w *wire) anchorChangedLocked() {
+	if w.anchor.changed != nil {
+		close(w.anchor.changed)
+	}
+	w.anchor.changed = make(chan struct{})
+}
+
+// sawEvent disarms the anchor when its watch fires (someone created the
+// path), so that no connection waits for a setWatches that may not come.
+func (w *wire) sawEvent(ev Event) {
+	if w.anchor.path == "" || ev.Path != w.anchor.path {
+		return
+	}
+	w.mu.Lock()
+	w.setArmedLocked(0)
+	w.mu.Unlock()
+}
+
+// sawRequest notes, for a request packet p written on c, a setWatches (the
+// gate opens) and the anchor's exists request (its xid, to recognise the
+// reply). go-zookeeper writes one request per Write (Conn.sendData).
+func (c *wireConn) sawRequest(p []byte) {
+	if len(p) < 12 {
+		return
+	}
+	xid := int32(binary.BigEndian.Uint32(p[4:8]))
+	switch int32(binary.BigEndian.Uint32(p[8:12])) {
+	case opSetWatches:
+		c.openGate()
+	case opExists:
+		if len(c.w.anchor.marker) > 0 && containsPath(p[12:], c.w.anchor.marker) {
+			c.w.mu.Lock()
+			c.w.anchor.xid, c.w.anchor.on = xid, c
+			c.w.mu.Unlock()
+		}
+	}
+}
+
+// containsPath reports whether an exists request's body (a length-prefixed
+// path, then the watch flag) names path.
+func containsPath(body, path []byte) bool {
+	if len(body) < 4+len(path) {
+		return false
+	}
+	n := int(binary.BigEndian.Uint32(body[:4]))
+	return n == len(path) && string(body[4:4+n]) == string(path)
+}
+
+// reader follows the packets a connection reads, as go-zookeeper reads
+// them (a 4-byte length, then the body), without reading ahead: it only
+// looks at the bytes as they pass.
+type reader struct {
+	nlen  int // bytes of the length read
+	len   [4]byte
+	left  int // bytes of the body still to come
+	nhdr  int
+	hdr   [replyHdrBytes]byte
+	shook bool // the connect response has passed
+
+	session int64 // named by the connect response
+	gated   bool  // replies with a zxid wait for wireConn.gate
+}
+
+// observe follows b, just read, and reports whether it ends a reply that
+// must wait for the gate.
+func (c *wireConn) observe(b []byte) (hold bool) {
+	r := &c.rd
+	for len(b) > 0 {
+		if r.nlen < 4 {
+			k := copy(r.len[r.nlen:], b)
+			r.nlen += k
+			b = b[k:]
+			if r.nlen == 4 {
+				r.left, r.nhdr = int(binary.BigEndian.Uint32(r.len[:])), 0
+				if r.left <= 0 {
+					r.nlen = 0
+				}
+			}
+			continue
+		}
+		k := len(b)
+		if k > r.left {
+			k = r.left
+		}
+		r.nhdr += copy(r.hdr[r.nhdr:], b[:k])
+		r.left -= k
+		b = b[k:]
+		if r.left == 0 {
+			r.nlen = 0
+			if c.packetEnd() {
+				hold = true
+			}
+		}
+	}
+	return hold
+}
+
+// packetEnd handles a packet read whole: the connect response (the
+// granted timeout; the session, and whether to gate), or a reply.
+func (c *wireConn) packetEnd() (hold bool) {
+	r, w := &c.rd, c.w
+	if !r.shook {
+		r.shook = true
+		if r.nhdr < replyHdrBytes {
+			return false
+		}
+		ms := int32(binary.BigEndian.Uint32(r.hdr[4:8]))
+		r.session = int64(binary.BigEndian.Uint64(r.hdr[8:16]))
+		w.mu.Lock()
+		if ms > 0 {
+			w.timeout = time.Duration(ms) * time.Millisecond
+		}
+		gated := r.session != 0 && r.session == w.anchor.armed
+		w.mu.Unlock()
+		if gated {
+			r.gated = true
+			c.gateTimer(time.Duration(ms) * time.Millisecond / 3)
+		}
+		return false
+	}
+	if r.nhdr < replyHdrBytes {
+		return false
+	}
+	xid := int32(binary.BigEndian.Uint32(r.hdr[0:4]))
+	zxid := int64(binary.BigEndian.Uint64(r.hdr[4:12]))
+	w.mu.Lock()
+	if w.anchor.on == c && w.anchor.xid == xid {
+		w.anchor.on = nil
+		if int32(binary.BigEndian.Uint32(r.hdr[12:16])) == zkNoNodeCode {
+			w.setArmedLocked(r.session) // go-zookeeper sets an exists watch on ErrNoNode
+		}
+	}
+	w.mu.Unlock()
+	return r.gated && xid >= 0 && zxid > 0
+}
+
+// zkNoNodeCode is ZooKeeper's NONODE error code, as a reply header carries
+// it.
+const zkNoNodeCode = int32(-101)
+
+// gateTimer opens the gate after d, should no setWatches come.
+func (c *wireConn) gateTimer(d time.Duration) {
+	t := time.AfterFunc(d, c.openGate)
+	c.w.mu.Lock()
+	c.timer = t
+	c.w.mu.Unlock()
+}
+
+// openGate lets the held replies through. It is idempotent, and safe from
+// any goroutine.
+func (c *wireConn) openGate() {
+	c.gateOnce.Do(func() {
+		c.w.mu.Lock()
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		c.w.mu.Unlock()
+		close(c.gate)
+	})
+}
+
+// wait blocks until the gate is open or the connection is closed.
+func (c *wireConn) wait() {
+	select {
+	case <-c.gate:
+	case <-c.closed:
+	}
+}
+
+// Close closes the connection, and lets a held read return.
+func (c *wireConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// anchoring arms the anchor in each new session: one exists request, which
+// leaves a watch that never fires. The wire sees the reply and counts the
+// anchor armed. A path someone created cannot serve (its watch would
+// fire): the keeper gives up for that session, as it does if the wire did
+// not see the reply, rather than ask again and again.
+func (k *keeper) anchoring(v keeperView, t time.Duration) (time.Time, func()) {
+	if !v.connected || v.session == 0 || v.anchored {
+		return time.Time{}, nil
+	}
+	return k.anchorAt, func() {
+		c := k.c
+		exists, _, err := c.Conn().ExistsW(c.wire.anchor.path)
+		switch {
+		case err != nil:
+			k.anchorAt = time.Now().Add(t / 12)
+		case exists:
+			c.log.Warn("zklock: the anchor path exists; a reconnect may race in go-zookeeper", "path", c.wire.anchor.path)
+			c.wire.giveUpAnchor(v.session)
+		default:
+			if armed, _, _ := c.wire.anchorState(v.session); !armed {
+				c.wire.giveUpAnchor(v.session)
+			}
+		}
+	}
+}
+
+// awaitAnchor waits until the anchor is settled in the current session,
+// or ctx ends. Open calls it so that a new Client makes no request of its
+// own after it returns.
+func (c *Session) awaitAnchor(ctx context.Context) error {
+	for {
+		st := c.State()
+		_, settled, changed := c.wire.anchorState(c.Conn().SessionID())
+		if settled || !st.Connected || st.Closed {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-st.Changed:
+		}
+	}
+}

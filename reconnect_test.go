@@ -1,0 +1,87 @@
+package zklock_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zklock"
+)
+
+// A connection that comes back in the same session with thousands of
+// watches set, while replies keep coming: go-zookeeper v1.0.4's
+// sendSetWatches reads Conn.lastZxid while the new connection's recvLoop
+// writes it (go-zookeeper/zk PR #35). The Session's gate orders the two
+// (internal/session/anchor.go); under -race this test fails if it does
+// not. After each reconnect the held nodes' watches still end their
+// leases.
+func TestReconnectWithWatchesUnderRace(t *testing.T) {
+	const n, drops, readers = 4000, 8, 32
+	c, f := faulty(t, 4*time.Second)
+	other := connect(t)
+	ctx := ctxT(t)
+	root := lockPath(t)
+	leases := make([]*zklock.Lease, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	errs := make(chan error, n)
+	for i := range leases {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m, err := zklock.NewMutex(c, fmt.Sprintf("%s/e-%04d", root, i))
+			if err == nil {
+				leases[i], err = m.Acquire(ctx)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	// Replies with a zxid, all the time, on the same connection.
+	stop := make(chan struct{})
+	var reads atomic.Int64
+	var busy sync.WaitGroup
+	for g := 0; g < readers; g++ {
+		busy.Add(1)
+		go func() {
+			defer busy.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _, _ = c.Conn().Exists(root)
+				reads.Add(1)
+			}
+		}()
+	}
+	for d := 0; d < drops; d++ {
+		before := reads.Load()
+		f.Drop() // the same session comes back on a new connection
+		eventually(t, func() bool { return reads.Load() > before+50 && leases[0].Err() == nil }, "reconnect %d", d)
+	}
+	close(stop)
+	busy.Wait()
+
+	for _, i := range []int{1, n / 2, n - 1} {
+		deleteNode(t, other, leases[i].Node())
+		mustIs(t, ended(t, leases[i], "lease %d", i), zklock.ErrNodeDeleted)
+	}
+	for i, l := range leases {
+		if i != 1 && i != n/2 && i != n-1 {
+			must(t, l.Err(), "lease %d, whose node nobody deleted", i)
+		}
+	}
+}
