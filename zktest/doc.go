@@ -81,7 +81,8 @@
 //		zkc := zktest.Start(t, zktest.WithTickTime(100*time.Millisecond))
 //		// connect to zkc.Servers(), take a lock, then:
 //		require.NoError(t, zkc.Pause(t.Context()))
-//		// ... the client disconnects: a zklock lease is lost at once ...
+//		// ... the client disconnects; a zklock lease ends at its deadline
+//		// (ValidUntil), or at once with zklock.WithLossOnDisconnect ...
 //		require.NoError(t, zkc.Unpause(t.Context()))
 //	}
 //

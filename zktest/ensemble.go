@@ -101,6 +101,9 @@ type Ensemble struct {
 //	defer e.Terminate(context.Background()) // nil-safe
 //	if err != nil { ... }
 func RunEnsemble(ctx context.Context, img string, opts ...testcontainers.ContainerCustomizer) (*Ensemble, error) {
+	if err := checkDocker(ctx); err != nil {
+		return nil, err
+	}
 	netOpts := []network.NetworkCustomizer{network.WithLabels(map[string]string{labelKey: "true"})}
 	nw, err := network.New(ctx, netOpts...)
 	if err != nil {

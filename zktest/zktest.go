@@ -133,6 +133,9 @@ type Container struct {
 // client port's fixed 127.0.0.1 binding, which is always kept, since
 // [Container.ClientEndpoint] depends on it.
 //
+// Run first checks that the Docker engine answers: without one it fails at
+// once with an error that says so and how to fix it (start the engine, or
+// set DOCKER_HOST to one that runs).
 // On failure Run returns an error and, if a container was created, that
 // container too, so the caller can still terminate it, as testcontainers'
 // modules do:
@@ -143,6 +146,9 @@ type Container struct {
 func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustomizer) (*Container, error) {
 	cfg, err := configOf(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDocker(ctx); err != nil {
 		return nil, err
 	}
 
@@ -160,6 +166,45 @@ func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustom
 			return c, errors.Join(err, terr)
 		}
 	}
+}
+
+// dockerCheckTimeout bounds the ping of the Docker engine.
+const dockerCheckTimeout = 10 * time.Second
+
+// checkDocker pings the Docker engine that containers will be started on,
+// so that a missing engine is reported as what it is, with the fix,
+// rather than as whatever testcontainers failed at last while looking for
+// one (often "rootless Docker not found"). DOCKER_HOST, when set, names
+// the engine: testcontainers would try other places after it, but a
+// DOCKER_HOST that does not answer is a mistake to report, not to work
+// around. Otherwise testcontainers finds the engine as it always does
+// (~/.testcontainers.properties, the Docker context, /var/run/docker.sock,
+// rootless sockets). The error wraps the engine client's.
+func checkDocker(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, dockerCheckTimeout)
+	defer cancel()
+	if host := os.Getenv("DOCKER_HOST"); host != "" {
+		cli, err := client.New(client.FromEnv)
+		if err == nil {
+			_, err = cli.Ping(ctx, client.PingOptions{})
+			cli.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("zktest: Docker is not reachable at DOCKER_HOST=%s: start the Docker engine there, "+
+				"or set DOCKER_HOST to an engine that runs (unset, it means unix:///var/run/docker.sock): %w", host, err)
+		}
+		return nil
+	}
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err == nil {
+		_, err = cli.Ping(ctx, client.PingOptions{})
+		cli.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("zktest: no Docker engine is reachable: start one (dockerd, `systemctl start docker`, Docker Desktop), "+
+			"or set DOCKER_HOST to one that runs (e.g. unix:///var/run/docker.sock, tcp://host:2375): %w", err)
+	}
+	return nil
 }
 
 // configOf renders the zoo.cfg that zktest's Options among opts ask for.

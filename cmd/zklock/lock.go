@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"time"
 
 	"github.com/zkrecipes/zklock"
@@ -20,7 +21,7 @@ type holdFlags struct {
 }
 
 func (h *holdFlags) register(fs *flag.FlagSet, dataDoc string) {
-	fs.DurationVar(&h.timeout, "timeout", 0, "give up (exit 124) if not holding within this `duration`; 0 waits for ever")
+	fs.DurationVar(&h.timeout, "timeout", 0, "give up (exit 124) if not holding within this `duration`, connecting included; 0 waits for ever")
 	fs.DurationVar(&h.grace, "grace", 10*time.Second, "if the lock (or leadership) is lost, how long the command has between SIGTERM and SIGKILL")
 	fs.StringVar(&h.data, "data", "", dataDoc)
 }
@@ -47,6 +48,9 @@ func (h *holdFlags) spec(sub, lost string, common *commonFlags, path string, arg
 	}
 	if err := common.check(); err != nil {
 		return holdSpec{}, usageError(sub, "%v", err)
+	}
+	if h.timeout > 0 {
+		common.bound = fmt.Sprintf("-timeout %v", h.timeout)
 	}
 	return holdSpec{
 		sub: sub, lost: lost, common: common, path: path, argv: argv,
@@ -124,13 +128,24 @@ func cmdLock(args []string) int {
 			if err != nil {
 				return nil, err
 			}
-			if leasesWants > 1 && try {
-				return sem.TryAcquireN(ctx, leasesWants)
+			var leases []*zklock.Lease
+			switch {
+			case leasesWants > 1 && try:
+				leases, err = sem.TryAcquireN(ctx, leasesWants)
+			case leasesWants > 1:
+				leases, err = sem.AcquireN(ctx, leasesWants)
+			case try:
+				var lease *zklock.Lease
+				if lease, err = sem.TryAcquire(ctx); err == nil {
+					leases = []*zklock.Lease{lease}
+				}
+			default:
+				var lease *zklock.Lease
+				if lease, err = sem.Acquire(ctx); err == nil {
+					leases = []*zklock.Lease{lease}
+				}
 			}
-			if leasesWants > 1 {
-				return sem.AcquireN(ctx, leasesWants)
-			}
-			l = sem
+			return leases, semaphoreConflict(c, path, maxLeases, err)
 		case read || write:
 			rw, err := zklock.NewRWMutex(c, path, opts...)
 			if err != nil {

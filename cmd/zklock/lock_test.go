@@ -212,8 +212,8 @@ func TestExitCodes(t *testing.T) {
 		holder := start(t, env(), "lock", "-data", "holder", path, "--", "sleep", "600")
 		awaitQueue(t, c, path, 1, "holder")
 		_, stderr := expectCode(t, exitNotLocked, env(), "lock", "-try", path, "--", "true")
-		if !strings.Contains(stderr, "held by holder") {
-			t.Errorf("-try's stderr does not say who holds the lock:\n%s", stderr)
+		if !strings.Contains(stderr, "held by holder, who queued ") {
+			t.Errorf("-try's stderr does not say who holds the lock and when it queued:\n%s", stderr)
 		}
 		_, stderr = expectCode(t, exitNotLocked, env(), "lock", "-timeout", "1s", path, "--", "true")
 		if !strings.Contains(stderr, "-timeout") {
@@ -320,6 +320,29 @@ func TestSemaphore(t *testing.T) {
 		eventually(t, func() bool { return len(participants(t, c, path)) == 0 }, "the path has participants left")
 		expectCode(t, 0, env(), "lock", "-semaphore", "3", "-n", "2", "-try", path, "--", "true")
 	})
+}
+
+// TestSemaphoreConflict: a semaphore whose participants recorded another
+// size is a lock that cannot be taken (124), not a usage error, said once
+// with zklock's own prefix; the refused acquire leaves no node behind.
+func TestSemaphoreConflict(t *testing.T) {
+	path, c := lockPath(t), client(t)
+	start(t, env(), "lock", "-semaphore", "3", "-data", "holder", path, "--", "sleep", "600")
+	awaitQueue(t, c, path, 1, "holder")
+	for _, args := range [][]string{
+		{"lock", "-semaphore", "2", path, "--", "true"},
+		{"lock", "-semaphore", "2", "-try", path, "--", "true"},
+		{"lock", "-semaphore", "5", "-n", "4", path, "--", "true"},
+	} {
+		_, stderr := expectCode(t, exitNotLocked, env(), args...)
+		if !strings.Contains(stderr, path+" is a semaphore of 3 leases") || !strings.Contains(stderr, "did not run") {
+			t.Errorf("zklock %q: stderr does not say the semaphore has 3 leases and the command did not run:\n%s", args, stderr)
+		}
+		if strings.Contains(stderr, "zklock: ") || strings.Contains(stderr, "for usage") {
+			t.Errorf("zklock %q: stderr has a doubled prefix or calls it a usage error:\n%s", args, stderr)
+		}
+	}
+	awaitQueue(t, c, path, 1, "holder")
 }
 
 // TestElect: two zklock elect processes take turns: only the leader runs

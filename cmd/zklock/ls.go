@@ -26,12 +26,14 @@ func cmdLs(args []string) int {
 	var (
 		common  commonFlags
 		asJSON  bool
+		watch   bool
 		timeout time.Duration
 	)
 	fs := newFlagSet(sub)
 	common.register(fs)
-	fs.BoolVar(&asJSON, "json", false, "print a JSON array of objects instead of a table")
-	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up if the listing takes longer than this `duration`")
+	fs.BoolVar(&asJSON, "json", false, "print a JSON array of objects instead of a table (with -watch, one array per line)")
+	fs.BoolVar(&watch, "watch", false, "list again after every change, until interrupted")
+	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up if connecting and listing take longer than this `duration` (with -watch: each listing)")
 
 	pos, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {
@@ -55,23 +57,73 @@ func cmdLs(args []string) int {
 		return usageError(sub, "%v", err)
 	}
 
+	common.bound = fmt.Sprintf("-timeout %v", timeout)
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	if watch {
+		return watchLs(ctx, &common, path, asJSON, timeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	c, err := common.connect(ctx)
 	if err != nil {
 		return failed(sub, err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	ps, err := zklock.Participants(ctx, c, path)
 	if err != nil {
 		return failed(sub, err)
 	}
 	if asJSON {
-		err = printJSON(os.Stdout, path, ps, time.Now())
+		err = printJSON(os.Stdout, path, ps, time.Now(), "  ")
 	} else {
 		err = printTable(os.Stdout, path, ps, time.Now())
+	}
+	if err != nil {
+		return failed(sub, err)
+	}
+	return 0
+}
+
+// watchLs is ls -watch: it lists path, then again after every change,
+// until ctx ends (exit 0).
+func watchLs(ctx context.Context, common *commonFlags, path string, asJSON bool, timeout time.Duration) int {
+	const sub = "ls"
+	w, traceOpt := newWatcher(path, timeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	c, err := common.connect(cctx, traceOpt)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		return failed(sub, err)
+	}
+	defer c.Close()
+	w.c = c
+	var (
+		last   []zklock.Participant
+		listed bool
+		werr   error
+	)
+	err = w.run(ctx, func(ps []zklock.Participant) bool {
+		if listed && sameList(last, ps) {
+			return false
+		}
+		if listed && !asJSON {
+			fmt.Fprintln(os.Stdout) // a blank line between tables
+		}
+		last, listed = ps, true
+		if asJSON {
+			werr = printJSON(os.Stdout, path, ps, time.Now(), "")
+		} else {
+			werr = printTable(os.Stdout, path, ps, time.Now())
+		}
+		return werr != nil
+	})
+	if err == nil {
+		err = werr
 	}
 	if err != nil {
 		return failed(sub, err)
@@ -94,26 +146,33 @@ type lsEntry struct {
 	DataBase64 string  `json:"data_base64,omitempty"`
 }
 
-func printJSON(w io.Writer, path string, ps []zklock.Participant, now time.Time) error {
+// printJSON prints the participants as a JSON array, indented by indent
+// ("" prints it on one line).
+func printJSON(w io.Writer, path string, ps []zklock.Participant, now time.Time, indent string) error {
 	out := make([]lsEntry, 0, len(ps))
 	for _, p := range ps {
-		e := lsEntry{
-			Node: p.Node, Name: nodeName(path, p.Node), State: state(p), Holder: p.Holder,
-			Kind: p.Kind.String(), Read: p.Read,
-			Created:    p.Created.UTC().Format(time.RFC3339Nano),
-			AgeSeconds: math.Round(age(now, p).Seconds()*1000) / 1000,
-		}
-		if utf8.Valid(p.Data) {
-			d := string(p.Data)
-			e.Data = &d
-		} else {
-			e.DataBase64 = base64.StdEncoding.EncodeToString(p.Data)
-		}
-		out = append(out, e)
+		out = append(out, entry(path, p, now))
 	}
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
+	enc.SetIndent("", indent)
 	return enc.Encode(out)
+}
+
+// entry is participant p of path in ls -json and observe -json.
+func entry(path string, p zklock.Participant, now time.Time) lsEntry {
+	e := lsEntry{
+		Node: p.Node, Name: nodeName(path, p.Node), State: state(p), Holder: p.Holder,
+		Kind: p.Kind.String(), Read: p.Read,
+		Created:    p.Created.UTC().Format(time.RFC3339Nano),
+		AgeSeconds: math.Round(age(now, p).Seconds()*1000) / 1000,
+	}
+	if utf8.Valid(p.Data) {
+		d := string(p.Data)
+		e.Data = &d
+	} else {
+		e.DataBase64 = base64.StdEncoding.EncodeToString(p.Data)
+	}
+	return e
 }
 
 func printTable(w io.Writer, path string, ps []zklock.Participant, now time.Time) error {

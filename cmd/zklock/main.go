@@ -1,8 +1,9 @@
 //go:build unix
 
 // Command zklock runs a command while holding a ZooKeeper lock, or while
-// leading an election, and lists who holds a lock path and who waits, as
-// `consul lock` and `etcdctl lock` do for their stores. Its locks are the
+// leading an election; it lists who holds a lock path and who waits, and
+// follows a lock's holders or an election's leader as they change, as
+// `consul lock`, `etcdctl lock` and `etcdctl elect -l` do for their stores. Its locks are the
 // zklock library's, so they exclude Apache Curator's locks (and kazoo's,
 // and the library's users) on the same path.
 //
@@ -11,6 +12,7 @@
 //	zklock lock /jobs/backup -- /usr/local/bin/backup.sh
 //	zklock elect /services/scheduler -- ./scheduler
 //	zklock ls /jobs/backup
+//	zklock observe /services/scheduler
 //
 // Run `zklock help` for the flags and the exit statuses. It is made for
 // Linux; on other Unix systems a command outlives a zklock killed with
@@ -37,7 +39,7 @@ import (
 // them from the command's.
 const (
 	exitLockLost   = 123 // the lock (or leadership) was lost while the command ran; the command was signalled
-	exitNotLocked  = 124 // could not lock: -timeout passed, -try found it taken, or interrupted while waiting
+	exitNotLocked  = 124 // could not lock: -timeout passed, -try found it taken, the path is used otherwise, or interrupted while waiting
 	exitFailed     = 125 // zklock itself failed: a usage error, no connection, a ZooKeeper error
 	exitCannotRun  = 126 // the command was found but could not be run
 	exitNotFound   = 127 // the command was not found
@@ -63,22 +65,33 @@ func zklockMain(args []string) int {
 		return cmdElect(rest)
 	case "ls":
 		return cmdLs(rest)
+	case "observe":
+		return cmdObserve(rest)
+	case "version":
+		return cmdVersion(rest)
 	case "help", "-h", "-help", "--help":
 		if len(rest) == 0 {
 			fmt.Fprint(os.Stdout, mainUsage)
 			return 0
 		}
-		if u, ok := usages[rest[0]]; ok {
-			fmt.Fprint(os.Stdout, u)
-			return 0
+		// A command's help is what its -h prints: the text, then the flags.
+		if cmd, ok := commands[rest[0]]; ok {
+			return cmd([]string{"-h"})
 		}
-		fmt.Fprintf(os.Stderr, "zklock help: unknown command %q: the commands are lock, elect and ls.\n", rest[0])
+		fmt.Fprintf(os.Stderr, "zklock help: unknown command %q: the commands are %s.\n", rest[0], commandList)
 		return exitFailed
 	default:
-		fmt.Fprintf(os.Stderr, "zklock: unknown command %q: the commands are lock, elect and ls.\nRun 'zklock help' for usage.\n", sub)
+		fmt.Fprintf(os.Stderr, "zklock: unknown command %q: the commands are %s.\nRun 'zklock help' for usage.\n", sub, commandList)
 		return exitFailed
 	}
 }
+
+// commands maps each subcommand to its function, for help.
+var commands = map[string]func([]string) int{
+	"lock": cmdLock, "elect": cmdElect, "ls": cmdLs, "observe": cmdObserve, "version": cmdVersion,
+}
+
+const commandList = "lock, elect, ls, observe and version"
 
 // usageError reports a usage error of subcommand sub and returns
 // exitFailed.
@@ -89,13 +102,21 @@ func usageError(sub string, format string, args ...any) int {
 
 // failed reports that zklock itself failed and returns exitFailed. An
 // error wrapping ErrInvalidArgument is the caller's to fix: it is reported
-// as a usage error.
+// as a usage error. (The subcommands check what they can before they
+// connect; what the servers' state refuses, such as a semaphore of another
+// size, they report themselves, as a lock that could not be taken.)
 func failed(sub string, err error) int {
 	if errors.Is(err, zklock.ErrInvalidArgument) {
-		return usageError(sub, "%v", err)
+		return usageError(sub, "%s", bare(err))
 	}
-	fmt.Fprintf(os.Stderr, "zklock %s: %v\n", sub, err)
+	fmt.Fprintf(os.Stderr, "zklock %s: %s\n", sub, bare(err))
 	return exitFailed
+}
+
+// bare is err's text without the library's "zklock: " prefix: the command
+// puts its own name and subcommand first.
+func bare(err error) string {
+	return strings.TrimPrefix(err.Error(), "zklock: ")
 }
 
 // commonFlags are the flags every subcommand takes: how to reach ZooKeeper.
@@ -108,6 +129,10 @@ type commonFlags struct {
 
 	serverList []string     // parsed by check
 	log        *slog.Logger // -v: debug lines on stderr; otherwise silent
+
+	// bound names the subcommand's own limit on the whole run, which
+	// bounds connecting too (e.g. "-timeout 2s"), for messages; "" if none.
+	bound string
 }
 
 type authFlag struct {
@@ -161,11 +186,17 @@ func (c *commonFlags) check() error {
 	return nil
 }
 
-// connect opens a session, bounded by -connect-timeout and by ctx.
-func (c *commonFlags) connect(ctx context.Context) (*zklock.Client, error) {
+// connect opens a session, bounded by -connect-timeout and by ctx, whose
+// deadline, if any, is the subcommand's limit (c.bound) on the whole run.
+func (c *commonFlags) connect(ctx context.Context, extra ...zklock.Option) (*zklock.Client, error) {
 	opts := []zklock.Option{zklock.WithSessionTimeout(c.sessionTimeout), zklock.WithLogger(c.log)}
 	for _, a := range c.auth {
 		opts = append(opts, zklock.WithAuth(a.scheme, a.cred))
+	}
+	opts = append(opts, extra...)
+	limit := fmt.Sprintf("-connect-timeout %v", c.connectTimeout)
+	if d, ok := ctx.Deadline(); ok && c.bound != "" && time.Until(d) < c.connectTimeout {
+		limit = c.bound
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
 	defer cancel()
@@ -173,8 +204,8 @@ func (c *commonFlags) connect(ctx context.Context) (*zklock.Client, error) {
 	client, err := zklock.Connect(ctx, c.serverList, opts...)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("no ZooKeeper session within -connect-timeout %v: check that ZooKeeper at %s is up and reachable (%w)",
-				c.connectTimeout, strings.Join(c.serverList, ","), err)
+			return nil, fmt.Errorf("no ZooKeeper session within %s: check that ZooKeeper at %s is up and reachable (%s)",
+				limit, strings.Join(c.serverList, ","), bare(err))
 		}
 		return nil, err
 	}
@@ -228,6 +259,11 @@ func parseFailed(sub string, fs *flag.FlagSet, err error) int {
 // printUsage prints a subcommand's usage text, then its flags.
 func printUsage(w io.Writer, sub string, fs *flag.FlagSet) {
 	fmt.Fprint(w, usages[sub])
+	flags := 0
+	fs.VisitAll(func(*flag.Flag) { flags++ })
+	if flags == 0 {
+		return
+	}
 	fmt.Fprintln(w, "\nFlags:")
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -252,9 +288,12 @@ const exitStatuses = `Exit status:
   the command's own   it ran to completion while holding (128+N if signal N killed it)
   123                 the lock was lost while the command ran; the command was sent
                       SIGTERM, then SIGKILL after -grace
-  124                 could not lock: -timeout passed, -try found it taken, or zklock
-                      was interrupted (SIGINT, SIGTERM, SIGHUP) while waiting
-  125                 zklock itself failed: a usage error, no connection, a ZooKeeper error
+  124                 could not lock: -timeout passed, -try found it taken, the path is
+                      used otherwise (a semaphore of another size, another library's
+                      semaphore), or zklock was interrupted (SIGINT, SIGTERM, SIGHUP)
+                      while waiting
+  125                 zklock itself failed: a usage error, no connection (also when
+                      -timeout passed before a session was established), a ZooKeeper error
   126                 the command was found but could not be run
   127                 the command was not found
 `
@@ -268,15 +307,21 @@ const environment = `The command runs with, in its environment:
 `
 
 const mainUsage = `zklock runs a command while holding a ZooKeeper lock, or while leading an
-election, and lists who holds a lock and who waits. Its locks are Apache
-Curator's on the wire: they exclude Curator's InterProcessMutex and
-InterProcessReadWriteLock on the same path.
+election; it lists who holds a lock and who waits, and follows the holders
+or the leader as they change. Its locks are Apache Curator's on the wire:
+they exclude Curator's InterProcessMutex and InterProcessReadWriteLock on
+the same path.
 
 Usage:
-  zklock lock  [flags] PATH -- COMMAND [ARG...]   run COMMAND while holding the lock PATH
-  zklock elect [flags] PATH -- COMMAND [ARG...]   run COMMAND while leading the election PATH
-  zklock ls    [flags] PATH                       list who holds PATH and who waits
-  zklock help  [COMMAND]                          this text, or a command's with its flags
+  zklock lock    [flags] PATH -- COMMAND [ARG...]  run COMMAND while holding the lock PATH
+  zklock elect   [flags] PATH -- COMMAND [ARG...]  run COMMAND while leading the election PATH
+  zklock ls      [flags] PATH                      list who holds PATH and who waits
+  zklock observe [flags] PATH                      print every change of PATH's holders or leader
+  zklock version                                   zklock's version and the Go it was built with
+  zklock help    [COMMAND]                         this text, or a command's with its flags
+
+The servers come from -servers or $ZKLOCK_SERVERS (host:port,...; a host
+without a port means ZooKeeper's 2181).
 
 Examples:
   export ZKLOCK_SERVERS=zk1:2181,zk2:2181,zk3:2181
@@ -284,6 +329,7 @@ Examples:
   zklock lock -try /jobs/backup -- /usr/local/bin/backup.sh   # skip if it runs elsewhere
   zklock elect /services/scheduler -- ./scheduler
   zklock ls /jobs/backup
+  zklock observe /services/scheduler
 
 ` + exitStatuses
 
@@ -293,7 +339,8 @@ var usages = map[string]string{
 Takes the lock PATH, runs COMMAND while holding it, then releases it. Waiters
 are served first come, first served. By default the lock is a mutex; -read and
 -write take a side of a read-write lock, and -semaphore MAX a lease of a
-counting semaphore (at most MAX holders at once).
+counting semaphore (at most MAX holders at once). -timeout bounds the whole
+wait, connecting included.
 
 COMMAND runs in a process group of its own (the terminal's foreground group
 if zklock's was), with zklock's stdin, stdout and stderr, and is killed if
@@ -317,7 +364,7 @@ Campaigns in the election PATH (Apache Curator's LeaderLatch on the wire), runs
 COMMAND once this process leads, and resigns when COMMAND exits, so that the
 next candidate leads. If leadership is lost while COMMAND runs, zklock sends
 its process group SIGTERM, then SIGKILL after -grace, and exits 123. Signals
-are handled as by zklock lock.
+and -timeout are handled as by zklock lock.
 
 Examples:
   ZKLOCK_SERVERS=zk1:2181 zklock elect /services/scheduler -- ./scheduler
@@ -329,13 +376,54 @@ Examples:
 
 Lists the participants of the lock or election PATH, in queue order: who holds
 it, then who waits. It reads any lock path, whichever recipe or library made
-it (zklock, Apache Curator, kazoo). DATA is each node's data: the owner's
-"host/pid" unless it set -data. A PATH that does not exist has no participants.
+it (zklock, Apache Curator, kazoo). AGE is how long ago each node was created:
+when its owner queued, so a holder's AGE includes its wait. DATA is each
+node's data: the owner's "host/pid" unless it set -data. A PATH that does not
+exist has no participants.
+
+With -watch, it prints the list again after every change (a participant
+came, went, or now holds), until interrupted (SIGINT or SIGTERM: exit 0);
+with -json, each list is one line.
 
 Examples:
   ZKLOCK_SERVERS=zk1:2181 zklock ls /jobs/backup
   zklock ls -json /jobs/backup | jq -r '.[] | select(.holder) | .data'
+  zklock ls -watch /jobs/backup
 
-Exit status: 0 if it could list, 125 if not.
+Exit status: 0 if it could list (with -watch: until interrupted), 125 if not.
+`,
+
+	"observe": `Usage: zklock observe [flags] PATH
+
+Prints the holders of the lock PATH, or the leader of the election PATH, then
+every change of them, one line each, until interrupted (SIGINT or SIGTERM:
+exit 0). A line has the time, the word "leader" (an election) or "holders"
+(a lock of any kind), then each holder's data and node, or "none" when
+nobody holds. The same holders are never printed twice in a row. With -json,
+each line is a JSON object instead.
+
+PATH is an election if it has a candidate's node (Curator LeaderLatch's
+"-latch-") or if -election is given; zklock then follows the leader with
+the library's Election.Observe, which watches the leader's node only. Any
+other PATH is watched as a lock: its children, and who of them holds by
+each node's kind (as zklock ls decides). A PATH that has no node yet is
+watched as a lock until a candidate's node appears.
+
+ZooKeeper keeps no history: holders that come and go between two reads (a
+round trip) are not printed; the state after them is. While the connection
+is down the last line stands; zklock reads again once it is back.
+
+Examples:
+  ZKLOCK_SERVERS=zk1:2181 zklock observe /services/scheduler
+  zklock observe -json /jobs/backup | jq -r '.holders[0].data // "none"'
+
+Exit status: 0 when interrupted, 125 if it could not connect or read PATH.
+`,
+
+	"version": `Usage: zklock version
+
+Prints zklock's module version ("(devel)" for a build from a checkout, with
+its VCS revision if known), the Go version it was built with, and the
+platform.
 `,
 }

@@ -76,20 +76,22 @@ func (s holdSpec) hold() int {
 
 // lockUp connects and takes the lease. On failure it reports why, unless
 // ctx was cancelled (the caller reports the signal), and closes what it
-// opened.
+// opened. -timeout bounds both: the connection, then the wait.
 func (s holdSpec) lockUp(ctx context.Context) (*zklock.Client, []*zklock.Lease, int) {
-	c, err := s.common.connect(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, exitNotLocked
-		}
-		return nil, nil, failed(s.sub, err)
-	}
 	actx := ctx
 	if s.timeout > 0 {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, s.timeout)
 		defer cancel()
+	}
+	c, err := s.common.connect(actx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, exitNotLocked
+		}
+		// No session, even if -timeout is what ended the wait for one:
+		// nobody can tell whether the lock was free.
+		return nil, nil, failed(s.sub, err)
 	}
 	s.common.log.Debug("zklock: waiting", "path", s.path)
 	leases, err := s.acquire(actx, c)
@@ -97,6 +99,7 @@ func (s holdSpec) lockUp(ctx context.Context) (*zklock.Client, []*zklock.Lease, 
 		return c, leases, 0
 	}
 	code := exitNotLocked
+	var conflict *conflictError
 	switch {
 	case ctx.Err() != nil:
 	case errors.Is(err, zklock.ErrLocked):
@@ -105,11 +108,46 @@ func (s holdSpec) lockUp(ctx context.Context) (*zklock.Client, []*zklock.Lease, 
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(os.Stderr, "zklock %s: not holding %s within -timeout %v: the command did not run\n", s.sub, s.path, s.timeout)
 		s.reportHolders(c)
+	case errors.As(err, &conflict):
+		fmt.Fprintf(os.Stderr, "zklock %s: %v: the command did not run (give -semaphore %d to take part)\n", s.sub, conflict, conflict.recorded)
+	case errors.Is(err, zklock.ErrUnknownNode):
+		fmt.Fprintf(os.Stderr, "zklock %s: %s is used by another kind of lock (%s): the command did not run\n", s.sub, s.path, bare(err))
 	default:
 		code = failed(s.sub, err)
 	}
 	_ = c.Close()
 	return nil, nil, code
+}
+
+// conflictError is a semaphore whose size, as its participants recorded it
+// in its path, is not the one asked for: a conflict with how others use
+// the path, found on the server, not a usage error.
+type conflictError struct {
+	path           string
+	recorded, want int
+}
+
+func (e *conflictError) Error() string {
+	return fmt.Sprintf("%s is a semaphore of %d leases, as its participants recorded, not -semaphore %d", e.path, e.recorded, e.want)
+}
+
+// semaphoreConflict tells a size conflict from the other errors wrapping
+// ErrInvalidArgument that a Semaphore's acquire returns: it reads the size
+// recorded in path and returns a *conflictError if it is not want, else
+// err unchanged.
+func semaphoreConflict(c *zklock.Client, path string, want int, err error) error {
+	if !errors.Is(err, zklock.ErrInvalidArgument) {
+		return err
+	}
+	data, _, gerr := c.Conn().Get(path)
+	if gerr != nil {
+		return err
+	}
+	n, aerr := strconv.Atoi(string(data))
+	if aerr != nil || n == want {
+		return err
+	}
+	return &conflictError{path: path, recorded: n, want: want}
 }
 
 // reportHolders tells, when the command cannot run, who is in the way.
@@ -124,8 +162,10 @@ func (s holdSpec) reportHolders(c *zklock.Client) {
 	waiting, now := 0, time.Now()
 	for _, p := range ps {
 		if p.Holder {
-			fmt.Fprintf(os.Stderr, "  held by %s for %s (%s; zklock ls %s)\n",
-				showData(p.Data), formatAge(now.Sub(p.Created)), p.Node, s.path)
+			// ZooKeeper records when a node was created, not when it came
+			// to hold: that is when its owner queued.
+			fmt.Fprintf(os.Stderr, "  held by %s, who queued %s ago (%s; zklock ls %s)\n",
+				showData(p.Data), formatAge(age(now, p)), p.Node, s.path)
 		} else {
 			waiting++
 		}

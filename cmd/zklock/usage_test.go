@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -90,11 +92,70 @@ func TestHelp(t *testing.T) {
 			t.Errorf("zklock %q shows no exit statuses:\n%s", args, stdout)
 		}
 	}
-	stdout, _ := expectCode(t, 0, env(), "lock", "-h")
-	for _, want := range []string{"ZKLOCK_SERVERS=zk1:2181 zklock lock /jobs/backup -- /usr/local/bin/backup.sh",
-		"-servers", "-semaphore", "-grace", "ZKLOCK_TOKEN", "127"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("zklock lock -h does not show %q:\n%s", want, stdout)
+	// help CMD prints what CMD -h does: the text and the flags.
+	for _, args := range [][]string{{"lock", "-h"}, {"help", "lock"}} {
+		stdout, _ := expectCode(t, 0, env(), args...)
+		for _, want := range []string{"ZKLOCK_SERVERS=zk1:2181 zklock lock /jobs/backup -- /usr/local/bin/backup.sh",
+			"Flags:", "-servers", "-semaphore", "-grace", "-timeout", "connecting included", "ZKLOCK_TOKEN", "127"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("zklock %q does not show %q:\n%s", args, want, stdout)
+			}
+		}
+	}
+	for sub, flags := range map[string][]string{
+		"elect": {"-data", "-timeout"}, "ls": {"-watch", "-json"}, "observe": {"-election", "-json", "-servers"},
+	} {
+		stdout, _ := expectCode(t, 0, env(), "help", sub)
+		for _, want := range append([]string{"Usage: zklock " + sub, "Flags:"}, flags...) {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("zklock help %s does not show %q:\n%s", sub, want, stdout)
+			}
+		}
+	}
+	stdout, _ := expectCode(t, 0, env(), "help")
+	for _, sub := range []string{"lock", "elect", "ls", "observe", "version", "help"} {
+		if !strings.Contains(stdout, "\n  zklock "+sub+" ") {
+			t.Errorf("zklock help does not list %s:\n%s", sub, stdout)
+		}
+	}
+	_, stderr := expectCode(t, exitFailed, env(), "help", "lokc")
+	if !strings.Contains(stderr, "observe and version") {
+		t.Errorf("zklock help of an unknown command does not list the commands:\n%s", stderr)
+	}
+}
+
+// TestVersion: version prints the module version ("(devel)" in a build
+// from a checkout), the Go version and the platform, on one line.
+func TestVersion(t *testing.T) {
+	stdout, _ := expectCode(t, 0, env(), "version")
+	re := regexp.MustCompile(`^zklock (v\S+|\(devel\)( [0-9a-f]{12}(\+dirty)?)?) go1\.\S+ ` + runtime.GOOS + "/" + runtime.GOARCH + "\n$")
+	if !re.MatchString(stdout) {
+		t.Errorf("zklock version printed %q, want a match of %s", stdout, re)
+	}
+	if _, stderr := expectCode(t, exitFailed, env(), "version", "extra"); !strings.Contains(stderr, "no arguments") {
+		t.Errorf("zklock version extra: stderr does not say version takes no arguments:\n%s", stderr)
+	}
+}
+
+// TestTimeoutBoundsConnecting: -timeout bounds connecting too. Nothing
+// listens on port 1: the library keeps trying until -timeout passes (well
+// before -connect-timeout's 15s), then zklock fails for want of a
+// connection (125), naming the server and why it refused.
+func TestTimeoutBoundsConnecting(t *testing.T) {
+	for _, args := range [][]string{
+		{"lock", "-timeout", "2s", "-servers", "127.0.0.1:1", "/a", "--", "true"},
+		{"elect", "-timeout", "2s", "-servers", "127.0.0.1:1", "/a", "--", "true"},
+		{"ls", "-timeout", "2s", "-servers", "127.0.0.1:1", "/a"},
+		{"ls", "-watch", "-timeout", "2s", "-servers", "127.0.0.1:1", "/a"},
+	} {
+		_, stderr := expectCode(t, exitFailed, env(), args...)
+		for _, want := range []string{"within -timeout 2s", "127.0.0.1:1", "connection refused"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("zklock %q: stderr does not say %q:\n%s", args, want, stderr)
+			}
+		}
+		if strings.Contains(stderr, "zklock: ") {
+			t.Errorf("zklock %q: stderr has the library's prefix after the command's:\n%s", args, stderr)
 		}
 	}
 }

@@ -2,7 +2,8 @@
 // read lock that admits at most two readers at a time, with writers
 // excluding everyone, on the RWMutex's node format.
 //
-//	ZKLOCK_SERVERS=127.0.0.1:2181 go run ./examples/driver
+//	go run ./examples/driver    # a ZooKeeper at 127.0.0.1:2181
+//	ZKLOCK_SERVERS=zk1:2181,zk2:2181 go run ./examples/driver
 package main
 
 import (
@@ -48,16 +49,13 @@ func (d cappedReaders) GetsTheLock(children []zklock.Child, first, _ int) zklock
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := strings.Split(env("ZKLOCK_SERVERS", "127.0.0.1:2181"), ",")
+	servers := zkServers()
 	path := fmt.Sprintf("/zklock-examples/driver-%d", time.Now().UnixNano())
 
 	var inside, peak atomic.Int32
 	var wg sync.WaitGroup
 	for r := 1; r <= 5; r++ {
-		c, err := zklock.Connect(ctx, servers)
-		if err != nil {
-			log.Fatal(err)
-		}
+		c := connect(ctx, servers)
 		defer c.Close()
 		l, err := zklock.NewLock(c, path, cappedReaders{max: 2})
 		if err != nil {
@@ -84,9 +82,28 @@ func main() {
 	fmt.Println("most readers at once:", peak.Load(), "(cap 2)")
 }
 
-func env(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
+// 127.0.0.1:2181, and says which.
+func zkServers() []string {
+	s := os.Getenv("ZKLOCK_SERVERS")
+	if s == "" {
+		s = "127.0.0.1:2181"
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
+	} else {
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
 	}
-	return def
+	return strings.Split(s, ",")
+}
+
+// connect opens a session on servers, or says what to do if it cannot
+// within 10 seconds.
+func connect(ctx context.Context, servers []string) *zklock.Client {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := zklock.Connect(ctx, servers)
+	if err != nil {
+		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
+			err, strings.Join(servers, ","))
+	}
+	return c
 }

@@ -4,7 +4,8 @@
 // while an observer reports every change of leader, "no leader" included.
 // Curator's LeaderLatch on the same path takes part in the same election.
 //
-//	ZKLOCK_SERVERS=127.0.0.1:2181 go run ./examples/election
+//	go run ./examples/election    # a ZooKeeper at 127.0.0.1:2181
+//	ZKLOCK_SERVERS=zk1:2181,zk2:2181 go run ./examples/election
 package main
 
 import (
@@ -22,14 +23,11 @@ import (
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := strings.Split(env("ZKLOCK_SERVERS", "127.0.0.1:2181"), ",")
+	servers := zkServers()
 	path := fmt.Sprintf("/zklock-examples/election-%d", time.Now().UnixNano())
 
 	// An observer: it watches only the leader's node, never the queue.
-	oc, err := zklock.Connect(ctx, servers)
-	if err != nil {
-		log.Fatal(err)
-	}
+	oc := connect(ctx, servers)
 	defer oc.Close()
 	watcher, err := zklock.NewElection(oc, path, zklock.WithNodeData([]byte("observer")))
 	if err != nil {
@@ -42,10 +40,7 @@ func main() {
 
 	var replicas []*zklock.Election
 	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
-		c, err := zklock.Connect(ctx, servers)
-		if err != nil {
-			log.Fatal(err)
-		}
+		c := connect(ctx, servers)
 		defer c.Close()
 		e, err := zklock.NewElection(c, path, zklock.WithNodeData([]byte(name)))
 		if err != nil {
@@ -105,9 +100,28 @@ func waitForCandidates(ctx context.Context, e *zklock.Election, n int) {
 	}
 }
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
+// 127.0.0.1:2181, and says which.
+func zkServers() []string {
+	s := os.Getenv("ZKLOCK_SERVERS")
+	if s == "" {
+		s = "127.0.0.1:2181"
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
+	} else {
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
 	}
-	return def
+	return strings.Split(s, ",")
+}
+
+// connect opens a session on servers, or says what to do if it cannot
+// within 10 seconds.
+func connect(ctx context.Context, servers []string) *zklock.Client {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := zklock.Connect(ctx, servers)
+	if err != nil {
+		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
+			err, strings.Join(servers, ","))
+	}
+	return c
 }

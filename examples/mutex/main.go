@@ -2,7 +2,8 @@
 // ZooKeeper session, take turns in a critical section in FIFO order, and
 // each hold carries a fencing token that only grows.
 //
-//	ZKLOCK_SERVERS=127.0.0.1:2181 go run ./examples/mutex
+//	go run ./examples/mutex    # a ZooKeeper at 127.0.0.1:2181
+//	ZKLOCK_SERVERS=zk1:2181,zk2:2181 go run ./examples/mutex
 package main
 
 import (
@@ -20,15 +21,12 @@ import (
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := strings.Split(env("ZKLOCK_SERVERS", "127.0.0.1:2181"), ",")
+	servers := zkServers()
 	path := fmt.Sprintf("/zklock-examples/mutex-%d", time.Now().UnixNano())
 
 	var wg sync.WaitGroup
 	for w := 1; w <= 4; w++ {
-		c, err := zklock.Connect(ctx, servers)
-		if err != nil {
-			log.Fatal(err)
-		}
+		c := connect(ctx, servers)
 		defer c.Close()
 		m, err := zklock.NewMutex(c, path, zklock.WithNodeData([]byte(fmt.Sprintf("worker-%d", w))))
 		if err != nil {
@@ -52,10 +50,7 @@ func main() {
 	wg.Wait()
 
 	// TryAcquire never waits: it fails with ErrLocked while someone holds.
-	c, err := zklock.Connect(ctx, servers)
-	if err != nil {
-		log.Fatal(err)
-	}
+	c := connect(ctx, servers)
 	defer c.Close()
 	m, _ := zklock.NewMutex(c, path)
 	lease, err := m.Acquire(ctx)
@@ -72,9 +67,28 @@ func main() {
 	}
 }
 
-func env(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
+// 127.0.0.1:2181, and says which.
+func zkServers() []string {
+	s := os.Getenv("ZKLOCK_SERVERS")
+	if s == "" {
+		s = "127.0.0.1:2181"
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
+	} else {
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
 	}
-	return def
+	return strings.Split(s, ",")
+}
+
+// connect opens a session on servers, or says what to do if it cannot
+// within 10 seconds.
+func connect(ctx context.Context, servers []string) *zklock.Client {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := zklock.Connect(ctx, servers)
+	if err != nil {
+		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
+			err, strings.Join(servers, ","))
+	}
+	return c
 }

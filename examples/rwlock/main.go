@@ -2,7 +2,8 @@
 // holds it alone, and a queued writer goes before readers that arrive after
 // it.
 //
-//	ZKLOCK_SERVERS=127.0.0.1:2181 go run ./examples/rwlock
+//	go run ./examples/rwlock    # a ZooKeeper at 127.0.0.1:2181
+//	ZKLOCK_SERVERS=zk1:2181,zk2:2181 go run ./examples/rwlock
 package main
 
 import (
@@ -19,14 +20,11 @@ import (
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := strings.Split(env("ZKLOCK_SERVERS", "127.0.0.1:2181"), ",")
+	servers := zkServers()
 	path := fmt.Sprintf("/zklock-examples/rwlock-%d", time.Now().UnixNano())
 
 	rw := func(name string) *zklock.RWMutex {
-		c, err := zklock.Connect(ctx, servers)
-		if err != nil {
-			log.Fatal(err)
-		}
+		c := connect(ctx, servers)
 		l, err := zklock.NewRWMutex(c, path, zklock.WithNodeData([]byte(name)))
 		if err != nil {
 			log.Fatal(err)
@@ -98,9 +96,28 @@ func must(err error) {
 	}
 }
 
-func env(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
+// 127.0.0.1:2181, and says which.
+func zkServers() []string {
+	s := os.Getenv("ZKLOCK_SERVERS")
+	if s == "" {
+		s = "127.0.0.1:2181"
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
+	} else {
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
 	}
-	return def
+	return strings.Split(s, ",")
+}
+
+// connect opens a session on servers, or says what to do if it cannot
+// within 10 seconds.
+func connect(ctx context.Context, servers []string) *zklock.Client {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := zklock.Connect(ctx, servers)
+	if err != nil {
+		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
+			err, strings.Join(servers, ","))
+	}
+	return c
 }

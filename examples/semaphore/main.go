@@ -2,7 +2,8 @@
 // leases, never more than three at once, and AcquireN takes two leases all
 // at once.
 //
-//	ZKLOCK_SERVERS=127.0.0.1:2181 go run ./examples/semaphore
+//	go run ./examples/semaphore    # a ZooKeeper at 127.0.0.1:2181
+//	ZKLOCK_SERVERS=zk1:2181,zk2:2181 go run ./examples/semaphore
 package main
 
 import (
@@ -21,16 +22,13 @@ import (
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := strings.Split(env("ZKLOCK_SERVERS", "127.0.0.1:2181"), ",")
+	servers := zkServers()
 	path := fmt.Sprintf("/zklock-examples/semaphore-%d", time.Now().UnixNano())
 
 	var inside, peak atomic.Int32
 	var wg sync.WaitGroup
 	for w := 1; w <= 6; w++ {
-		c, err := zklock.Connect(ctx, servers)
-		if err != nil {
-			log.Fatal(err)
-		}
+		c := connect(ctx, servers)
 		defer c.Close()
 		s, err := zklock.NewSemaphore(c, path, 3)
 		if err != nil {
@@ -56,10 +54,7 @@ func main() {
 	wg.Wait()
 	fmt.Println("most leases in use at once:", peak.Load())
 
-	c, err := zklock.Connect(ctx, servers)
-	if err != nil {
-		log.Fatal(err)
-	}
+	c := connect(ctx, servers)
 	defer c.Close()
 	s, _ := zklock.NewSemaphore(c, path, 3)
 	leases, err := s.AcquireN(ctx, 2)
@@ -74,9 +69,28 @@ func main() {
 	}
 }
 
-func env(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
+// 127.0.0.1:2181, and says which.
+func zkServers() []string {
+	s := os.Getenv("ZKLOCK_SERVERS")
+	if s == "" {
+		s = "127.0.0.1:2181"
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
+	} else {
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
 	}
-	return def
+	return strings.Split(s, ",")
+}
+
+// connect opens a session on servers, or says what to do if it cannot
+// within 10 seconds.
+func connect(ctx context.Context, servers []string) *zklock.Client {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := zklock.Connect(ctx, servers)
+	if err != nil {
+		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
+			err, strings.Join(servers, ","))
+	}
+	return c
 }

@@ -47,6 +47,7 @@ func mainCode() int {
 
 	var servers []string
 	if s := os.Getenv("ZKLOCK_SERVERS"); s != "" {
+		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
 		servers = strings.Split(s, ",")
 	} else {
 		fmt.Println("starting a ZooKeeper container...")
