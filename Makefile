@@ -13,9 +13,9 @@ GO ?= go
 
 MODULE := github.com/zkrecipes/zklock
 # The directories of the modules go.work uses, the library's first.
-MODULES := . zktest tests tools examples
+MODULES := . zktest tests tools examples zklockotel
 # Every module but the library's, as package patterns.
-OTHERS := $(MODULE)/zktest/... $(MODULE)/tests/... $(MODULE)/tools/... $(MODULE)/examples/...
+OTHERS := $(MODULE)/zktest/... $(MODULE)/tests/... $(MODULE)/tools/... $(MODULE)/examples/... $(MODULE)/zklockotel/...
 
 # The oldest Go the library's go.mod admits, which the library must build
 # and vet with (the go command downloads it through the module proxy).
@@ -73,4 +73,4 @@ staticcheck:
 	$(STATICCHECK) $(MODULE)/...
 
 demo: setup
-	$(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry && go run ./examples/election && examples/zklock-cli.sh'
+	$(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry && go run ./examples/election && go run ./examples/otelprometheus && examples/zklock-cli.sh'
