@@ -89,7 +89,10 @@ func TestParentsAreContainersAndComeBack(t *testing.T) {
 
 // A holder that loses its connection hears it (Done, Err) before anyone
 // else can acquire; after the session expires, another client acquires.
-// The lost lease keeps saying why it ended first: its deadline passed.
+// The lost lease keeps saying why it ended first: its deadline passed, or,
+// with WithLossOnDisconnect, the connection was lost (or the deadline
+// passed first: which of the two the holder notices first is a race on a
+// loaded machine, and either is a true "may have lost").
 //
 // The one real-time property of these tests, kept on purpose because it is
 // the guarantee itself: the cut-off holder's deadline is at most 19/20 of
@@ -100,10 +103,10 @@ func TestHolderSessionExpiry(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []zklock.Option
-		want error
+		want []error // the causes Err may give, any one of them
 	}{
-		{"deadline", nil, zklock.ErrLeaseExpired},
-		{"loss on disconnect", []zklock.Option{zklock.WithLossOnDisconnect()}, zklock.ErrConnectionSuspended},
+		{"deadline", nil, []error{zklock.ErrLeaseExpired}},
+		{"loss on disconnect", []zklock.Option{zklock.WithLossOnDisconnect()}, []error{zklock.ErrConnectionSuspended, zklock.ErrLeaseExpired}},
 	} {
 		tc := tc
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,9 +127,12 @@ func TestHolderSessionExpiry(t *testing.T) {
 			if !closed(held.Done()) {
 				t.Fatal("another client acquired before the cut-off holder heard that it may have lost the lock")
 			}
-			if err := held.Err(); !errors.Is(err, tc.want) {
-				t.Fatalf("Err = %v, want %v", err, tc.want)
+			cause := held.Err()
+			i := slices.IndexFunc(tc.want, func(w error) bool { return errors.Is(cause, w) })
+			if i < 0 {
+				t.Fatalf("Err = %v, want one of %v", cause, tc.want)
 			}
+			want := tc.want[i]
 			if bl.Token() <= held.Token() {
 				t.Fatalf("tokens must increase: %d after %d", bl.Token(), held.Token())
 			}
@@ -144,11 +150,13 @@ func TestHolderSessionExpiry(t *testing.T) {
 
 			// By now the client has surely handled the expiry: the lease
 			// still says what ended it.
-			mustIs(t, held.Err(), tc.want, "Err after the session expired")
+			if held.Err() != cause {
+				t.Fatalf("Err after the session expired = %v, want it unchanged: %v", held.Err(), cause)
+			}
 			if errors.Is(held.Err(), zklock.ErrSessionExpired) {
 				t.Fatalf("Err changed after Done closed: %v", held.Err())
 			}
-			mustIs(t, held.Release(ctxT(t)), tc.want, "releasing the lost lease")
+			mustIs(t, held.Release(ctxT(t)), want, "releasing the lost lease")
 		})
 	}
 }
