@@ -5,6 +5,7 @@ package zklockotel_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -62,6 +63,47 @@ func BenchmarkOtelOverhead(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+		})
+	}
+}
+
+// BenchmarkHooks: what zklockotel's hooks cost by themselves, without
+// ZooKeeper, for the events of one uncontended cycle (Acquired, then
+// Released), on the no-op providers and on the SDK as
+// BenchmarkOtelOverhead has them. Its ns/op is the whole of what
+// zklockotel adds to a cycle, free of the noise of the round trips.
+func BenchmarkHooks(b *testing.B) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts func(*testing.B) []zklockotel.Option
+	}{
+		{"noop", func(*testing.B) []zklockotel.Option {
+			return []zklockotel.Option{zklockotel.WithMeterProvider(metricnoop.NewMeterProvider()),
+				zklockotel.WithTracerProvider(tracenoop.NewTracerProvider())}
+		}},
+		{"sdk", func(b *testing.B) []zklockotel.Option {
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
+				sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			b.Cleanup(func() { _ = mp.Shutdown(ctx); _ = tp.Shutdown(ctx) })
+			return []zklockotel.Option{zklockotel.WithMeterProvider(mp), zklockotel.WithTracerProvider(tp)}
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			t, err := zklockotel.NewTrace(tc.opts(b)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			acq := zklock.AcquireInfo{Path: "/locks/bench", Node: "/locks/bench/_c_x-lock-0000000001", Kind: zklock.KindMutex,
+				Waited: 1500 * time.Microsecond, Token: 42}
+			rel := zklock.LeaseInfo{Path: acq.Path, Node: acq.Node, Kind: acq.Kind, Token: acq.Token,
+				Held: 200 * time.Microsecond, Err: zklock.ErrReleased}
+			b.ReportAllocs()
+			for b.Loop() {
+				t.Acquired(acq)
+				t.Released(rel)
+			}
 		})
 	}
 }

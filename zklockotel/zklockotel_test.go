@@ -460,3 +460,45 @@ func TestOptions(t *testing.T) {
 	require.NoError(t, err, "the global providers")
 	require.NotNil(t, tr.Acquired)
 }
+
+// An AcquireN that waits counts as one waiting acquire, and its end (one
+// Acquired per lease) brings the count back to 0, not below.
+func TestAcquireNWaits(t *testing.T) {
+	o := newOtel(t)
+	c := connect(t, zklock.WithTrace(o.trace))
+	holder := connect(t)
+	ctx := ctxT(t)
+	path := lockPath(t)
+	kindLease := attribute.String("zklock.kind", "lease")
+	hs, err := zklock.NewSemaphore(holder, path, 2)
+	require.NoError(t, err)
+	held, err := hs.AcquireN(ctx, 2)
+	require.NoError(t, err)
+	s, err := zklock.NewSemaphore(c, path, 2)
+	require.NoError(t, err)
+	ch := make(chan []*zklock.Lease, 1)
+	go func() {
+		leases, err := s.AcquireN(ctx, 2)
+		if err != nil {
+			leases = nil
+		}
+		ch <- leases
+	}()
+	eventually(t, func() bool { return o.sum(t, "zklock.acquires.waiting", kindLease) == 1 }, "AcquireN waits")
+	for _, l := range held {
+		require.NoError(t, l.Release(ctx))
+	}
+	var leases []*zklock.Lease
+	select {
+	case leases = <-ch:
+	case <-time.After(long):
+		t.Fatal("AcquireN did not return")
+	}
+	require.Len(t, leases, 2, "AcquireN's leases")
+	require.Equal(t, int64(0), o.sum(t, "zklock.acquires.waiting", kindLease))
+	require.Equal(t, int64(2), o.sum(t, "zklock.leases.held", kindLease))
+	for _, l := range leases {
+		require.NoError(t, l.Release(ctx))
+	}
+	require.Equal(t, int64(0), o.sum(t, "zklock.leases.held", kindLease))
+}

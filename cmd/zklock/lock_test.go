@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // checkAlternation checks the lines that holders appended around their
@@ -343,6 +346,25 @@ func TestSemaphoreConflict(t *testing.T) {
 		}
 	}
 	awaitQueue(t, c, path, 1, "holder")
+
+	t.Run("another library's semaphore", func(t *testing.T) {
+		path, c := lockPath(t), client(t)
+		// Curator's InterProcessSemaphoreV2 keeps its leases under
+		// <path>/leases.
+		for _, p := range []string{path, path + "/leases"} {
+			if _, err := c.Conn().Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+				t.Fatalf("create %s: %v", p, err)
+			}
+		}
+		t.Cleanup(func() {
+			_ = c.Conn().Delete(path+"/leases", -1)
+			_ = c.Conn().Delete(path, -1)
+		})
+		_, stderr := expectCode(t, exitNotLocked, env(), "lock", "-semaphore", "2", path, "--", "true")
+		if !strings.Contains(stderr, path+" is used by another kind of lock") || strings.Contains(stderr, "zklock: ") {
+			t.Errorf("stderr does not say the path is another kind of lock, once:\n%s", stderr)
+		}
+	})
 }
 
 // TestElect: two zklock elect processes take turns: only the leader runs
