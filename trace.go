@@ -44,10 +44,14 @@ type AcquireInfo struct {
 	Path   string        // the lock path
 	Node   string        // the node the acquire created ("" if none)
 	Kind   Kind          // KindMutex, KindRead, KindWrite, KindLease, KindLatch
-	Ahead  int           // participants ahead of it when its node was created (0: held at once)
+	Ahead  int           // participants ahead of it when its node was created (0: nobody ahead)
 	Waited time.Duration // from the call until it returned (Queued: until the node was created)
 	Token  int64         // Acquired only
 	Err    error         // Failed only
+	// Queued, on Acquired and Failed: Queued was called for this acquire
+	// (once, however often it queued again). An AcquireN's Acquired says so
+	// on its first lease only, so that each Queued has exactly one end.
+	Queued bool
 }
 
 // LeaseInfo describes a lease that ended, for [Trace.Released] and
@@ -145,9 +149,9 @@ func (p *participant) acquired(leases []*Lease) {
 		return
 	}
 	now := time.Now()
-	for _, l := range leases {
+	for i, l := range leases {
 		info := p.info(l.node, now)
-		info.Token = l.token
+		info.Token, info.Queued = l.token, p.waited && i == 0
 		f(info)
 	}
 }
@@ -158,7 +162,7 @@ func (p *participant) failed(op string, err error) error {
 	err = fmt.Errorf("zklock: %s %s: %w", op, p.what, err)
 	if f := p.c.trace.Failed; f != nil {
 		info := p.info(p.node, time.Now())
-		info.Err = err
+		info.Err, info.Queued = err, p.waited
 		f(info)
 	}
 	return err

@@ -77,7 +77,7 @@ func TestTraceAcquireQueueRelease(t *testing.T) {
 		t.Fatalf("a: acquired %v, queued %v, released %v; want one acquire held at once, one release", sa.acquired, sa.queued, sa.released)
 	}
 	acq := sa.acquired[0]
-	if acq.Path != path || acq.Node != la.Node() || acq.Kind != zklock.KindMutex || acq.Ahead != 0 || acq.Token != la.Token() || acq.Err != nil {
+	if acq.Path != path || acq.Node != la.Node() || acq.Kind != zklock.KindMutex || acq.Ahead != 0 || acq.Token != la.Token() || acq.Err != nil || acq.Queued {
 		t.Errorf("a's Acquired = %+v; want path %s, node %s, kind mutex, ahead 0, token %d", acq, path, la.Node(), la.Token())
 	}
 	rel := sa.released[0]
@@ -91,7 +91,7 @@ func TestTraceAcquireQueueRelease(t *testing.T) {
 	if len(sb.acquired) != 1 {
 		t.Fatalf("b's Acquired: %v", sb.acquired)
 	}
-	if acq := sb.acquired[0]; acq.Node != lb.Node() || acq.Ahead != 1 || acq.Token != lb.Token() || acq.Token <= la.Token() || acq.Waited < q.Waited {
+	if acq := sb.acquired[0]; acq.Node != lb.Node() || acq.Ahead != 1 || acq.Token != lb.Token() || acq.Token <= la.Token() || acq.Waited < q.Waited || !acq.Queued {
 		t.Errorf("b's Acquired = %+v; want node %s, ahead 1, token %d > %d, waited at least %v", acq, lb.Node(), lb.Token(), la.Token(), q.Waited)
 	}
 	if len(sa.failed)+len(sb.failed)+len(sa.lost)+len(sb.lost) != 0 {
@@ -122,10 +122,10 @@ func TestTraceFailedAndAcquireN(t *testing.T) {
 	if len(s.failed) != 2 {
 		t.Fatalf("Failed: %v; want the TryAcquire and the cancelled acquire", s.failed)
 	}
-	if f := s.failed[0]; !errors.Is(f.Err, zklock.ErrLocked) || f.Path != path || f.Ahead != 1 {
+	if f := s.failed[0]; !errors.Is(f.Err, zklock.ErrLocked) || f.Path != path || f.Ahead != 1 || f.Queued {
 		t.Errorf("TryAcquire's Failed = %+v", f)
 	}
-	if f := s.failed[1]; !errors.Is(f.Err, context.Canceled) || f.Node != s.queued[0].Node || f.Waited < s.queued[0].Waited {
+	if f := s.failed[1]; !errors.Is(f.Err, context.Canceled) || f.Node != s.queued[0].Node || f.Waited < s.queued[0].Waited || !f.Queued {
 		t.Errorf("cancelled acquire's Failed = %+v, its Queued %+v", f, s.queued[0])
 	}
 
@@ -138,6 +138,34 @@ func TestTraceFailedAndAcquireN(t *testing.T) {
 	for i, l := range leases {
 		if got[i].Node != l.Node() || got[i].Kind != zklock.KindLease || got[i].Token != l.Token() {
 			t.Errorf("AcquireN lease %d: Acquired %+v, lease node %s", i, got[i], l.Node())
+		}
+		if got[i].Queued {
+			t.Errorf("AcquireN lease %d, which did not wait: Queued", i)
+		}
+		release(t, l)
+	}
+
+	// An AcquireN that waits: one Queued, and one end that says so (its
+	// first lease's), so that a count of waiting acquires comes back to 0.
+	one, err := sem.Acquire(ctx)
+	must(t, err)
+	queuedBefore := len(r.snapshot().queued)
+	chn := make(chan []*zklock.Lease, 1)
+	go func() {
+		ls, err := sem.AcquireN(ctx, 3)
+		if err != nil {
+			t.Error(err)
+		}
+		chn <- ls
+	}()
+	eventually(t, func() bool { return len(r.snapshot().queued) == queuedBefore+1 }, "AcquireN queues")
+	release(t, one)
+	leases = <-chn
+	s = r.snapshot()
+	got = s.acquired[len(s.acquired)-3:]
+	for i, l := range leases {
+		if got[i].Queued != (i == 0) {
+			t.Errorf("waiting AcquireN lease %d: Queued = %v, want %v", i, got[i].Queued, i == 0)
 		}
 		release(t, l)
 	}

@@ -40,8 +40,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -218,8 +216,6 @@ type recorder struct {
 	state       [len(states) + 1]attrs // the last: unknown
 
 	kindAttr [kinds]attribute.KeyValue // for spans
-
-	queue queue
 }
 
 // Bucket bounds, in seconds, for both histograms: from an uncontended
@@ -227,7 +223,7 @@ type recorder struct {
 var buckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 
 func newRecorder(m metric.Meter, t trace.Tracer) (*recorder, error) {
-	r := &recorder{tracer: t, queue: queue{nodes: map[string]queuedAcquire{}, stale: map[queuedAcquire]int{}}}
+	r := &recorder{tracer: t}
 	var errs [6]error
 	r.acquireDuration, errs[0] = m.Float64Histogram("zklock.acquire.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long acquires took, from the call until they returned."),
@@ -266,9 +262,7 @@ func newRecorder(m metric.Meter, t trace.Tracer) (*recorder, error) {
 }
 
 func (r *recorder) queued(i zklock.AcquireInfo) {
-	k := kindIndex(i.Kind)
-	r.queue.add(i.Node, i.Path, k)
-	r.waiting.Add(context.Background(), 1, r.kind[k].add...)
+	r.waiting.Add(context.Background(), 1, r.kind[kindIndex(i.Kind)].add...)
 }
 
 func (r *recorder) acquired(i zklock.AcquireInfo) {
@@ -283,7 +277,7 @@ func (r *recorder) done(i zklock.AcquireInfo, outcome *[kinds]attrs) {
 	now := time.Now()
 	k := kindIndex(i.Kind)
 	ctx := context.Background()
-	if r.queue.done(i.Node, i.Path, k, i.Ahead) {
+	if i.Queued { // the one end of a Queued (an AcquireN's first lease)
 		r.waiting.Add(ctx, -1, r.kind[k].add...)
 	}
 	r.acquireDuration.Record(ctx, i.Waited.Seconds(), outcome[k].record...)
@@ -324,87 +318,5 @@ func (r *recorder) session(i zklock.SessionInfo) {
 			s = j
 		}
 	}
-	if i.State == zklock.SessionExpired {
-		r.queue.expired()
-	}
 	r.stateChanges.Add(context.Background(), 1, r.state[s].add...)
-}
-
-// queue pairs each acquire that waited (Trace.Queued) with its end
-// (Trace.Acquired or Trace.Failed), for zklock.acquires.waiting.
-//
-// Neither end says whether Queued was called for it, and Ahead > 0 does
-// not tell: a reader behind readers, a semaphore's lease behind other
-// holders and a TryAcquire that finds the lock taken all have Ahead > 0
-// and never queue. The converse holds: the engine queues only on a
-// decision to wait, which must name a node ahead of the participant's own
-// (part.check in lockinternals.go), so a queued acquire saw a node ahead
-// of it and reports Ahead >= 1. Hence an end with Ahead == 0 (every
-// uncontended acquire) never looks here, and the others are paired by the
-// node Queued named: the end of the same acquire names the same node
-// (Acquired: its lease's, the first lease's for AcquireN; Failed: the
-// acquire's node).
-//
-// Except after a requeue: when its node went with an expired session, an
-// acquire queues again with a new node and no second Queued, so its end
-// names a node queue never saw. On SessionExpired every node queue knows
-// is gone with the session, so queue moves them to stale, by path and
-// kind, and an end whose node it does not know takes one from there. That
-// keeps the count from staying up forever; it can fall a moment early if
-// an acquire that did not wait ends on the same path while a requeued one
-// still waits. A waiting node that someone deletes (an operator) also
-// makes its acquire queue again, with no event queue can see: the count
-// then stays one too high for that Client.
-type queue struct {
-	n     atomic.Int64 // len(nodes) + the sum of stale: 0 on the fast path
-	mu    sync.Mutex
-	nodes map[string]queuedAcquire // by the node Queued named
-	stale map[queuedAcquire]int    // acquires whose nodes went with their session
-}
-
-type queuedAcquire struct {
-	path string
-	kind int
-}
-
-func (q *queue) add(node, path string, kind int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if _, ok := q.nodes[node]; !ok {
-		q.nodes[node] = queuedAcquire{path, kind}
-		q.n.Add(1)
-	}
-}
-
-// done reports whether the acquire that ended, at node, had been queued.
-func (q *queue) done(node, path string, kind, ahead int) bool {
-	if ahead == 0 || q.n.Load() == 0 {
-		return false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if _, ok := q.nodes[node]; ok {
-		delete(q.nodes, node)
-		q.n.Add(-1)
-		return true
-	}
-	a := queuedAcquire{path, kind}
-	if q.stale[a] > 0 {
-		if q.stale[a]--; q.stale[a] == 0 {
-			delete(q.stale, a)
-		}
-		q.n.Add(-1)
-		return true
-	}
-	return false
-}
-
-// expired moves every node to stale: they went with the session.
-func (q *queue) expired() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for node, a := range q.nodes {
-		q.stale[a]++
-		delete(q.nodes, node)
-	}
 }

@@ -502,3 +502,32 @@ func TestAcquireNWaits(t *testing.T) {
 	}
 	require.Equal(t, int64(0), o.sum(t, "zklock.leases.held", kindLease))
 }
+
+// A waiting acquire whose node someone deletes (an operator clearing the
+// path) queues again with a new node and no second Queued: it still ends
+// the one wait it began, and the count comes back to 0.
+func TestWaitingNodeDeleted(t *testing.T) {
+	o := newOtel(t)
+	c := connect(t, zklock.WithTrace(o.trace))
+	holder := connect(t)
+	ctx := ctxT(t)
+	path := lockPath(t)
+
+	hl, err := newMutex(t, holder, path).Acquire(ctx)
+	require.NoError(t, err)
+	ch := async(ctx, newMutex(t, c, path).Acquire)
+	eventually(t, func() bool { return o.sum(t, "zklock.acquires.waiting", kindMutex) == 1 }, "the acquire waits")
+	ps, err := newMutex(t, holder, path).Participants(ctx)
+	require.NoError(t, err)
+	require.Len(t, ps, 2)
+	require.NoError(t, holder.Conn().Delete(ps[1].Node, -1), "delete the waiting node")
+	eventually(t, func() bool {
+		ps, err := newMutex(t, holder, path).Participants(ctx)
+		return err == nil && len(ps) == 2 && ps[1].Node != ps[0].Node
+	}, "the acquire queued again")
+	require.Equal(t, int64(1), o.sum(t, "zklock.acquires.waiting", kindMutex), "still one waiting")
+	require.NoError(t, hl.Release(ctx))
+	l := await(t, ch)
+	require.Equal(t, int64(0), o.sum(t, "zklock.acquires.waiting", kindMutex), "the requeued acquire's end")
+	require.NoError(t, l.Release(ctx))
+}
