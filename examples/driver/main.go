@@ -10,13 +10,12 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/examples/internal/demo"
 )
 
 // cappedReaders holds when no writer is queued ahead and fewer than max
@@ -49,13 +48,13 @@ func (d cappedReaders) GetsTheLock(children []zklock.Child, first, _ int) zklock
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := zkServers()
+	servers := demo.Servers()
 	path := fmt.Sprintf("/zklock-examples/driver-%d", time.Now().UnixNano())
 
 	var inside, peak atomic.Int32
 	var wg sync.WaitGroup
 	for r := 1; r <= 5; r++ {
-		c := connect(ctx, servers)
+		c := demo.Connect(ctx, servers)
 		defer c.Close()
 		l, err := zklock.NewLock(c, path, cappedReaders{max: 2})
 		if err != nil {
@@ -80,30 +79,4 @@ func main() {
 	}
 	wg.Wait()
 	fmt.Println("most readers at once:", peak.Load(), "(cap 2)")
-}
-
-// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
-// 127.0.0.1:2181, and says which.
-func zkServers() []string {
-	s := os.Getenv("ZKLOCK_SERVERS")
-	if s == "" {
-		s = "127.0.0.1:2181"
-		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
-	} else {
-		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
-	}
-	return strings.Split(s, ",")
-}
-
-// connect opens a session on servers, or says what to do if it cannot
-// within 10 seconds.
-func connect(ctx context.Context, servers []string) *zklock.Client {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := zklock.Connect(ctx, servers)
-	if err != nil {
-		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
-			err, strings.Join(servers, ","))
-	}
-	return c
 }

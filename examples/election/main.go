@@ -13,21 +13,20 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/examples/internal/demo"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := zkServers()
+	servers := demo.Servers()
 	path := fmt.Sprintf("/zklock-examples/election-%d", time.Now().UnixNano())
 
 	// An observer: it watches only the leader's node, never the queue.
-	oc := connect(ctx, servers)
+	oc := demo.Connect(ctx, servers)
 	defer oc.Close()
 	watcher, err := zklock.NewElection(oc, path, zklock.WithNodeData([]byte("observer")))
 	if err != nil {
@@ -40,7 +39,7 @@ func main() {
 
 	var replicas []*zklock.Election
 	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
-		c := connect(ctx, servers)
+		c := demo.Connect(ctx, servers)
 		defer c.Close()
 		e, err := zklock.NewElection(c, path, zklock.WithNodeData([]byte(name)))
 		if err != nil {
@@ -98,30 +97,4 @@ func waitForCandidates(ctx context.Context, e *zklock.Election, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
-// 127.0.0.1:2181, and says which.
-func zkServers() []string {
-	s := os.Getenv("ZKLOCK_SERVERS")
-	if s == "" {
-		s = "127.0.0.1:2181"
-		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
-	} else {
-		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
-	}
-	return strings.Split(s, ",")
-}
-
-// connect opens a session on servers, or says what to do if it cannot
-// within 10 seconds.
-func connect(ctx context.Context, servers []string) *zklock.Client {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := zklock.Connect(ctx, servers)
-	if err != nil {
-		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
-			err, strings.Join(servers, ","))
-	}
-	return c
 }

@@ -10,23 +10,22 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/examples/internal/demo"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := zkServers()
+	servers := demo.Servers()
 	path := fmt.Sprintf("/zklock-examples/mutex-%d", time.Now().UnixNano())
 
 	var wg sync.WaitGroup
 	for w := 1; w <= 4; w++ {
-		c := connect(ctx, servers)
+		c := demo.Connect(ctx, servers)
 		defer c.Close()
 		m, err := zklock.NewMutex(c, path, zklock.WithNodeData([]byte(fmt.Sprintf("worker-%d", w))))
 		if err != nil {
@@ -50,7 +49,7 @@ func main() {
 	wg.Wait()
 
 	// TryAcquire never waits: it fails with ErrLocked while someone holds.
-	c := connect(ctx, servers)
+	c := demo.Connect(ctx, servers)
 	defer c.Close()
 	m, _ := zklock.NewMutex(c, path)
 	lease, err := m.Acquire(ctx)
@@ -65,30 +64,4 @@ func main() {
 	if err := lease.Release(ctx); err != nil {
 		log.Fatal(err)
 	}
-}
-
-// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
-// 127.0.0.1:2181, and says which.
-func zkServers() []string {
-	s := os.Getenv("ZKLOCK_SERVERS")
-	if s == "" {
-		s = "127.0.0.1:2181"
-		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
-	} else {
-		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
-	}
-	return strings.Split(s, ",")
-}
-
-// connect opens a session on servers, or says what to do if it cannot
-// within 10 seconds.
-func connect(ctx context.Context, servers []string) *zklock.Client {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := zklock.Connect(ctx, servers)
-	if err != nil {
-		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
-			err, strings.Join(servers, ","))
-	}
-	return c
 }

@@ -10,21 +10,20 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/examples/internal/demo"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	servers := zkServers()
+	servers := demo.Servers()
 	path := fmt.Sprintf("/zklock-examples/rwlock-%d", time.Now().UnixNano())
 
 	rw := func(name string) *zklock.RWMutex {
-		c := connect(ctx, servers)
+		c := demo.Connect(ctx, servers)
 		l, err := zklock.NewRWMutex(c, path, zklock.WithNodeData([]byte(name)))
 		if err != nil {
 			log.Fatal(err)
@@ -94,30 +93,4 @@ func must(err error) {
 	if err != nil {
 		log.Fatal(err)
 	}
-}
-
-// zkServers returns the ZooKeeper servers to use, ZKLOCK_SERVERS's or else
-// 127.0.0.1:2181, and says which.
-func zkServers() []string {
-	s := os.Getenv("ZKLOCK_SERVERS")
-	if s == "" {
-		s = "127.0.0.1:2181"
-		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS is not set)\n", s)
-	} else {
-		fmt.Fprintf(os.Stderr, "using ZooKeeper at %s (ZKLOCK_SERVERS)\n", s)
-	}
-	return strings.Split(s, ",")
-}
-
-// connect opens a session on servers, or says what to do if it cannot
-// within 10 seconds.
-func connect(ctx context.Context, servers []string) *zklock.Client {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := zklock.Connect(ctx, servers)
-	if err != nil {
-		log.Fatalf("%v\nIs ZooKeeper running at %s? Start one (make demo does), or set ZKLOCK_SERVERS=host:port[,host:port...]",
-			err, strings.Join(servers, ","))
-	}
-	return c
 }
