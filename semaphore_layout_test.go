@@ -406,8 +406,8 @@ func TestSemaphoreLayoutBadInput(t *testing.T) {
 			_, err = s.TryAcquireN(ctxT(t), n)
 			mustIs(t, err, zklock.ErrInvalidArgument, "%v TryAcquireN(%d)", layout, n)
 		}
-		//nolint:staticcheck // a nil context is the bad input under test
-		_, err := s.Acquire(nil) //lint:ignore SA1012 a nil context is the bad input under test
+		//lint:ignore SA1012 a nil context is exactly the bad input under test
+		_, err := s.Acquire(nil)
 		mustIs(t, err, zklock.ErrInvalidArgument, "%v nil context", layout)
 	}
 	if got := tree(t, c, path); len(got) != 0 {

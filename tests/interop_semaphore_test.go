@@ -10,13 +10,14 @@ package zklock_test
 // must never exceed the limit.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,17 +65,76 @@ func tidySemaphore(t *testing.T, c *zklock.Client, path string, extra ...string)
 	})
 }
 
-// slowHolder holds each lease a while before contend logs it (the work of
-// a critical section, not synchronisation), so that leases overlap: the
-// logged hold still lies inside the real one.
-type slowHolder struct{ zklock.Locker }
+// semHold is how long every holder, Go or peer, holds a lease: long next
+// to an acquire's handoff through the inner lock, so that leases are held
+// together and an extra holder would overlap two others.
+const (
+	semHold   = 60 * time.Millisecond
+	semHoldMs = "60"
+)
 
-func (h slowHolder) Acquire(ctx context.Context) (*zklock.Lease, error) {
-	l, err := h.Locker.Acquire(ctx)
-	if err == nil {
-		time.Sleep(10 * time.Millisecond)
+// contendSemaphore runs peers and Go semaphores on one path, as contend
+// does, each Go participant holding semHold with its hold logged from the
+// acquire's return to the release, and returns every hold.
+func contendSemaphore(t *testing.T, lang peerLang, path string, peers []peerRun, sems []*zklock.Semaphore, minGo int) []hold {
+	t.Helper()
+	ctx := ctxT(t)
+	var (
+		log       holdLog
+		started   = make(chan struct{})
+		startOnce sync.Once
+		peersDone = make(chan struct{})
+		errs      = make(chan error, len(peers)+len(sems))
+		pwg, gwg  sync.WaitGroup
+	)
+	for _, pr := range peers {
+		args := append([]string{"--count", strconv.Itoa(pr.count), "--hold-ms", semHoldMs,
+			"--acquire-timeout-ms", peerTimeoutMs}, lang.args...)
+		p := startPeer(t, lang, pr.id, path, pr.recipe, args...)
+		pwg.Go(func() {
+			holds, err := p.collect(lang.name, func() { startOnce.Do(func() { close(started) }) })
+			for _, h := range holds {
+				log.add(h)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
 	}
-	return l, err
+	for i, s := range sems {
+		id := fmt.Sprintf("go-%d", i+1)
+		gwg.Go(func() {
+			select {
+			case <-started:
+			case <-peersDone:
+			case <-ctx.Done():
+			}
+			for n := 0; n < minGo || !closed(peersDone); n++ {
+				lease, err := s.Acquire(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("%s: acquire: %w", id, err)
+					return
+				}
+				h := hold{who: id, lang: "go", recipe: "semaphore", from: time.Now().UnixNano()}
+				time.Sleep(semHold) // the critical section's work, not synchronisation
+				h.to = time.Now().UnixNano()
+				err = lease.Release(ctx)
+				log.add(h)
+				if err != nil {
+					errs <- fmt.Errorf("%s: release: %w", id, err)
+					return
+				}
+			}
+		})
+	}
+	pwg.Wait()
+	close(peersDone)
+	gwg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	return log.holds
 }
 
 // semaphorePeer is a peer language with the arguments of its semaphore.
@@ -89,7 +149,7 @@ func semaphorePeer(l peerLang, args ...string) peerLang {
 // kazoo.
 func TestInteropSemaphoreMixed(t *testing.T) {
 	t.Parallel()
-	const limit, goClients, minGo, peerClients, peerCount = 2, 3, 25, 2, 30
+	const limit, goClients, minGo, peerClients, peerCount = 2, 3, 20, 2, 30
 	for _, tc := range []struct {
 		name   string
 		lang   peerLang
@@ -107,25 +167,22 @@ func TestInteropSemaphoreMixed(t *testing.T) {
 			c := connect(t)
 			tidySemaphore(t, c, path, countPath)
 			opts := []zklock.LockOption{zklock.WithSemaphoreLayout(tc.layout)}
-			// Holds long enough for leases to be held together: the peers'
-			// --hold-ms here overrides contend's (the last one counts, in
-			// both peers' parsers).
-			args := []string{"--leases", fmt.Sprint(limit), "--hold-ms", "15"}
+			args := []string{"--leases", fmt.Sprint(limit)}
 			if tc.shared {
 				opts = append(opts, zklock.WithSharedCount(countPath))
 				args = append(args, "--shared-count", countPath)
 			}
-			var gos []goRun
+			var sems []*zklock.Semaphore
 			for i := 1; i <= goClients; i++ {
 				s, err := zklock.NewSemaphore(connect(t), path, limit, opts...)
 				require.NoError(t, err)
-				gos = append(gos, goRun{id: fmt.Sprintf("go-%d", i), pick: func(int) (zklock.Locker, string) { return slowHolder{s}, "semaphore" }})
+				sems = append(sems, s)
 			}
 			var peers []peerRun
 			for i := 1; i <= peerClients; i++ {
 				peers = append(peers, peerRun{id: fmt.Sprintf("%s-%d", tc.lang.name, i), recipe: "semaphore", count: peerCount})
 			}
-			holds := contend(t, semaphorePeer(tc.lang, args...), path, peers, gos, minGo)
+			holds := contendSemaphore(t, semaphorePeer(tc.lang, args...), path, peers, sems, minGo)
 			n := counts(holds)
 			most := mostAtOnce(holds)
 			t.Logf("%s: %d cycles (%v), most holders seen at once %d, limit %d; %d handoffs between languages",
