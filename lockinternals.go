@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,6 +30,12 @@ type Lock struct {
 	data   []byte
 	refuse func(name string) bool // plain children that make the path unusable
 	size   []byte                 // a semaphore's maxLeases, recorded in the path's data
+
+	// Set for the locks of the Curator and kazoo semaphore layouts only
+	// (semaphore_layout.go).
+	kazoo      bool         // nodes named as kazoo's Lock names them: <32 hex>__lock__<seq>
+	persistent bool         // the lock path itself is persistent, as kazoo's ensure_path makes it
+	count      *sharedCount // the size is a Curator SharedCount, followed while waiting
 }
 
 // NewLock returns a lock on path with the policy d. It validates its
@@ -65,6 +72,9 @@ func newLock(c *Client, path string, d Driver, opts []LockOption) (*Lock, error)
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
+	}
+	if _, sem := d.(semaphoreDriver); o.sem != nil && !sem {
+		return nil, invalidf("WithSemaphoreLayout and WithSharedCount apply to a Semaphore only")
 	}
 	data := c.identity
 	if o.set {
@@ -180,6 +190,7 @@ type part struct {
 	pre      <-chan fetched       // the first look, read while the create was on its way
 	looked   bool                 // the first look was made
 	seen     seenVersion          // the last version of an awaited node we decided on
+	counted  countVersion         // the version of a SharedCount we decided on (semaphore_layout.go)
 	held     bool                 // decided to hold...
 	heldAt   uint64               // ...in this epoch
 	announce bool                 // on the grant, tell successors waiting with awaitHold
@@ -250,7 +261,7 @@ func (p *participant) abandon() {
 	for _, pt := range p.parts {
 		switch {
 		case p.unsure && p.req.node == "":
-			p.c.s.Discard(session.Job{Parent: pt.l.path, Prefix: protectedPrefix + p.id + "-", Session: p.session})
+			p.c.s.Discard(session.Job{Parent: pt.l.path, Prefix: pt.l.idPrefix(p.id), Session: p.session})
 		case p.unsure:
 			p.c.s.Discard(session.Job{Nodes: []string{p.req.node}, Session: p.session})
 		case pt.nodes != nil:
@@ -308,6 +319,9 @@ func (p *participant) newID() error {
 	}
 	var err error
 	p.id, err = newID()
+	if err == nil && p.parts[0].l.kazoo {
+		p.id = kazooID(p.id)
+	}
 	return err
 }
 
@@ -343,7 +357,7 @@ func (p *participant) fits(prefixes []string) error {
 func (p *participant) prefixes() []string {
 	out := make([]string, 0, len(p.parts)*p.req.n)
 	for _, pt := range p.parts {
-		prefix := pt.l.path + "/" + nodePrefix(p.id, pt.l.driver.Kind())
+		prefix := pt.l.path + "/" + pt.l.nodePrefix(p.id)
 		for i := 0; i < p.req.n; i++ {
 			out = append(out, prefix)
 		}
@@ -451,7 +465,7 @@ func (p *participant) find(pt *part) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix := protectedPrefix + p.id + "-"
+	prefix := l.idPrefix(p.id)
 	var ours []string
 	for _, name := range names {
 		if strings.HasPrefix(name, prefix) {
@@ -511,7 +525,12 @@ func (l *Lock) ensureParents(ctx context.Context) error {
 		if dir == l.path {
 			data = l.size // a semaphore records its size in its path
 		}
-		err := l.c.s.Retry(ctx, func(zc session.Conn) error { return zc.CreateContainer(dir, data, l.c.s.ACL(dir)) })
+		err := l.c.s.Retry(ctx, func(zc session.Conn) error {
+			if dir == l.path && l.persistent {
+				return createPersistent(zc, dir, data, l.c.s.ACL(dir))
+			}
+			return zc.CreateContainer(dir, data, l.c.s.ACL(dir))
+		})
 		if err != nil {
 			return fmt.Errorf("create parent %s: %w", dir, err)
 		}
@@ -681,7 +700,7 @@ func (pt *part) check(d decision, first int) error {
 	if d.Holds {
 		return nil
 	}
-	if len(d.Watch) == 0 {
+	if len(d.Watch) == 0 && pt.l.count == nil { // a SharedCount's change is watched too
 		return invalidf("driver %T neither holds nor names a node to watch", pt.l.driver)
 	}
 	for _, i := range d.Watch {
@@ -748,7 +767,7 @@ type fetched struct {
 // semaphore, checks its recorded size, in parallel.
 func (l *Lock) fetch(zc session.Conn) ([]string, session.ParentStat, error) {
 	var sized chan error
-	if l.size != nil {
+	if l.size != nil || l.count != nil {
 		sized = make(chan error, 1)
 		go func() { sized <- l.checkSize(zc) }()
 	}
@@ -875,6 +894,9 @@ func (p *participant) read(pt *part, epoch uint64) ([]Child, error) {
 // made again while our node is in it, so what it reads is what every
 // participant queued with us agreed to.
 func (l *Lock) checkSize(zc session.Conn) error {
+	if l.count != nil {
+		return l.count.check(zc)
+	}
 	for {
 		data, st, err := zc.Get(l.path)
 		if err != nil {
@@ -889,6 +911,12 @@ func (l *Lock) checkSize(zc session.Conn) error {
 				continue // someone recorded a size meanwhile: compare with it
 			}
 			return err
+		}
+		// Data that is not a decimal number is not a size record: kazoo's
+		// Semaphore._ensure_path ignores it the same way (the path's data
+		// may serve another purpose), and so do we.
+		if n, ok := parseDecimal(data); !ok || strconv.FormatInt(n, 10) == string(l.size) {
+			return nil
 		}
 		return invalidf("semaphore %s has %q leases recorded by its other participants, not %s", l.path, data, l.size)
 	}
@@ -1121,7 +1149,17 @@ func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w
 			return false, false, nil // the loop sorts out the session
 		}
 	}
+	if pt.l.count != nil {
+		ch, again, err := pt.l.count.watch(zc, &pt.counted)
+		if again || err != nil {
+			return false, false, err // decide again with the count just read
+		}
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+	}
 	chosen, v, _ := reflect.Select(cases)
+	if pt.l.count != nil && chosen == len(cases)-1 {
+		return false, false, nil // the count changed: decide again
+	}
 	switch chosen {
 	case 0:
 		return false, false, ctx.Err()

@@ -284,3 +284,68 @@ func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 func nodePrefix(id string, k Kind) string {
 	return protectedPrefix + id + "-" + k.lockName()
 }
+
+// kazooID turns a protected id (a version 4 UUID) into the 32 hex digits
+// of kazoo's uuid.uuid4().hex, the id its Lock puts before "__lock__".
+func kazooID(uuid string) string { return strings.ReplaceAll(uuid, "-", "") }
+
+// nodePrefix is the name of a node of l before ZooKeeper's sequence:
+// `_c_<id>-<name>`, or kazoo's `<32 hex>__lock__` for the lock of a
+// kazoo-layout semaphore, which kazoo's Lock must see as a contender (its
+// _get_predecessor matches only its own "__lock__" pattern).
+func (l *Lock) nodePrefix(id string) string {
+	if l.kazoo {
+		return id + kazooLock
+	}
+	return nodePrefix(id, l.driver.Kind())
+}
+
+// idPrefix is what every node of one participant on l starts with.
+func (l *Lock) idPrefix(id string) string {
+	if l.kazoo {
+		return id + kazooLock
+	}
+	return protectedPrefix + id + "-"
+}
+
+// parseDecimal reads a semaphore path's data as kazoo's Semaphore does,
+// int(data.decode("utf-8")): surrounding white space, an optional sign,
+// and decimal digits, single underscores allowed between them. ok is false
+// for anything else (empty data too): that is not a size record. A number
+// too large for an int64 reads as 0, which no semaphore's size equals.
+func parseDecimal(data []byte) (n int64, ok bool) {
+	s := strings.TrimSpace(string(data))
+	digits := strings.TrimLeft(s, "+-")
+	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' ||
+		strings.Contains(digits, "__") {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if (digits[i] < '0' || digits[i] > '9') && digits[i] != '_' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s[:len(s)-len(digits)]+strings.ReplaceAll(digits, "_", ""), 10, 64)
+	if err != nil {
+		return 0, true // out of range: a number all the same
+	}
+	return n, true
+}
+
+// Refusals of the semaphore layouts: the plain or sequential children of a
+// semaphore's path that belong to a layout other than its own.
+
+// zklockLayoutNode reports a child that zklock's own semaphore layout
+// writes directly under the path: `_c_<uuid>-lease-<seq>`.
+func zklockLayoutNode(name string) bool {
+	ch, ok, _ := parseChild(name)
+	return ok && ch.Kind == KindLease
+}
+
+// curatorLayoutNode reports a child of Curator's InterProcessSemaphoreV2
+// layout (its LOCK_SCHEMA: "locks" and "leases").
+func curatorLayoutNode(name string) bool { return name == "locks" || name == "leases" }
+
+// kazooLayoutNode reports a lease of kazoo's Semaphore: a plain node named
+// by uuid4().hex.
+func kazooLayoutNode(name string) bool { return len(name) == kazooIDLen && isHex(name) }

@@ -146,6 +146,7 @@ type LockOption func(*lockOptions) error
 type lockOptions struct {
 	data []byte
 	set  bool
+	sem  *semOptions // WithSemaphoreLayout, WithSharedCount (semaphore_layout.go)
 }
 
 // maxNodeData bounds node data well below ZooKeeper's default 1 MiB packet

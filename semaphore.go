@@ -3,6 +3,7 @@ package zklock
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -10,31 +11,44 @@ import (
 // most maxLeases leases are held at once, granted in first-come-first-served
 // order. A release always wakes the first waiter, and only it.
 //
-// Its layout (nodes `_c_<uuid>-lease-<seq>` directly under the path) is
-// zklock's own: Apache Curator's InterProcessSemaphoreV2 and kazoo's
-// Semaphore use other layouts and do not interoperate with it. Finding
-// theirs on its path (Curator's "locks" and "leases" children, kazoo's
-// 32-hex-digit lease nodes), Acquire fails with ErrUnknownNode rather than
-// grant leases it cannot count.
+// Its default layout (nodes `_c_<uuid>-lease-<seq>` directly under the
+// path) is zklock's own. [WithSemaphoreLayout] selects Apache Curator's
+// InterProcessSemaphoreV2 layout or kazoo's Semaphore layout instead, to
+// share leases with processes using those libraries ([SemaphoreLayout]).
+// A path that shows the nodes of another layout than the Semaphore's own
+// (Curator's "locks" and "leases" children, kazoo's 32-hex-digit lease
+// nodes, zklock's lease nodes) is refused with ErrUnknownNode, rather than
+// grant leases it cannot count: under the Curator and kazoo layouts before
+// anything is created; under zklock's, by the first look after its node is
+// created (which the acquire then deletes).
 //
-// maxLeases is recorded in the path's data ("3", as kazoo's Semaphore does)
-// by whoever creates the path, and checked by every Acquire: a participant
-// configured with another size fails with ErrInvalidArgument and leaves no
-// node, instead of granting more leases than the others allow. The path is a
-// container node all the same, deleted once it has no children; the next
-// participant records its size again. A Semaphore is safe for concurrent
-// use. The zero value is not usable: use [NewSemaphore].
+// Under zklock's layout, maxLeases is recorded in the path's data ("3", as
+// kazoo's Semaphore does) by whoever creates the path, and checked by every
+// Acquire: a participant configured with another size fails with
+// ErrInvalidArgument and leaves no node, instead of granting more leases
+// than the others allow. Data that is not a decimal number is not a size
+// record and is ignored, as kazoo ignores it. The path is a container node
+// all the same, deleted once it has no children; the next participant
+// records its size again. A Semaphore is safe for concurrent use. The zero
+// value is not usable: use [NewSemaphore].
 type Semaphore struct {
 	lock *Lock
 	max  int
+
+	// The Curator and kazoo layouts (semaphore_layout.go).
+	layout SemaphoreLayout
+	inner  *Lock        // the lock taken around an acquire: <path>/locks, or <path>-__lock__
+	leases *Lock        // where the leases are: <path>/leases, or <path>
+	count  *sharedCount // a Curator SharedCount, or nil
 }
 
 // NewSemaphore returns a semaphore of maxLeases leases on path. It validates
-// its arguments (maxLeases < 1 and the rest wrap ErrInvalidArgument) and
-// makes no ZooKeeper call.
+// its arguments (maxLeases < 1, an option that does not fit the layout and
+// the rest wrap ErrInvalidArgument) and makes no ZooKeeper call. With
+// [WithSharedCount], maxLeases is the count's seed.
 func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*Semaphore, error) {
-	if maxLeases < 1 {
-		return nil, fmt.Errorf("zklock: new semaphore: %w", invalidf("maxLeases %d is less than 1", maxLeases))
+	if maxLeases < 1 || maxLeases > math.MaxInt32 {
+		return nil, fmt.Errorf("zklock: new semaphore: %w", invalidf("maxLeases %d is out of range [1, %d]", maxLeases, math.MaxInt32))
 	}
 	l, err := newLock(c, path, semaphoreDriver{maxLeases}, opts)
 	if err != nil {
@@ -42,29 +56,84 @@ func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*S
 	}
 	l.refuse = foreignSemaphore
 	l.size = []byte(strconv.Itoa(maxLeases))
-	return &Semaphore{lock: l, max: maxLeases}, nil
+	s := &Semaphore{lock: l, max: maxLeases}
+	if err := s.layoutLocks(semOptionsOf(opts), maxLeases); err != nil {
+		return nil, fmt.Errorf("zklock: new semaphore: %w", err)
+	}
+	return s, nil
 }
 
-// Acquire waits for one lease; see [Lock.Acquire].
-func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) { return s.lock.Acquire(ctx) }
+// Acquire waits for one lease; see [Lock.Acquire]. Under the Curator and
+// kazoo layouts it first takes the layout's inner lock and releases it
+// once it holds the lease, or fails; a cancelled acquire leaves neither the
+// lease node nor the inner lock's node behind. The lease's token is its
+// node's czxid.
+func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+	if s.layout != LayoutZklock {
+		leases, err := s.layoutAcquire(ctx, "acquire", 1, false)
+		if err != nil {
+			return nil, err
+		}
+		return leases[0], nil
+	}
+	return s.lock.Acquire(ctx)
+}
 
-// TryAcquire takes a lease if one is free and nobody is queued ahead;
+// TryAcquire takes a lease if one is free and nobody is queued ahead (under
+// the Curator and kazoo layouts: if nobody holds the inner lock);
 // otherwise it returns an error wrapping ErrLocked and leaves no node
 // behind.
-func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) { return s.lock.TryAcquire(ctx) }
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+	if s.layout != LayoutZklock {
+		leases, err := s.layoutAcquire(ctx, "try acquire", 1, true)
+		if err != nil {
+			return nil, err
+		}
+		return leases[0], nil
+	}
+	return s.lock.TryAcquire(ctx)
+}
 
 // AcquireN waits for n leases at once: all n, or none. The n nodes are
 // created in one multi-operation and queue together, so the caller never
 // holds part of its request while it waits for the rest (two callers each
 // holding half of what they need can never deadlock). On failure, as with
 // Acquire, none of the n nodes is left behind. n < 1 or n > maxLeases fails
-// with ErrInvalidArgument before any ZooKeeper call. The leases share one
-// token and are released one by one.
+// with ErrInvalidArgument before any ZooKeeper call (with a SharedCount,
+// only n < 1: the count may grow). The leases share one token and are
+// released one by one.
+//
+// Under the Curator layout the n lease nodes are created together while
+// the inner mutex is held, and wait together until at most the size are
+// there: Curator counts them as n leases. Curator's own acquire(qty) takes
+// its leases one by one, so a Curator process may hold part of its request
+// while it waits for the rest, and two such requests can deadlock each
+// other (and one of ours), as between Curator processes. Under the kazoo
+// layout n > 1 fails with ErrInvalidArgument: kazoo has no such request.
 func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
-	if n < 1 || n > s.max {
-		return nil, fmt.Errorf("zklock: acquire %d of %s: %w", n, s.lock.path, invalidf("n %d is out of range [1, %d]", n, s.max))
+	return s.acquireN(ctx, "acquire "+strconv.Itoa(n)+" of", n, false)
+}
+
+func (s *Semaphore) acquireN(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
+	if err := s.checkN(n); err != nil {
+		return nil, fmt.Errorf("zklock: %s %s: %w", op, s.lock.path, err)
 	}
-	return s.lock.acquire(ctx, "acquire "+strconv.Itoa(n)+" of", n, false)
+	if s.layout != LayoutZklock {
+		return s.layoutAcquire(ctx, op, n, try)
+	}
+	return s.lock.acquire(ctx, op, n, try)
+}
+
+func (s *Semaphore) checkN(n int) error {
+	switch {
+	case s.layout == LayoutKazoo && n != 1:
+		return invalidf("n %d: kazoo's semaphore layout grants one lease at a time", n)
+	case n < 1 || n > s.max && s.count == nil:
+		return invalidf("n %d is out of range [1, %d]", n, s.max)
+	case n > math.MaxInt32:
+		return invalidf("n %d is out of range [1, %d]", n, math.MaxInt32)
+	}
+	return nil
 }
 
 // TryAcquireN takes n leases at once if they are free and nobody is queued
@@ -72,14 +141,16 @@ func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
 // ErrLocked and leaves none of the n nodes behind. Arguments as for
 // [Semaphore.AcquireN].
 func (s *Semaphore) TryAcquireN(ctx context.Context, n int) ([]*Lease, error) {
-	if n < 1 || n > s.max {
-		return nil, fmt.Errorf("zklock: try acquire %d of %s: %w", n, s.lock.path, invalidf("n %d is out of range [1, %d]", n, s.max))
-	}
-	return s.lock.acquire(ctx, "try acquire "+strconv.Itoa(n)+" of", n, true)
+	return s.acquireN(ctx, "try acquire "+strconv.Itoa(n)+" of", n, true)
 }
 
 // Participants lists the holders first, then the waiters in queue order,
-// with their node data.
+// with their node data. Under the Curator layout these are the lease
+// nodes (not the inner mutex's waiters); under kazoo's, the holders only
+// (kazoo's waiters queue on its lock).
 func (s *Semaphore) Participants(ctx context.Context) ([]Participant, error) {
+	if s.layout != LayoutZklock {
+		return s.layoutParticipants(ctx)
+	}
 	return s.lock.Participants(ctx)
 }

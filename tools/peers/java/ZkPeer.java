@@ -6,6 +6,8 @@
 //   zkpeer hold  --servers H:P --path /p --recipe mutex|read|write --count N --hold-ms M --id NAME
 //                [--session-ms 10000] [--start-file F] [--once-then-wait]
 //                [--acquire-timeout-ms 0] [--node-names native|curator] [--revocable]
+//   zkpeer hold  --servers H:P --path /p --recipe semaphore --leases L [--shared-count /count] ...
+//   zkpeer setcount --servers H:P --path /count --count N [--id NAME]
 //   zkpeer revoke --servers H:P --node /p/_c_...-lock-0000000000 [--id NAME] [--session-ms 10000]
 //   zkpeer latch --servers H:P --path /p --id NAME [--count 1] [--lead-ms 0] [--once-then-wait]
 //                [--print-leader] [--session-ms 10000] [--acquire-timeout-ms 0] [--start-file F]
@@ -24,6 +26,11 @@
 // current hold at once (REL, release), or, if it fired while the peer was still waiting, the next
 // hold as soon as it is acquired. revoke calls Revoker.attemptRevoke(client, node) once and
 // prints "DONE <id> 1"; like Revoker, it says nothing about a node that does not exist.
+//
+// Semaphore: hold --recipe semaphore holds one lease of InterProcessSemaphoreV2(client, path,
+// --leases) per round, or, with --shared-count, of InterProcessSemaphoreV2(client, path,
+// SharedCount(client, countPath, --leases)), the count started for the whole run; setcount sets
+// such a count once (SharedCount.setCount) and prints "DONE <id> 1".
 //
 // Leader election (Curator only): latch runs Curator's LeaderLatch(client, path, id), whose node
 // `_c_<uuid>-latch-<seq>` holds the id's UTF-8 bytes, for --count rounds on one session. Each
@@ -70,6 +77,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
+import org.apache.curator.framework.recipes.shared.SharedCount;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 
 public class ZkPeer {
@@ -176,8 +184,11 @@ public class ZkPeer {
                 case "latch":
                     latch(args);
                     break;
+                case "setcount":
+                    setCount(args);
+                    break;
                 default:
-                    throw new UsageException("unknown mode " + args.mode + " (want hold, bench, revoke or latch)");
+                    throw new UsageException("unknown mode " + args.mode + " (want hold, bench, revoke, latch or setcount)");
             }
             rc = 0;
         } catch (Throwable t) {
@@ -243,8 +254,12 @@ public class ZkPeer {
         if (!nodeNames.equals("native") && !nodeNames.equals("curator")) {
             throw new UsageException("--node-names wants native or curator, got " + nodeNames);
         }
+        if (recipe.equals("semaphore")) {
+            holdSemaphore(args, servers, path, sessionMs, timeoutMs, onceThenWait, count, holdMs, startFile);
+            return;
+        }
         if (!recipe.equals("mutex") && !recipe.equals("read") && !recipe.equals("write")) {
-            throw new UsageException("--recipe wants mutex, read or write, got " + recipe);
+            throw new UsageException("--recipe wants mutex, read, write or semaphore, got " + recipe);
         }
         if (args.flag("revocable")) {
             holdRevocable(args, servers, path, recipe, sessionMs, timeoutMs, onceThenWait, count, holdMs, startFile);
@@ -274,6 +289,77 @@ public class ZkPeer {
                 lock.release();
             }
             emit("DONE " + id + " " + count);
+        } finally {
+            client.close();
+        }
+    }
+
+    /**
+     * hold --recipe semaphore: as hold, one lease of an InterProcessSemaphoreV2 per round, its
+     * size the constant --leases or a SharedCount at --shared-count (seeded with --leases).
+     */
+    private static void holdSemaphore(Args args, String servers, String path, int sessionMs, int timeoutMs,
+            boolean onceThenWait, int count, int holdMs, String startFile) throws Exception {
+        int leases = args.integer("leases", null);
+        String countPath = args.opts.get("shared-count");
+        CuratorFramework client = newClient(servers, sessionMs);
+        SharedCount shared = null;
+        try {
+            InterProcessSemaphoreV2 sem;
+            if (countPath != null) {
+                shared = new SharedCount(client, countPath, leases);
+                shared.start();
+                sem = new InterProcessSemaphoreV2(client, path, shared);
+            } else {
+                sem = new InterProcessSemaphoreV2(client, path, leases);
+            }
+            sem.setNodeData(id.getBytes(StandardCharsets.UTF_8));
+            if (startFile != null) {
+                while (!Files.exists(Paths.get(startFile))) {
+                    Thread.sleep(2);
+                }
+            }
+            BufferedReader stdin = onceThenWait
+                    ? new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))
+                    : null;
+            for (int i = 0; i < count; i++) {
+                Lease lease;
+                if (timeoutMs > 0) {
+                    lease = sem.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+                    if (lease == null) {
+                        throw new IllegalStateException("acquire timed out after " + timeoutMs + "ms on " + path);
+                    }
+                } else {
+                    lease = sem.acquire();
+                }
+                emit("ACQ " + id + " semaphore " + unixNanos());
+                if (onceThenWait) {
+                    stdin.readLine(); // a line or EOF returns the lease
+                } else if (holdMs > 0) {
+                    Thread.sleep(holdMs);
+                }
+                emit("REL " + id + " semaphore " + unixNanos());
+                lease.close(); // returnLease would hide a failed delete
+            }
+            emit("DONE " + id + " " + count);
+        } finally {
+            if (shared != null) {
+                shared.close();
+            }
+            client.close();
+        }
+    }
+
+    /** setcount: SharedCount.setCount once, on a count created with the new value if absent. */
+    private static void setCount(Args args) throws Exception {
+        String servers = args.str("servers", null);
+        String path = args.str("path", null);
+        int n = args.integer("count", null);
+        CuratorFramework client = newClient(servers, args.integer("session-ms", 10000));
+        try (SharedCount shared = new SharedCount(client, path, n)) {
+            shared.start();
+            shared.setCount(n);
+            emit("DONE " + id + " 1");
         } finally {
             client.close();
         }

@@ -4,9 +4,10 @@
 Runs with Debian's /usr/bin/python3 and python3-kazoo (kazoo 2.8). Same command line and output
 format as tools/peers/java/ZkPeer.java:
 
-  zkpeer.py hold  --servers H:P --path /p --recipe mutex|read|write --count N --hold-ms M
+  zkpeer.py hold  --servers H:P --path /p --recipe mutex|read|write|semaphore --count N --hold-ms M
                   --id NAME [--session-ms 10000] [--start-file F] [--once-then-wait]
                   [--acquire-timeout-ms 0] [--node-names native|curator] [--kazoo-rw-fix]
+                  [--leases 3]
   zkpeer.py bench --servers H:P --path /p --workload W1|W2|W3|W4 --clients C --duration-ms D
                   [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
                   [--hold-us 0] [--node-names native|curator] [--kazoo-rw-fix]
@@ -19,6 +20,8 @@ Node names (--node-names):
   curator kazoo recipes subclassed to create Curator-format nodes ("_c_<uuid>-lock-<seq>",
           "_c_<uuid>-__READ__<seq>", "_c_<uuid>-__WRIT__<seq>") that Curator, in turn, sorts by
           sequence and honours. Their predecessor rule only looks at lower sequence numbers.
+--recipe semaphore holds one lease of kazoo's Semaphore(path, identifier=id, max_leases=--leases)
+per round (its own layout: a Lock at <path>-__lock__, leases <path>/<32hex>).
 --kazoo-rw-fix gives the stock ReadLock/WriteLock that same predecessor rule (the fix of
 kazoo PR #650, released in kazoo 2.9): kazoo 2.8's ReadLock waits for the highest-sequenced
 writer present, even one queued after it, which can deadlock with that writer (kazoo #649).
@@ -127,7 +130,9 @@ class CuratorNamedWriteLock(_CuratorNamed, Lock):
     _EXCLUDE_NAMES = ["__READ__", "__WRIT__", "__lock__", "__rlock__"]
 
 
-def new_lock(zk, path, recipe, ident, node_names, rw_fix):
+def new_lock(zk, path, recipe, ident, node_names, rw_fix, leases=3):
+    if recipe == "semaphore":
+        return Semaphore(zk, path, ident, max_leases=leases)
     if node_names == "curator":
         cls = {"mutex": CuratorNamedMutex, "read": CuratorNamedReadLock,
                "write": CuratorNamedWriteLock}.get(recipe)
@@ -178,7 +183,7 @@ def acquire(lock, timeout_ms, path):
 def hold(a):
     zk = new_client(a.servers, a.session_ms)
     try:
-        lock = new_lock(zk, a.path, a.recipe, a.id, a.node_names, a.kazoo_rw_fix)
+        lock = new_lock(zk, a.path, a.recipe, a.id, a.node_names, a.kazoo_rw_fix, a.leases)
         if a.start_file:
             while not os.path.exists(a.start_file):
                 time.sleep(0.002)
@@ -377,7 +382,7 @@ def parse(argv):
     p.add_argument("--node-names", choices=["native", "curator"], default="native")
     p.add_argument("--kazoo-rw-fix", action="store_true")
     # hold
-    p.add_argument("--recipe", choices=["mutex", "read", "write"])
+    p.add_argument("--recipe", choices=["mutex", "read", "write", "semaphore"])
     p.add_argument("--count", type=int)
     p.add_argument("--hold-ms", type=int)
     p.add_argument("--start-file")
