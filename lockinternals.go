@@ -506,18 +506,41 @@ func (p *participant) ensureParents(ctx context.Context) error {
 }
 
 // ensureParents creates the lock path and its missing ancestors as
-// container nodes.
+// container nodes. It tries the lock path first and walks up only while
+// the parent is missing: the server reaps an empty container (its
+// ContainerManager), so with a lock per entity the usual case is one lock
+// path gone under a parent that stays, one request rather than one per
+// level.
 func (l *Lock) ensureParents(ctx context.Context) error {
-	for _, dir := range parents(l.path) {
-		dir := dir
-		var data []byte
-		if dir == l.path {
-			data = l.size // a semaphore records its size in its path
+	dirs := parents(l.path)
+	i := len(dirs) - 1
+	for {
+		err := l.createDir(ctx, dirs[i])
+		if err == nil {
+			break
 		}
-		err := l.c.s.Retry(ctx, func(zc session.Conn) error { return zc.CreateContainer(dir, data, l.c.s.ACL(dir)) })
-		if err != nil {
-			return fmt.Errorf("create parent %s: %w", dir, err)
+		if i == 0 || l.c.s.Classify(err) != session.Gone {
+			return err
 		}
+		i-- // its parent is missing: create that first
+	}
+	for i++; i < len(dirs); i++ {
+		if err := l.createDir(ctx, dirs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createDir creates dir as a container node, if it is not there.
+func (l *Lock) createDir(ctx context.Context, dir string) error {
+	var data []byte
+	if dir == l.path {
+		data = l.size // a semaphore records its size in its path
+	}
+	err := l.c.s.Retry(ctx, func(zc session.Conn) error { return zc.CreateContainer(dir, data, l.c.s.ACL(dir)) })
+	if err != nil {
+		return fmt.Errorf("create parent %s: %w", dir, err)
 	}
 	return nil
 }
