@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -360,7 +361,8 @@ type expectation struct {
 // wireConn is one TCP connection of a wire.
 type wireConn struct {
 	net.Conn
-	w *wire
+	w  *wire
+	in *bufio.Reader // go-zookeeper's reader only
 
 	// Written by go-zookeeper's one reader goroutine, read under w.mu.
 	hdr  [12]byte // length, protocol version and timeout of the connect response
@@ -384,7 +386,7 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 		w.mu.Unlock()
 		return nil, err
 	}
-	wc := &wireConn{Conn: c, w: w}
+	wc := &wireConn{Conn: c, w: w, in: bufio.NewReaderSize(c, wireReadBuffer)}
 	w.mu.Lock()
 	w.cur = wc
 	w.mu.Unlock()
@@ -452,8 +454,15 @@ func (w *wire) sawWrite(p []byte) {
 	}
 }
 
+// wireReadBuffer is what one read off the socket may take in. go-zookeeper
+// reads each reply with two reads, its length and then its body
+// (Conn.recvLoop); with many requests in flight on one connection (many
+// goroutines on one Client) the replies come back to back, and a buffer
+// serves most of those reads with no system call.
+const wireReadBuffer = 32 << 10
+
 func (c *wireConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	n, err := c.in.Read(p)
 	if c.nhdr < len(c.hdr) {
 		c.nhdr += copy(c.hdr[c.nhdr:], p[:n])
 		if c.nhdr == len(c.hdr) {
