@@ -838,8 +838,10 @@ func (p *participant) prefetch(zc session.Conn, marker string) ([]<-chan fetched
 // conflicting holders of a path: a read lists the children of one state
 // of the tree, after some zxid Z, and its pzxid P (the zxid of the latest
 // create or delete of a child, DataTree.createNode and deleteNode) is at
-// most Z. (1) A holder H decided on a read R that lists none of the
-// conflicting holders before it: each such node was deleted by a
+// most Z. (1) A holder H decided on a read R that lists H's node, so
+// (a session's reads see its writes) is of a state after H's create, and
+// after the create of every conflicting holder before it (their nodes are
+// ahead of H's), but lists none of them: each was deleted by a
 // transaction D of at most Z_R, so P_R >= D. (2) That earlier holder's
 // own decisive reads listed its node, so were of states before D: its
 // token is below D. So every earlier holder's token is below H's. For a

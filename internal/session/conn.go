@@ -362,7 +362,7 @@ type expectation struct {
 type wireConn struct {
 	net.Conn
 	w  *wire
-	in *bufio.Reader // go-zookeeper's reader only
+	in *bufio.Reader // go-zookeeper's one reader goroutine's, made on its first Read
 
 	// Written by go-zookeeper's one reader goroutine, read under w.mu.
 	hdr  [12]byte // length, protocol version and timeout of the connect response
@@ -386,7 +386,7 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 		w.mu.Unlock()
 		return nil, err
 	}
-	wc := &wireConn{Conn: c, w: w, in: bufio.NewReaderSize(c, wireReadBuffer)}
+	wc := &wireConn{Conn: c, w: w}
 	w.mu.Lock()
 	w.cur = wc
 	w.mu.Unlock()
@@ -462,6 +462,9 @@ func (w *wire) sawWrite(p []byte) {
 const wireReadBuffer = 32 << 10
 
 func (c *wireConn) Read(p []byte) (int, error) {
+	if c.in == nil {
+		c.in = bufio.NewReaderSize(c.Conn, wireReadBuffer)
+	}
 	n, err := c.in.Read(p)
 	if c.nhdr < len(c.hdr) {
 		c.nhdr += copy(c.hdr[c.nhdr:], p[:n])
