@@ -168,7 +168,8 @@ type participant struct {
 	created time.Time       // when our nodes were last created
 	ahead   int             // participants ahead at the first look
 	node    string          // our first node, once created (for traces)
-	gone    <-chan struct{} // closed if the keeper finds our last node deleted while we wait
+	gone    <-chan struct{} // closed if the keeper finds our last node deleted while we wait...
+	stopped func()          // ...until this is called (nil: not waiting)
 }
 
 // part is a participant's place on one path.
@@ -227,13 +228,8 @@ func (p *participant) run(ctx context.Context) (leases []*Lease, err error) {
 		if err := p.enqueue(ctx); err != nil {
 			return nil, err
 		}
-		// The keeper has the session confirmed while we wait, so that a
-		// grant finds the deadline ahead, and checks that our node is
-		// still there.
-		var done func()
-		p.gone, done = p.c.s.Waiting(p.last(), p.session)
 		leases, err = p.await(ctx)
-		done()
+		p.stopWaiting()
 		if !errors.Is(err, errRequeue) {
 			return leases, err
 		}
@@ -580,9 +576,28 @@ func (p *participant) await(ctx context.Context) ([]*Lease, error) {
 			return nil, ErrLocked
 		}
 		p.queued()
+		p.startWaiting()
 		if err := p.wait(ctx, pt, st, pt.plan(v.kids, v.d)); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// startWaiting records, before our first wait, that we wait: the keeper
+// then has the session confirmed, so that a grant finds the deadline
+// ahead, and checks that our node is still there ([session.Session.Waiting]).
+// Who holds on its first look never needs it.
+func (p *participant) startWaiting() {
+	if p.stopped == nil {
+		p.gone, p.stopped = p.c.s.Waiting(p.last(), p.session)
+	}
+}
+
+// stopWaiting undoes startWaiting, if it was done.
+func (p *participant) stopWaiting() {
+	if p.stopped != nil {
+		p.stopped()
+		p.gone, p.stopped = nil, nil
 	}
 }
 
@@ -991,6 +1006,7 @@ func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease,
 	}
 	holds, err := p.c.s.Grant(st.Epoch, p.session, p.groups(), p.token(), p.leaseMeta(), p.covers())
 	if errors.Is(err, session.ErrUnconfirmed) {
+		p.startWaiting() // the keeper confirms the session only for leases held or awaited
 		return nil, p.c.s.AwaitConfirmed(ctx, st)
 	}
 	var leases []*Lease

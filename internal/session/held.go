@@ -23,9 +23,9 @@ import (
 type register struct {
 	leases map[*Hold]struct{}
 	byNode map[string]*Hold
-	bare   map[string]map[string]struct{} // lock path -> held nodes covered only by a children watch on it
-	looks  map[string]*looks              // lock path -> looks in flight
-	arm    []armItem                      // held nodes that need a data watch; the keeper sets it
+	bare   map[string][]string // lock path -> held nodes covered only by a children watch on it (few per path)
+	looks  map[string]*looks   // lock path -> looks in flight
+	arm    []armItem           // held nodes that need a data watch; the keeper sets it
 }
 
 // armItem is a held node that needs a data watch, from when.
@@ -68,7 +68,7 @@ func newRegister() register {
 	return register{
 		leases: make(map[*Hold]struct{}),
 		byNode: make(map[string]*Hold),
-		bare:   make(map[string]map[string]struct{}),
+		bare:   make(map[string][]string),
 		looks:  make(map[string]*looks),
 	}
 }
@@ -111,10 +111,7 @@ func (r *register) add(l *Hold, covers []Cover) (bare []string) {
 		switch lk := r.looks[cv.Path]; {
 		case cv.Own:
 		case lk != nil && lk.events == cv.Events:
-			if r.bare[cv.Path] == nil {
-				r.bare[cv.Path] = make(map[string]struct{})
-			}
-			r.bare[cv.Path][node] = struct{}{}
+			r.bare[cv.Path] = append(r.bare[cv.Path], node)
 		default:
 			bare = append(bare, node)
 		}
@@ -128,11 +125,18 @@ func (r *register) remove(l *Hold) {
 	for _, node := range l.nodes {
 		delete(r.byNode, node)
 		dir := path.Dir(node)
-		if b := r.bare[dir]; b != nil {
-			delete(b, node)
-			if len(b) == 0 {
-				delete(r.bare, dir)
+		b := r.bare[dir]
+		for i, n := range b {
+			if n == node {
+				b[i] = b[len(b)-1]
+				b = b[:len(b)-1]
+				break
 			}
+		}
+		if len(b) == 0 {
+			delete(r.bare, dir)
+		} else {
+			r.bare[dir] = b
 		}
 	}
 }
@@ -140,7 +144,7 @@ func (r *register) remove(l *Hold) {
 // childrenChanged records a children Event of path: its pending children
 // watch is spent, so the nodes it covered need a watch of their own. It
 // returns them.
-func (r *register) childrenChanged(path string) map[string]struct{} {
+func (r *register) childrenChanged(path string) []string {
 	if lk := r.looks[path]; lk != nil {
 		lk.events++
 	}
@@ -198,7 +202,7 @@ func (c *Session) onWatch(gen uint64, ev Event) {
 		}
 	case ChildrenChanged(ev):
 		now := time.Now()
-		for node := range c.held.childrenChanged(ev.Path) {
+		for _, node := range c.held.childrenChanged(ev.Path) {
 			if l := c.held.byNode[node]; l != nil {
 				c.armLocked(l, node, now)
 			}
