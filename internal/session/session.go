@@ -74,6 +74,7 @@ type Session struct {
 	dial       dialOptions // to open a new connection
 	lossOnDrop bool
 	hooks      Hooks
+	releases   releases // deletes of released leases, sent together under load (hold.go)
 
 	mu          sync.Mutex
 	zc          Conn               // the connection; only the Session sets it
