@@ -1153,12 +1153,18 @@ func (pt *part) plan(kids []Child, d decision) watchPlan {
 // alone.
 func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w watchPlan) error {
 	zc := p.c.s.Conn()
+	gone := p.gone
+	if !p.single() {
+		// Its own nodes' watches tell, and the grant checks them all
+		// (quiet): a node on a path decided already is found then.
+		gone = nil
+	}
 	cases := make([]reflect.SelectCase, 0, len(w.paths)+4)
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Changed)},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.gone)})
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(gone)})
 	for _, path := range w.paths {
 		s, ch, err := zc.GetW(path)
 		switch p.c.s.Classify(err) {

@@ -23,15 +23,9 @@ import (
 type register struct {
 	leases map[*Hold]struct{}
 	byNode map[string]*Hold
-	bare   map[string][]string // lock path -> held nodes covered only by a children watch on it (few per path)
-	looks  map[string]*looks   // lock path -> looks in flight
-	arm    []armItem           // held nodes that need a data watch; the keeper sets it
-}
-
-// armItem is a held node that needs a data watch, from when.
-type armItem struct {
-	node string
-	due  time.Time
+	bare   map[string][]string  // lock path -> held nodes covered only by a children watch on it (few per path)
+	looks  map[string]*looks    // lock path -> looks in flight
+	arm    map[string]time.Time // held nodes that need a data watch, from when; the keeper sets it
 }
 
 // armAge is how old a lease must be before the keeper sets a data watch on
@@ -53,7 +47,10 @@ func (c *Session) armLocked(l *Hold, node string, now time.Time) {
 	if due.Before(now) {
 		due = now
 	}
-	c.held.arm = append(c.held.arm, armItem{node, due})
+	c.held.arm[node] = due
+	if c.keeperAsleep && !c.keeperWake.IsZero() && !c.keeperWake.After(due) {
+		return // it wakes in time, and sees it then
+	}
 	c.keeper.wake()
 }
 
@@ -70,6 +67,7 @@ func newRegister() register {
 		byNode: make(map[string]*Hold),
 		bare:   make(map[string][]string),
 		looks:  make(map[string]*looks),
+		arm:    make(map[string]time.Time),
 	}
 }
 
@@ -124,6 +122,7 @@ func (r *register) remove(l *Hold) {
 	delete(r.leases, l)
 	for _, node := range l.nodes {
 		delete(r.byNode, node)
+		delete(r.arm, node)
 		dir := path.Dir(node)
 		b := r.bare[dir]
 		for i, n := range b {
@@ -156,26 +155,21 @@ func (r *register) childrenChanged(path string) []string {
 // takeArm returns the nodes due for a data watch at now, and forgets them.
 func (r *register) takeArm(now time.Time) []string {
 	var nodes []string
-	keep := r.arm[:0]
-	for _, a := range r.arm {
-		if a.due.After(now) {
-			keep = append(keep, a)
-			continue
-		}
-		if r.byNode[a.node] != nil { // still held
-			nodes = append(nodes, a.node)
+	for node, due := range r.arm {
+		if !due.After(now) {
+			nodes = append(nodes, node)
+			delete(r.arm, node)
 		}
 	}
-	r.arm = keep
 	return nodes
 }
 
 // nextArm returns when the next node is due for a data watch; zero: none.
 func (r *register) nextArm() time.Time {
 	var next time.Time
-	for _, a := range r.arm {
-		if next.IsZero() || a.due.Before(next) {
-			next = a.due
+	for _, due := range r.arm {
+		if next.IsZero() || due.Before(next) {
+			next = due
 		}
 	}
 	return next

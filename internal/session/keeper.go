@@ -380,7 +380,7 @@ func (k *keeper) arm() bool {
 	now, ok := time.Now(), true
 	for node := range failed {
 		if c.held.byNode[node] != nil {
-			c.held.arm = append(c.held.arm, armItem{node, now})
+			c.held.arm[node] = now
 			ok = false
 		}
 	}
