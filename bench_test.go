@@ -215,13 +215,10 @@ func live() (heap uint64, goroutines int) {
 }
 
 // waitQueued waits until every participant on path is queued and waiting,
-// as zklock's protocol says it then is: n nodes; each waiter's read with a
-// watch by its owner (the read that fetches the token; only nodes made
-// through rc are seen doing it, as ours says; the first holder may have
-// taken its token from the path's stat instead) and, but for the last,
-// watched by its successor; and no request of rc's in flight. The last
-// request a waiter makes is that watch on its predecessor, so all of them
-// have made it.
+// as zklock's protocol says it then is: n nodes, each but the last watched
+// by its successor (the last request a waiter makes), and no request of
+// rc's in flight. ours names the nodes made through rc: rc sees a watch
+// only if the successor that set it is one of them.
 func waitQueued(b *testing.B, rc *reqCounter, c *zklock.Client, path string, n int, ours func(node string) bool) {
 	b.Helper()
 	eventually(b, func() bool {
@@ -230,21 +227,13 @@ func waitQueued(b *testing.B, rc *reqCounter, c *zklock.Client, path string, n i
 			return false
 		}
 		sort.Slice(kids, func(i, j int) bool { return seqOf(kids[i]) < seqOf(kids[j]) })
-		for i, k := range kids {
-			node, want := path+"/"+k, 0
-			if ours(node) && i > 0 {
-				want++
-			}
-			if i < n-1 {
-				want++
-			}
-			if rc.watches(node) < want {
+		for i := 0; i < n-1; i++ {
+			if ours(path+"/"+kids[i+1]) && rc.watches(path+"/"+kids[i]) < 1 {
 				return false
 			}
 		}
 		return rc.outstanding() == 0
-	}, "want %d participants on %s, each read by its owner and watched by its successor, "+
-		"and no request in flight", n, path)
+	}, "want %d participants on %s, each watched by its successor, and no request in flight", n, path)
 }
 
 // seqOf returns the ten-digit sequence suffix of a lock node's name.

@@ -273,29 +273,24 @@ func TestSemaphoreDriverGroups(t *testing.T) {
 	equal(t, holders(kids, func(Child) Driver { return d }), []bool{true, true, false, false, false, false})
 }
 
-// The fast path: the driver on the snapshot without the watched node.
-func TestPlanFastPath(t *testing.T) {
+// A waiter's plan: the full paths of the nodes its driver names, and the
+// semaphore's hand-over protocol.
+func TestPlanWatches(t *testing.T) {
 	l := &Lock{path: "/p", driver: readDriver{}}
 	p := &part{l: l}
-	kids := queue("Ar", "Bw", "Cr")
-	w := p.plan(kids, 2, 2, decide(l.driver, kids, 2, 2))
-	equal(t, w.fast, []bool{true}, "the only writer ahead: its deletion alone lets us in")
-
-	kids = queue("Aw", "Br", "Cw", "Dr")
-	w = p.plan(kids, 3, 3, decide(l.driver, kids, 3, 3))
-	equal(t, w.paths, []string{"/p/" + kids[2].Name})
-	equal(t, w.fast, []bool{false}, "another writer is still ahead")
+	kids := queue("Aw", "Br", "Cw", "Dr")
+	w := p.plan(kids, decide(l.driver, kids, 3, 3))
+	equal(t, w.paths, []string{"/p/" + kids[2].Name}, "the last writer ahead")
+	equal(t, w.awaitHold, false)
 
 	l.driver = exclusiveDriver{KindMutex}
 	kids = queue("Am", "Bm", "Cm")
-	equal(t, p.plan(kids, 1, 1, decide(l.driver, kids, 1, 1)).fast, []bool{true})
-	equal(t, p.plan(kids, 2, 2, decide(l.driver, kids, 2, 2)).fast, []bool{false})
+	equal(t, p.plan(kids, decide(l.driver, kids, 2, 2)).paths, []string{"/p/" + kids[1].Name})
 
 	l.driver = semaphoreDriver{2}
 	kids = queue("As", "Bs", "Cs")
-	w = p.plan(kids, 2, 2, decide(l.driver, kids, 2, 2))
-	equal(t, w.fast, []bool{true, true})
-	equal(t, w.announce, []bool{true, true})
+	w = p.plan(kids, decide(l.driver, kids, 2, 2))
+	equal(t, w.paths, []string{"/p/" + kids[0].Name, "/p/" + kids[1].Name}, "the first waiter watches the holders")
 }
 
 // A driver bug fails the acquire with ErrInvalidArgument, never a panic or

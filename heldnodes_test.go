@@ -151,3 +151,48 @@ func TestDeletedHeldNodesAmongThousands(t *testing.T) {
 		}
 	}
 }
+
+// Many leases of one Client released at once: the deletes that come while
+// one is in flight go out together (one multi-operation); whichever way
+// each went, every Release returns nil, every lease ends with ErrReleased
+// and every node is gone.
+func TestConcurrentReleasesOnOneClient(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	c, other := connect(t), connect(t)
+	ctx := ctxT(t)
+	root := lockPath(t)
+	leases := make([]*zklock.Lease, n)
+	for i := range leases {
+		m, err := zklock.NewMutex(c, fmt.Sprintf("%s/e%03d", root, i))
+		must(t, err)
+		leases[i], err = m.Acquire(ctx)
+		must(t, err)
+	}
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for _, l := range leases {
+		wg.Add(1)
+		go func(l *zklock.Lease) {
+			defer wg.Done()
+			errs <- l.Release(ctx)
+		}(l)
+	}
+	released := make(chan struct{})
+	go func() { wg.Wait(); close(released) }()
+	select {
+	case <-released:
+	case <-time.After(long):
+		t.Fatal("the releases did not return")
+	}
+	close(errs)
+	for err := range errs {
+		must(t, err, "release")
+	}
+	for i, l := range leases {
+		mustIs(t, l.Err(), zklock.ErrReleased, "lease %d", i)
+		if ok, _, err := other.Conn().Exists(l.Node()); err != nil || ok {
+			t.Fatalf("lease %d: its node %s is still there (err %v)", i, l.Node(), err)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zklock"
 )
 
@@ -36,4 +38,52 @@ func TestAcquireOverRequestLimitIsRefused(t *testing.T) {
 	for _, l := range leases {
 		release(t, l)
 	}
+}
+
+// A lock path whose children no longer fit in ZooKeeper's 1 MiB
+// (jute.maxbuffer) are still read: the server does not bound a response,
+// and go-zookeeper reads one of any size unless told otherwise
+// (zk.WithMaxBufferSize, which zklock does not set). Java clients do
+// bound it, and fail such a read as a connection loss, forever; see the
+// README's Limits. 18,500 Curator-format mutex nodes are a getChildren
+// reply of about 1.1 MB: TryAcquire reads it and says ErrLocked,
+// Participants lists every node.
+func TestQueueOverOneMiBIsRead(t *testing.T) {
+	const n = 18500
+	c, other := connect(t), connect(t)
+	ctx := ctxT(t)
+	path := lockPath(t)
+	m, err := zklock.NewMutex(c, path)
+	must(t, err)
+	l, err := m.Acquire(ctx) // the path exists, and this holds
+	must(t, err)
+
+	// Curator's names, made by another session in multis of 500.
+	prefix := path + "/_c_" + "0d6c4a1e-5b7f-4c3a-9e2d-8f1b6a7c9d0e" + "-lock-"
+	acl := zk.WorldACL(zk.PermAll)
+	for made := 1; made < n; {
+		var ops []any
+		for ; made < n && len(ops) < 500; made++ {
+			ops = append(ops, &zk.CreateRequest{Path: prefix, Acl: acl, Flags: zk.FlagEphemeralSequential})
+		}
+		_, err := other.Conn().Multi(ops...)
+		must(t, err, "create the queue")
+	}
+	names := children(t, c, path)
+	size := 0
+	for _, name := range names {
+		size += 4 + len(name)
+	}
+	if len(names) != n || size <= 1<<20 {
+		t.Fatalf("%d children, %d bytes of names: want %d, over 1 MiB", len(names), size, n)
+	}
+
+	_, err = m.TryAcquire(ctx)
+	mustIs(t, err, zklock.ErrLocked, "TryAcquire behind %d nodes", n)
+	parts, err := m.Participants(ctx)
+	must(t, err)
+	if len(parts) != n || parts[0].Node != l.Node() || !parts[0].Holder {
+		t.Fatalf("%d participants, the first %+v: want %d, ours first and holding", len(parts), parts[0], n)
+	}
+	release(t, l)
 }

@@ -175,18 +175,20 @@ type participant struct {
 	unsure  bool    // a create may have made nodes we cannot name but by id
 	waited  bool    // some decision said wait
 	start   time.Time
-	created time.Time // when our nodes were last created
-	ahead   int       // participants ahead at the first look
-	node    string    // our first node, once created (for traces)
+	created time.Time       // when our nodes were last created
+	ahead   int             // participants ahead at the first look
+	node    string          // our first node, once created (for traces)
+	gone    <-chan struct{} // closed if the keeper finds our last node deleted while we wait...
+	stopped func()          // ...until this is called (nil: not waiting)
 }
 
 // part is a participant's place on one path.
 type part struct {
 	l        *Lock
 	nodes    []string             // full paths, once known
-	own      <-chan session.Event // a watch on our last node; nil until set
+	own      <-chan session.Event // a watch on our last node (a MultiLock's, a downgrade's); nil until set
 	ownAt    uint64               // the Client's epoch when own was set
-	token    int64                // our last node's czxid, or the path's pzxid (parentToken)
+	token    int64                // the path's pzxid when the read that decided we hold was made ([participant.token])
 	pre      <-chan fetched       // the first look, read while the create was on its way
 	looked   bool                 // the first look was made
 	seen     seenVersion          // the last version of an awaited node we decided on
@@ -194,7 +196,7 @@ type part struct {
 	held     bool                 // decided to hold...
 	heldAt   uint64               // ...in this epoch
 	announce bool                 // on the grant, tell successors waiting with awaitHold
-	looking  bool                 // a first look is recorded with the Client (lookStart)...
+	looking  bool                 // our last read is recorded with the Client (LookStart)...
 	events   uint64               // ...when the path had had this many children events
 }
 
@@ -237,11 +239,8 @@ func (p *participant) run(ctx context.Context) (leases []*Lease, err error) {
 		if err := p.enqueue(ctx); err != nil {
 			return nil, err
 		}
-		// The keeper has the session confirmed while we wait, so that a
-		// grant finds the deadline ahead.
-		done := p.c.s.Waiting(p.last(), p.session)
 		leases, err = p.await(ctx)
-		done()
+		p.stopWaiting()
 		if !errors.Is(err, errRequeue) {
 			return leases, err
 		}
@@ -517,23 +516,47 @@ func (p *participant) ensureParents(ctx context.Context) error {
 }
 
 // ensureParents creates the lock path and its missing ancestors as
-// container nodes.
+// container nodes. It tries the lock path first and walks up only while
+// the parent is missing: the server reaps an empty container (its
+// ContainerManager), so with a lock per entity the usual case is one lock
+// path gone under a parent that stays, one request rather than one per
+// level.
 func (l *Lock) ensureParents(ctx context.Context) error {
-	for _, dir := range parents(l.path) {
-		dir := dir
-		var data []byte
-		if dir == l.path {
-			data = l.size // a semaphore records its size in its path
+	dirs := parents(l.path)
+	i := len(dirs) - 1
+	for {
+		err := l.createDir(ctx, dirs[i])
+		if err == nil {
+			break
 		}
-		err := l.c.s.Retry(ctx, func(zc session.Conn) error {
-			if dir == l.path && l.persistent {
-				return createPersistent(zc, dir, data, l.c.s.ACL(dir))
-			}
-			return zc.CreateContainer(dir, data, l.c.s.ACL(dir))
-		})
-		if err != nil {
-			return fmt.Errorf("create parent %s: %w", dir, err)
+		if i == 0 || l.c.s.Classify(err) != session.Gone {
+			return err
 		}
+		i-- // its parent is missing: create that first
+	}
+	for i++; i < len(dirs); i++ {
+		if err := l.createDir(ctx, dirs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createDir creates dir as a container node (the lock path itself
+// persistent, where the lock's layout asks for it), if it is not there.
+func (l *Lock) createDir(ctx context.Context, dir string) error {
+	var data []byte
+	if dir == l.path {
+		data = l.size // a semaphore records its size in its path
+	}
+	err := l.c.s.Retry(ctx, func(zc session.Conn) error {
+		if dir == l.path && l.persistent {
+			return createPersistent(zc, dir, data, l.c.s.ACL(dir))
+		}
+		return zc.CreateContainer(dir, data, l.c.s.ACL(dir))
+	})
+	if err != nil {
+		return fmt.Errorf("create parent %s: %w", dir, err)
 	}
 	return nil
 }
@@ -573,13 +596,28 @@ func (p *participant) await(ctx context.Context) ([]*Lease, error) {
 			return nil, ErrLocked
 		}
 		p.queued()
-		fast, announce, err := p.wait(ctx, pt, st, pt.plan(v.kids, v.first, v.last, v.d))
-		if err != nil {
+		p.startWaiting()
+		if err := p.wait(ctx, pt, st, pt.plan(v.kids, v.d)); err != nil {
 			return nil, err
 		}
-		if fast {
-			pt.hold(st.Epoch, announce)
-		}
+	}
+}
+
+// startWaiting records, before our first wait, that we wait: the keeper
+// then has the session confirmed, so that a grant finds the deadline
+// ahead, and checks that our node is still there ([session.Session.Waiting]).
+// Who holds on its first look never needs it.
+func (p *participant) startWaiting() {
+	if p.stopped == nil {
+		p.gone, p.stopped = p.c.s.Waiting(p.last(), p.session)
+	}
+}
+
+// stopWaiting undoes startWaiting, if it was done.
+func (p *participant) stopWaiting() {
+	if p.stopped != nil {
+		p.stopped()
+		p.gone, p.stopped = nil, nil
 	}
 }
 
@@ -606,19 +644,23 @@ type view struct {
 }
 
 // survey reads pt's queue and decides, and gets what the decision needs
-// before acting on it: a token for a holder (from the path's stat when it
-// can, see [participant.parentToken]; else from our node), the watch on
-// our own node for a waiter, and for every part of a participant on
-// several paths, whose grant checks them all.
+// before acting on it: a holder's token, from the read itself
+// ([participant.token]); for every part of a participant on several
+// paths, whose grant checks them all, a watch on our own node.
 func (p *participant) survey(pt *part, epoch uint64) (v view, err error) {
 	if p.req.node != "" {
 		// A downgrade's read node holds from its create on (see
 		// [RWMutex.Downgrade]); reading it back proves it is there and
-		// ours, and gives the token.
+		// ours, and gives the token: its czxid, after the write lease's
+		// grant (so above that lease's token) and before the read node's
+		// delete (so below the token of any writer after it).
 		pt.looked = true
 		v.d.Holds = true
 		if pt.own == nil {
-			err = p.watchOwn(pt, epoch)
+			var st session.Stat
+			if st, err = p.watchOwn(pt, epoch); err == nil {
+				pt.token = st.Czxid
+			}
 		}
 		return v, err
 	}
@@ -627,9 +669,9 @@ func (p *participant) survey(pt *part, epoch uint64) (v view, err error) {
 	}
 	var ps session.ParentStat
 	if !pt.looked {
-		v.kids, ps, err = p.look(pt) // the first look: no token yet
+		v.kids, ps, err = p.look(pt)
 	} else {
-		v.kids, err = p.read(pt, epoch)
+		v.kids, ps, err = p.read(pt, epoch)
 	}
 	if err != nil {
 		return v, err
@@ -642,11 +684,11 @@ func (p *participant) survey(pt *part, epoch uint64) (v view, err error) {
 	if err := pt.check(v.d, v.first); err != nil {
 		return v, err
 	}
-	if pt.token == 0 && v.d.Holds && p.single() && p.req.node == "" {
-		pt.token = p.parentToken(pt, ps)
+	if v.d.Holds {
+		pt.token = ps.Pzxid
 	}
-	if pt.own == nil && (pt.token == 0 || !p.single() || !v.d.Holds && !p.req.try) {
-		err = p.watchOwn(pt, epoch)
+	if pt.own == nil && !p.single() {
+		_, err = p.watchOwn(pt, epoch)
 	}
 	return v, err
 }
@@ -713,9 +755,8 @@ func (pt *part) check(d decision, first int) error {
 
 // look is a part's first read: the children of the lock path, in queue
 // order, and the path's stat, pipelined with a semaphore's size check.
-// Whoever holds on it at once may take its token from the stat
-// ([participant.parentToken]) and needs no other request; whoever waits
-// reads its own node next ([participant.watchOwn]). It uses the read that
+// Whoever holds on it at once takes its token from the stat
+// ([participant.token]) and needs no other request. It uses the read that
 // [participant.prefetch] made while the create was on its way if that
 // read shows our nodes, and reads again otherwise.
 func (p *participant) look(pt *part) ([]Child, session.ParentStat, error) {
@@ -826,66 +867,86 @@ func (p *participant) prefetch(zc session.Conn, marker string) ([]<-chan fetched
 	return pres, func() { stop(); close(quit) }
 }
 
-// parentToken returns the token of a participant that holds on its first
-// look, from the lock path's stat, or 0 if the stat cannot give it: when
-// nothing was created under the path after our node up to the read, the
-// path's pzxid. docs/design.md, "Tokens", has the proof that these tokens
-// still strictly increase across successive conflicting holders, mixed
-// with the czxid tokens of everyone else (TestMutexExclusion checks them).
-func (p *participant) parentToken(pt *part, ps session.ParentStat) int64 {
-	ch, ok, _ := parseChild(pt.nodes[len(pt.nodes)-1][len(pt.l.path)+1:])
-	if !ok || ps.Pzxid == 0 {
-		return 0
+// token is the fencing token of a lease: the largest of its parts'
+// tokens, each the lock path's pzxid in the read that decided the part
+// holds. Why tokens so taken strictly increase across successive
+// conflicting holders of a path: a read lists the children of one state
+// of the tree, after some zxid Z, and its pzxid P (the zxid of the latest
+// create or delete of a child, DataTree.createNode and deleteNode) is at
+// most Z. (1) A holder H decided on a read R that lists H's node, so
+// (a session's reads see its writes) is of a state after H's create, and
+// after the create of every conflicting holder before it (their nodes are
+// ahead of H's), but lists none of them: each was deleted by a
+// transaction D of at most Z_R, so P_R >= D. (2) That earlier holder's
+// own decisive reads listed its node, so were of states before D: its
+// token is below D. So every earlier holder's token is below H's. For a
+// participant on several paths, (1) holds on each path and the token is
+// the largest; its nodes are deleted after its grant, so after every read
+// it made (a zxid is committed after every state a read answered before
+// it), and (2) holds too. A downgrade's token is its read node's czxid
+// (see survey). docs/design.md, "Tokens", has the longer argument;
+// TestMutexExclusion checks them.
+func (p *participant) token() int64 {
+	var t int64
+	for _, pt := range p.parts {
+		if pt.token > t {
+			t = pt.token
+		}
 	}
-	// Our last node's sequence is the path's create count before it, so
-	// the count after it is seq+1; cversion counts creates and deletes,
-	// 2*creates - children (DataNode.copyStat). int32 arithmetic wraps as
-	// the server's does.
-	if ps.Cversion != 2*(ch.seq+1)-ps.NumChildren {
-		return 0 // something was created after us: read our own czxid
-	}
-	return ps.Pzxid
+	return t
 }
 
-// watchOwn reads our last node on pt's path with a watch: its czxid is the
-// token, its owner proves it is ours, and the watch tells a waiter if
-// someone deletes it (see [part.intact]).
-func (p *participant) watchOwn(pt *part, epoch uint64) error {
+// watchOwn reads our last node on pt's path with a watch: its owner proves
+// it is ours, the watch tells a participant on several paths if someone
+// deletes it (see [participant.quiet]), and a downgrade takes its token
+// from its czxid.
+func (p *participant) watchOwn(pt *part, epoch uint64) (session.Stat, error) {
 	st, own, err := p.c.s.Conn().GetW(pt.nodes[len(pt.nodes)-1])
 	if err != nil {
-		return err
+		return st, err
 	}
 	if st.EphemeralOwner != p.session {
 		// Never count a node of another session; if it is the current
 		// one's, it must not stay in the queue either.
 		p.c.s.Discard(session.Job{Nodes: pt.nodes, Session: st.EphemeralOwner})
 		pt.nodes = nil
-		return errRequeue
+		return st, errRequeue
 	}
-	pt.token, pt.own, pt.ownAt = st.Czxid, own, epoch
-	return nil
+	pt.own, pt.ownAt = own, epoch
+	return st, nil
 }
 
-// read gets the children of pt's path, in queue order. When our own node
-// has no watch (after the watch fired, or in a new epoch) it also reads
-// our node with one ([participant.watchOwn]), pipelined on the connection,
-// so it costs no round trip. A semaphore's size was checked by the first
-// look; a read does not check it again.
-func (p *participant) read(pt *part, epoch uint64) ([]Child, error) {
+// read gets the children of pt's path, in queue order, and its stat, and
+// leaves a children watch that covers our nodes once held (see
+// [participant.covers]). A participant on several paths also reads its
+// own node with a watch ([participant.watchOwn]) when it has none,
+// pipelined on the connection, so it costs no round trip. A semaphore's
+// size was checked by the first look; a read does not check it again.
+//
+// A waiter on one path keeps no watch on its own node: it never holds but
+// on a read that lists it, and learns that someone deleted it from that
+// read, on its next wake, or from the keeper, which checks waiters' nodes
+// at least every third of the session timeout ([session.Session.Waiting]).
+func (p *participant) read(pt *part, epoch uint64) ([]Child, session.ParentStat, error) {
+	p.startLook(pt)
 	owned := make(chan error, 1)
-	if pt.own == nil {
-		go func() { owned <- p.watchOwn(pt, epoch) }()
+	if pt.own == nil && !p.single() {
+		go func() {
+			_, err := p.watchOwn(pt, epoch)
+			owned <- err
+		}()
 	} else {
 		owned <- nil
 	}
-	names, err := p.c.s.Conn().Children(pt.l.path)
+	names, ps, err := p.c.s.Conn().ChildrenStatW(pt.l.path)
 	if oerr := <-owned; oerr != nil {
 		err = oerr // errRequeue (our node went with another session) comes first
 	}
 	if err != nil {
-		return nil, err
+		return nil, ps, err
 	}
-	return p.parse(pt, names)
+	kids, err := p.parse(pt, names)
+	return kids, ps, err
 }
 
 // checkSize checks that the semaphore's path records our maxLeases, and
@@ -972,8 +1033,9 @@ func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease,
 	if quiet, err := p.quiet(); !quiet {
 		return nil, err
 	}
-	holds, err := p.c.s.Grant(st.Epoch, p.session, p.groups(), p.parts[0].token, p.leaseMeta(), p.covers())
+	holds, err := p.c.s.Grant(st.Epoch, p.session, p.groups(), p.token(), p.leaseMeta(), p.covers())
 	if errors.Is(err, session.ErrUnconfirmed) {
+		p.startWaiting() // the keeper confirms the session only for leases held or awaited
 		return nil, p.c.s.AwaitConfirmed(ctx, st)
 	}
 	var leases []*Lease
@@ -1000,9 +1062,15 @@ func (p *participant) startLooks() {
 		return
 	}
 	for _, pt := range p.parts {
-		p.endLook(pt) // a create tried again
-		pt.events, pt.looking = p.c.s.LookStart(pt.l.path), true
+		p.startLook(pt)
 	}
+}
+
+// startLook records a read of pt's path about to be sent, in place of the
+// one before (or of a create tried again).
+func (p *participant) startLook(pt *part) {
+	p.endLook(pt)
+	pt.events, pt.looking = p.c.s.LookStart(pt.l.path), true
 }
 
 func (p *participant) endLook(pt *part) {
@@ -1014,7 +1082,7 @@ func (p *participant) endLook(pt *part) {
 
 // covers says, for each of our nodes in the order of groups, what watch
 // covers it: its own (the last node of a part, while its watch is set), or
-// the children watch of the part's first look.
+// the children watch of the part's last read.
 func (p *participant) covers() []session.Cover {
 	var out []session.Cover
 	for _, pt := range p.parts {
@@ -1090,46 +1158,43 @@ func (p *participant) announce(pt *part) {
 }
 
 // watchPlan is what a waiter keeps while it sleeps: only the paths it
-// watches and, for each, whether its deletion alone makes us hold. The
-// children snapshot itself is dropped, so a waiter costs little memory.
+// watches. The children snapshot itself is dropped, so a waiter costs
+// little memory.
 type watchPlan struct {
 	paths     []string
-	fast      []bool // deleting paths[i] alone makes us hold
-	announce  []bool // and then we must announce it
 	awaitHold bool
 }
 
-// plan prepares the wait and its fast path; see [Driver] for why the fast
-// path is safe.
-func (pt *part) plan(kids []Child, first, last int, d decision) watchPlan {
-	w := watchPlan{
-		paths:     make([]string, len(d.Watch)),
-		fast:      make([]bool, len(d.Watch)),
-		announce:  make([]bool, len(d.Watch)),
-		awaitHold: d.awaitHold,
-	}
-	without := make([]Child, 0, len(kids)-1)
+// plan prepares the wait.
+func (pt *part) plan(kids []Child, d decision) watchPlan {
+	w := watchPlan{paths: make([]string, len(d.Watch)), awaitHold: d.awaitHold}
 	for i, idx := range d.Watch {
 		w.paths[i] = pt.l.path + "/" + kids[idx].Name
-		without = append(append(without[:0], kids[:idx]...), kids[idx+1:]...)
-		d2 := decide(pt.l.driver, without, first-1, last-1)
-		w.fast[i], w.announce[i] = d2.Holds, d2.Holds && d2.announce
 	}
 	return w
 }
 
 // wait sets the watches of plan and sleeps until one fires, our own node
-// on pt's path changes, the session state changes or ctx is done. fast
-// reports that a watched node was deleted, that alone makes us hold, and
-// our own node was still there when it was.
-func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w watchPlan) (fast, announce bool, err error) {
+// on pt's path changes (a participant on several paths) or is found gone
+// (the keeper's check), the session state changes or ctx is done. Then
+// the loop reads again: a waiter takes the lock only on a read, whose
+// pzxid is its token ([participant.token]), never on a notification
+// alone.
+func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w watchPlan) error {
 	zc := p.c.s.Conn()
-	cases := make([]reflect.SelectCase, 0, len(w.paths)+3)
+	gone := p.gone
+	if !p.single() {
+		// Its own nodes' watches tell, and the grant checks them all
+		// (quiet): a node on a path decided already is found then.
+		gone = nil
+	}
+	cases := make([]reflect.SelectCase, 0, len(w.paths)+4)
 	cases = append(cases,
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Changed)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)})
-	for i, path := range w.paths {
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(gone)})
+	for _, path := range w.paths {
 		s, ch, err := zc.GetW(path)
 		switch p.c.s.Classify(err) {
 		case session.Done:
@@ -1138,60 +1203,35 @@ func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w
 				// deciding again tells). A version decided on once is not
 				// news: then wait for the next change.
 				pt.seen = seenVersion{path, s.Version}
-				return false, false, nil
+				return nil
 			}
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
-		case session.Gone:
-			return pt.intact(w.fast[i]), w.announce[i], nil // gone already
 		case session.Permanent:
-			return false, false, err
+			return err
 		default:
-			return false, false, nil // the loop sorts out the session
+			return nil // gone already, or the loop sorts out the session
 		}
 	}
 	if pt.l.count != nil {
 		ch, again, err := pt.l.count.watch(zc, &pt.counted)
 		if again || err != nil {
-			return false, false, err // decide again with the count just read
+			return err // decide again with the count just read
 		}
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 	}
 	chosen, v, _ := reflect.Select(cases)
 	if pt.l.count != nil && chosen == len(cases)-1 {
-		return false, false, nil // the count changed: decide again
+		return nil // the count changed: decide again
 	}
 	switch chosen {
 	case 0:
-		return false, false, ctx.Err()
-	case 1:
-		return false, false, nil
+		return ctx.Err()
 	case 2:
-		return false, false, pt.ownChanged(v)
+		return pt.ownChanged(v)
+	case 3:
+		return errRequeue
 	}
-	i := chosen - 3
-	if ev, _ := v.Interface().(session.Event); session.Deleted(ev) {
-		return pt.intact(w.fast[i]), w.announce[i], nil
-	}
-	return false, false, nil
-}
-
-// intact reports fast, unless our own node's watch has fired: then the
-// loop must look again. go-zookeeper hands each notification to its
-// watcher's channel before it reads the next one off the connection, and
-// ZooKeeper sends a client's notifications in the order of the changes, so
-// if our node was deleted before the watched one, its event is already in
-// our channel.
-func (pt *part) intact(fast bool) bool {
-	if !fast {
-		return false
-	}
-	select {
-	case <-pt.own:
-		pt.own = nil // read again, and set a new watch
-		return false
-	default:
-		return true
-	}
+	return nil
 }
 
 // ownChanged handles our own node's watch: deleted means queue again;

@@ -37,3 +37,61 @@ func TestUncontendedAcquireRequests(t *testing.T) {
 		}
 	}
 }
+
+// A handoff costs a waiter no more than go-zookeeper's zk.Lock makes it
+// send, with the fencing token and its lease's watch included: create,
+// getChildren (sent right behind the create), a watch on its predecessor,
+// getChildren when that goes (whose stat gives the token), delete. No
+// read of its own node.
+func TestHandoffRequests(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	holder := newMutex(t, connect(t), path)
+	var rc reqCounter
+	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial)), path)
+	watcher := connect(t)
+	ctx := ctxT(t)
+
+	const (
+		opCreate       = 1
+		opDelete       = 2
+		opGetChildren2 = 12
+		opMulti        = 14 // the keeper's confirmation, if one falls due
+	)
+	want := map[int32]int64{opCreate: 1, opGetChildren2: 2, opGetData: 1, opDelete: 1}
+	const cycles = 10
+	var prev int64
+	for i := 0; i < cycles; i++ {
+		held, err := holder.Acquire(ctx)
+		must(t, err)
+		before := rc.snapshot()
+		ch := async(waiter.Acquire, ctx)
+		// Queued, its predecessor watched, nothing in flight.
+		eventually(t, func() bool {
+			return len(children(t, watcher, path)) == 2 && rc.watches(held.Node()) > 0 && rc.outstanding() == 0
+		}, "the waiter queued behind %s", held.Node())
+		release(t, held)
+		l := await(t, ch)
+		if l.Token() <= prev {
+			t.Fatalf("cycle %d: token %d, not above the one before, %d", i, l.Token(), prev)
+		}
+		prev = l.Token()
+		if n := rc.watches(l.Node()); n != 0 {
+			t.Fatalf("cycle %d: the waiter read its own node with a watch %d times", i, n)
+		}
+		release(t, l)
+		got := rc.snapshot().minus(before)
+		for op, n := range got {
+			if op != opMulti && n != want[op] {
+				t.Fatalf("cycle %d: a waiter's acquire and release made %s; want create, getChildren2 twice, getData once, delete",
+					i, got.per(1))
+			}
+		}
+		for op, n := range want {
+			if got[op] != n {
+				t.Fatalf("cycle %d: a waiter's acquire and release made %s; want create, getChildren2 twice, getData once, delete",
+					i, got.per(1))
+			}
+		}
+	}
+}

@@ -66,8 +66,9 @@ func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*S
 // Acquire waits for one lease; see [Lock.Acquire]. Under the Curator and
 // kazoo layouts it first takes the layout's inner lock and releases it
 // once it holds the lease, or fails; a cancelled acquire leaves neither the
-// lease node nor the inner lock's node behind. The lease's token is its
-// node's czxid.
+// lease node nor the inner lock's node behind. The lease's token is, as
+// under zklock's layout, the pzxid of the read that granted it (Curator's
+// layout), or its node's czxid (kazoo's).
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 	if s.layout != LayoutZklock {
 		leases, err := s.layoutAcquire(ctx, "acquire", 1, false)

@@ -42,7 +42,9 @@ func stat(t testing.TB, c *zklock.Client, path string) *zk.Stat {
 }
 
 // The Curator layout keeps Curator's nodes: the lease under <path>/leases,
-// protected and ephemeral-sequential, its token the node's czxid; the inner
+// protected and ephemeral-sequential, its token the leases path's pzxid in
+// the read that granted it (here, with nothing else under leases, its
+// node's czxid); the inner
 // mutex at <path>/locks is released once the lease is held. At most max hold at once, at every acquisition; a cancelled
 // acquire leaves neither a lease node nor an inner lock node.
 func TestSemaphoreLayoutCurator(t *testing.T) {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -360,7 +361,8 @@ type expectation struct {
 // wireConn is one TCP connection of a wire.
 type wireConn struct {
 	net.Conn
-	w *wire
+	w  *wire
+	in *bufio.Reader // go-zookeeper's one reader goroutine's, made on its first Read
 
 	rd reader // go-zookeeper's one reader goroutine's own (see anchor.go)
 
@@ -464,11 +466,22 @@ func (w *wire) sawWrite(p []byte) {
 	}
 }
 
-// Read reads for go-zookeeper's reader, and follows the packets: the
-// connect response's timeout and session, and the replies the gate holds
-// (see anchor.go).
+// wireReadBuffer is what one read off the socket may take in. go-zookeeper
+// reads each reply with two reads, its length and then its body
+// (Conn.recvLoop); with many requests in flight on one connection (many
+// goroutines on one Client) the replies come back to back, and a buffer
+// serves most of those reads with no system call.
+const wireReadBuffer = 32 << 10
+
+// Read reads for go-zookeeper's reader, through a buffer, and follows the
+// packets it hands over: the connect response's timeout and session, and
+// the replies the gate holds (see anchor.go). What the gate sees is what
+// go-zookeeper gets, not what the buffer read ahead.
 func (c *wireConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	if c.in == nil {
+		c.in = bufio.NewReaderSize(c.Conn, wireReadBuffer)
+	}
+	n, err := c.in.Read(p)
 	if n > 0 && c.observe(p[:n]) {
 		c.wait()
 	}

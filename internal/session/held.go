@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"path"
+	"time"
 )
 
 // Watching what we hold. A held node that someone else deletes ends its
@@ -11,7 +12,8 @@ import (
 // by the children watch that its acquire's first look set on the lock path
 // after creating it; the connection's callback sees every event, ends the
 // lease of a deleted node, and hands a node whose watch is spent to the
-// keeper, which sets a data watch of its own. Why each step is sound, and
+// keeper, which sets a data watch of its own (for a lease younger than
+// armAge, once it is that old: see [armAge]). Why each step is sound, and
 // the race the children-event count closes, is in docs/design.md,
 // "Watching what we hold"; TestDeletedHeldNodesAmongThousands fails
 // without it.
@@ -21,9 +23,35 @@ import (
 type register struct {
 	leases map[*Hold]struct{}
 	byNode map[string]*Hold
-	bare   map[string]map[string]struct{} // lock path -> held nodes covered only by a children watch on it
-	looks  map[string]*looks              // lock path -> first looks in flight
-	arm    []string                       // held nodes that need a data watch; the keeper sets it
+	bare   map[string][]string  // lock path -> held nodes covered only by a children watch on it (few per path)
+	looks  map[string]*looks    // lock path -> looks in flight
+	arm    map[string]time.Time // held nodes that need a data watch, from when; the keeper sets it
+}
+
+// armAge is how old a lease must be before the keeper sets a data watch on
+// its node, when the watch that covered it is spent: a lease younger than
+// that is watched again once it is that old, unless it ends first. On a
+// busy lock path the children watch of the read that granted a lease is
+// spent by the next participant's create, usually while the lease is a
+// few milliseconds old; most such leases are released before armAge, and
+// a request per handoff is saved. The cost: a node deleted while its
+// lease is younger than armAge ends the lease up to armAge later than
+// ZooKeeper's notice (a twentieth of the session timeout; ZooKeeper's own
+// notice of a lost session takes the whole of it).
+func armAge(t time.Duration) time.Duration { return t / 20 }
+
+// armLocked hands node, of lease l, to the keeper for a data watch; c.mu
+// is held.
+func (c *Session) armLocked(l *Hold, node string, now time.Time) {
+	due := l.granted.Add(armAge(c.wire.sessionTimeout()))
+	if due.Before(now) {
+		due = now
+	}
+	c.held.arm[node] = due
+	if c.keeperAsleep && !c.keeperWake.IsZero() && !c.keeperWake.After(due) {
+		return // it wakes in time, and sees it then
+	}
+	c.keeper.wake()
 }
 
 // looks counts the first looks in flight on one path, and the children
@@ -37,8 +65,9 @@ func newRegister() register {
 	return register{
 		leases: make(map[*Hold]struct{}),
 		byNode: make(map[string]*Hold),
-		bare:   make(map[string]map[string]struct{}),
+		bare:   make(map[string][]string),
 		looks:  make(map[string]*looks),
+		arm:    make(map[string]time.Time),
 	}
 }
 
@@ -70,8 +99,9 @@ type Cover struct {
 	Events uint64 // ...when the path had had this many children events
 }
 
-// add registers a granted lease; covers[i] goes with its i-th node.
-func (r *register) add(l *Hold, covers []Cover) {
+// add registers a granted lease; covers[i] goes with its i-th node. It
+// returns the nodes that no watch covers.
+func (r *register) add(l *Hold, covers []Cover) (bare []string) {
 	r.leases[l] = struct{}{}
 	for i, node := range l.nodes {
 		r.byNode[node] = l
@@ -79,14 +109,12 @@ func (r *register) add(l *Hold, covers []Cover) {
 		switch lk := r.looks[cv.Path]; {
 		case cv.Own:
 		case lk != nil && lk.events == cv.Events:
-			if r.bare[cv.Path] == nil {
-				r.bare[cv.Path] = make(map[string]struct{})
-			}
-			r.bare[cv.Path][node] = struct{}{}
+			r.bare[cv.Path] = append(r.bare[cv.Path], node)
 		default:
-			r.arm = append(r.arm, node)
+			bare = append(bare, node)
 		}
 	}
+	return bare
 }
 
 // remove forgets a lease that ended.
@@ -94,35 +122,57 @@ func (r *register) remove(l *Hold) {
 	delete(r.leases, l)
 	for _, node := range l.nodes {
 		delete(r.byNode, node)
+		delete(r.arm, node)
 		dir := path.Dir(node)
-		if b := r.bare[dir]; b != nil {
-			delete(b, node)
-			if len(b) == 0 {
-				delete(r.bare, dir)
+		b := r.bare[dir]
+		for i, n := range b {
+			if n == node {
+				b[i] = b[len(b)-1]
+				b = b[:len(b)-1]
+				break
 			}
+		}
+		if len(b) == 0 {
+			delete(r.bare, dir)
+		} else {
+			r.bare[dir] = b
 		}
 	}
 }
 
 // childrenChanged records a children Event of path: its pending children
-// watch is spent, so the nodes it covered need a watch of their own.
-func (r *register) childrenChanged(path string) bool {
+// watch is spent, so the nodes it covered need a watch of their own. It
+// returns them.
+func (r *register) childrenChanged(path string) []string {
 	if lk := r.looks[path]; lk != nil {
 		lk.events++
 	}
 	b := r.bare[path]
-	for node := range b {
-		r.arm = append(r.arm, node)
-	}
 	delete(r.bare, path)
-	return len(b) > 0
+	return b
 }
 
-// takeArm returns the nodes to give a data watch, and forgets them.
-func (r *register) takeArm() []string {
-	nodes := r.arm
-	r.arm = nil
+// takeArm returns the nodes due for a data watch at now, and forgets them.
+func (r *register) takeArm(now time.Time) []string {
+	var nodes []string
+	for node, due := range r.arm {
+		if !due.After(now) {
+			nodes = append(nodes, node)
+			delete(r.arm, node)
+		}
+	}
 	return nodes
+}
+
+// nextArm returns when the next node is due for a data watch; zero: none.
+func (r *register) nextArm() time.Time {
+	var next time.Time
+	for _, due := range r.arm {
+		if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	return next
 }
 
 // onWatch follows the watch events of the connection of generation gen:
@@ -141,25 +191,60 @@ func (c *Session) onWatch(gen uint64, ev Event) {
 			c.loseLocked(l, errNodeDeleted(ev.Path))
 		}
 	case DataChanged(ev):
-		if c.held.byNode[ev.Path] != nil {
-			c.held.arm = append(c.held.arm, ev.Path)
-			c.keeper.wake()
+		if l := c.held.byNode[ev.Path]; l != nil {
+			c.armLocked(l, ev.Path, time.Now())
 		}
 	case ChildrenChanged(ev):
-		if c.held.childrenChanged(ev.Path) {
-			c.keeper.wake()
+		now := time.Now()
+		for _, node := range c.held.childrenChanged(ev.Path) {
+			if l := c.held.byNode[node]; l != nil {
+				c.armLocked(l, node, now)
+			}
 		}
 	}
 }
 
 // nodeGone ends the lease whose node someone deleted: another participant
-// may hold the lock already.
+// may hold the lock already. An acquire waiting with the node hears of it
+// on the channel [Session.Waiting] gave it, and queues again.
 func (c *Session) nodeGone(node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.waiting, node) // its acquire finds out by its own watch
+	if w := c.waiting[node]; w != nil {
+		delete(c.waiting, node)
+		close(w.gone)
+	}
 	if l := c.held.byNode[node]; l != nil {
 		c.loseLocked(l, errNodeDeleted(node))
+	}
+}
+
+// waiter is an acquire under way, by its last node.
+type waiter struct {
+	session int64
+	since   time.Time     // when it began waiting
+	gone    chan struct{} // closed when the keeper finds the node gone
+}
+
+// Waiting records that an acquire waits with node, its last, in session:
+// the keeper confirms the session while anyone waits, so that a grant
+// finds the deadline ahead, and checks the node at least every third of
+// the session timeout (see [keeper.confirmation]). gone is closed if the
+// node is found deleted: a waiter keeps no watch on its own node, and
+// learns of its deletion from that, or from the read on its next wake,
+// whichever comes first. done undoes the record.
+func (c *Session) Waiting(node string, session int64) (gone <-chan struct{}, done func()) {
+	w := &waiter{session: session, since: time.Now(), gone: make(chan struct{})}
+	c.mu.Lock()
+	c.waiting[node] = w
+	c.kickLocked()
+	c.mu.Unlock()
+	return w.gone, func() {
+		c.mu.Lock()
+		if c.waiting[node] == w {
+			delete(c.waiting, node)
+		}
+		c.mu.Unlock()
 	}
 }
 

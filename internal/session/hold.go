@@ -104,7 +104,7 @@ func (l *Hold) Release(ctx context.Context) error {
 	}
 	l.s.released(l)
 
-	err := l.s.Retry(ctx, func(zc Conn) error { return deleteAllOwned(zc, l.nodes, l.session) })
+	err := l.s.deleteReleased(ctx, l.nodes, l.session)
 	switch o := l.s.Classify(err); {
 	case o == Done || o == Closing:
 		return nil
@@ -138,4 +138,122 @@ func (l *Hold) end(err error, deadline time.Time) bool {
 	}
 	close(l.done)
 	return true
+}
+
+// releases sends the deletes of released leases together while one is in
+// flight (group commit): with many goroutines releasing on one Client, the
+// deletes that come while a delete is on its way go out as one
+// multi-operation when it returns, one request and one transaction for
+// all of them, instead of one each. An uncontended Release sends its own
+// delete at once, as before. The leases ended before their nodes are
+// deleted (Release), so deleting several participants' nodes in one
+// transaction changes nothing a successor can see but the zxid they share.
+type releases struct {
+	mu      sync.Mutex
+	busy    bool          // a delete is in flight
+	pending []*releaseReq // what came meanwhile
+}
+
+// releaseReq is one Release's delete, queued behind the one in flight.
+type releaseReq struct {
+	nodes   []string
+	session int64
+	res     chan releaseRes
+}
+
+// releaseRes is what a queued Release hears: the batch's outcome (batched),
+// or that it sends the next batch itself (lead), or neither: it deletes
+// its nodes on its own.
+type releaseRes struct {
+	batched bool
+	lead    []*releaseReq
+}
+
+// maxReleaseBatch bounds the nodes one batch deletes, far below ZooKeeper's
+// 1 MiB request limit.
+const maxReleaseBatch = 1000
+
+// deleteReleased deletes the nodes of a released lease, of session: with
+// a delete in flight it queues, and whoever's delete returns first sends
+// the queue as one multi-operation. A batch that fails in any way (a node
+// already gone, a connection lost) is not retried as one: each Release
+// then deletes its own nodes, with retries, as when alone.
+func (c *Session) deleteReleased(ctx context.Context, nodes []string, session int64) error {
+	alone := func() error {
+		return c.Retry(ctx, func(zc Conn) error { return deleteAllOwned(zc, nodes, session) })
+	}
+	if len(nodes) > maxReleaseBatch {
+		return alone()
+	}
+	r := &c.releases
+	r.mu.Lock()
+	if !r.busy {
+		r.busy = true
+		r.mu.Unlock()
+		err := alone()
+		c.nextReleases()
+		return err
+	}
+	me := &releaseReq{nodes: nodes, session: session, res: make(chan releaseRes, 1)}
+	r.pending = append(r.pending, me)
+	r.mu.Unlock()
+	res := <-me.res
+	if res.lead != nil {
+		res = c.sendReleases(res.lead, me)
+	}
+	if res.batched {
+		return nil
+	}
+	return alone()
+}
+
+// nextReleases hands the queue, if any, to its first Release, which sends
+// it; or marks that no delete is in flight.
+func (c *Session) nextReleases() {
+	r := &c.releases
+	r.mu.Lock()
+	batch := r.pending
+	r.pending = nil
+	if len(batch) == 0 {
+		r.busy = false
+	}
+	r.mu.Unlock()
+	if len(batch) > 0 {
+		batch[0].res <- releaseRes{lead: batch}
+	}
+}
+
+// sendReleases deletes batch's nodes in one multi-operation, tells every
+// other Release of it the outcome, passes the queue on, and returns its
+// own (me's) outcome.
+func (c *Session) sendReleases(batch []*releaseReq, me *releaseReq) releaseRes {
+	var take, rest []*releaseReq
+	var nodes []string
+	zc := c.Conn()
+	sid := zc.SessionID()
+	for _, q := range batch {
+		if q.session == sid && len(nodes)+len(q.nodes) <= maxReleaseBatch {
+			take = append(take, q)
+			nodes = append(nodes, q.nodes...)
+		} else {
+			rest = append(rest, q) // on their own
+		}
+	}
+	ok := len(take) > 1 && zc.DeleteAll(nodes) == nil
+	var mine releaseRes
+	for _, q := range take {
+		if q == me {
+			mine.batched = ok
+			continue
+		}
+		q.res <- releaseRes{batched: ok}
+	}
+	for _, q := range rest {
+		if q == me {
+			continue
+		}
+		q.res <- releaseRes{}
+	}
+	c.nextReleases()
+	return mine
 }

@@ -63,6 +63,7 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 type keeper struct {
 	c        *Session
 	retryAt  time.Time // after a failed confirmation or arming; the keeper's goroutine's own
+	checked  time.Time // when it last checked nodes; the keeper's goroutine's own
 	anchorAt time.Time // after a failed arming of the anchor (anchor.go); likewise
 	kick     chan struct{}
 	stop     chan struct{}
@@ -99,9 +100,10 @@ type keeperView struct {
 	deadline          time.Time
 	downSince         time.Time
 	changed           <-chan struct{}
-	nodes             []string // nodes of ours to confirm the session with
-	arm               bool     // held nodes need a watch (see held.go)
-	anchored          bool     // the anchor is armed, or given up, in session (anchor.go)
+	waitSince         time.Time // when the longest waiter of the session began
+	nodes             []string  // nodes of ours to confirm the session with
+	arm               time.Time // when held nodes need a watch (see held.go); zero: none
+	anchored          bool      // the anchor is armed, or given up, in session (anchor.go)
 }
 
 func (c *Session) keeperView() keeperView {
@@ -111,7 +113,7 @@ func (c *Session) keeperView() keeperView {
 		connected: c.connected, closed: c.closed,
 		holding: len(c.held.leases) > 0, waiting: len(c.waiting) > 0,
 		confirmed: c.confirmed, deadline: c.deadline, downSince: c.downSince,
-		changed: c.changed, seq: c.keeperSeq, arm: len(c.held.arm) > 0,
+		changed: c.changed, seq: c.keeperSeq, arm: c.held.nextArm(),
 	}
 	if c.zc != nil {
 		v.session = c.zc.SessionID()
@@ -120,20 +122,24 @@ func (c *Session) keeperView() keeperView {
 		v.confirmed, v.deadline = time.Time{}, time.Time{}
 	}
 	_, v.anchored, _ = c.wire.anchorState(v.session)
-	// Every held node, so that a lease whose node someone deleted ends
-	// within a round (nodeGone), whichever it is; with none held, one node
-	// of a waiter, which only confirms the session.
+	// Waiters' nodes first: no watch of theirs tells a waiter that its
+	// node was deleted (see [Session.Waiting]). Then held nodes, which
+	// their watches cover: a check that finds one gone is the backstop.
+	// nodeGone ends what a node found gone was for.
+	for n, w := range c.waiting {
+		if w.session != v.session {
+			continue
+		}
+		if v.waitSince.IsZero() || w.since.Before(v.waitSince) {
+			v.waitSince = w.since
+		}
+		if len(v.nodes) < maxChecked {
+			v.nodes = append(v.nodes, n)
+		}
+	}
 	for l := range c.held.leases {
 		if l.session == v.session && len(v.nodes) < maxChecked {
 			v.nodes = append(v.nodes, l.nodes[0])
-		}
-	}
-	if len(v.nodes) == 0 {
-		for n, s := range c.waiting {
-			if s == v.session {
-				v.nodes = append(v.nodes, n)
-				break
-			}
 		}
 	}
 	return v
@@ -189,10 +195,14 @@ func (k *keeper) expiry(v keeperView, _ time.Duration) (time.Time, func()) {
 
 // arming gives held nodes a watch of their own (see held.go).
 func (k *keeper) arming(v keeperView, t time.Duration) (time.Time, func()) {
-	if !v.arm || !v.connected {
+	if v.arm.IsZero() || !v.connected {
 		return time.Time{}, nil
 	}
-	return k.retryAt, func() {
+	due := v.arm
+	if due.Before(k.retryAt) {
+		due = k.retryAt
+	}
+	return due, func() {
 		if !k.arm() {
 			k.retryAt = time.Now().Add(t / 12)
 		}
@@ -200,16 +210,28 @@ func (k *keeper) arming(v keeperView, t time.Duration) (time.Time, func()) {
 }
 
 // confirmation has the quorum confirm the session while leases are held
-// or awaited ([nextConfirmation]).
+// or awaited ([nextConfirmation]), and, while anyone waits, checks the
+// waiters' nodes at least every third of the timeout, even when the
+// engine's own writes keep the session confirmed.
 func (k *keeper) confirmation(v keeperView, t time.Duration) (time.Time, func()) {
 	if t <= 0 || !v.connected || !v.holding && !v.waiting || len(v.nodes) == 0 {
 		return time.Time{}, nil
 	}
 	next := nextConfirmation(v.confirmed, v.deadline, t)
+	if !v.waitSince.IsZero() {
+		last := k.checked
+		if last.Before(v.waitSince) {
+			last = v.waitSince
+		}
+		if c := last.Add(t / 3); c.Before(next) {
+			next = c
+		}
+	}
 	if next.Before(k.retryAt) {
 		next = k.retryAt
 	}
 	return next, func() {
+		k.checked = time.Now()
 		if !k.confirm(v.nodes, v.session, t, v.holding, v.deadline) {
 			k.retryAt = time.Now().Add(t / 12)
 		}
@@ -333,7 +355,7 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 func (k *keeper) arm() bool {
 	c := k.c
 	c.mu.Lock()
-	nodes := c.held.takeArm()
+	nodes := c.held.takeArm(time.Now())
 	c.mu.Unlock()
 	zc := c.Conn()
 	failed := make(chan string, len(nodes))
@@ -358,12 +380,14 @@ func (k *keeper) arm() bool {
 	close(failed)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now, ok := time.Now(), true
 	for node := range failed {
 		if c.held.byNode[node] != nil {
-			c.held.arm = append(c.held.arm, node)
+			c.held.arm[node] = now
+			ok = false
 		}
 	}
-	return len(c.held.arm) == 0
+	return ok
 }
 
 // armInFlight bounds the watches [keeper.arm] has in flight at once.

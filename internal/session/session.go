@@ -74,21 +74,22 @@ type Session struct {
 	dial       dialOptions // to open a new connection
 	lossOnDrop bool
 	hooks      Hooks
+	releases   releases // deletes of released leases, sent together under load (hold.go)
 
 	mu          sync.Mutex
-	zc          Conn             // the connection; only the Session sets it
-	gen         uint64           // the connection's generation: events of older ones are stale
-	connected   bool             // the connection has a live session
-	closed      bool             // Close was called
-	epoch       uint64           // bumped on every change of the above
-	changed     chan struct{}    // closed and replaced at every bump
-	held        register         // held leases, and what watches their nodes
-	waiting     map[string]int64 // the last node of each acquire under way, and its session
-	session     int64            // the session that confirmed and deadline belong to
-	confirmed   time.Time        // when the latest write the quorum acknowledged went out
-	deadline    time.Time        // the leases' deadline (see confirm); zero: none
-	downSince   time.Time        // when the session was last lost; zero while connected
-	confirmedCh chan struct{}    // closed and replaced when the deadline moves
+	zc          Conn               // the connection; only the Session sets it
+	gen         uint64             // the connection's generation: events of older ones are stale
+	connected   bool               // the connection has a live session
+	closed      bool               // Close was called
+	epoch       uint64             // bumped on every change of the above
+	changed     chan struct{}      // closed and replaced at every bump
+	held        register           // held leases, and what watches their nodes
+	waiting     map[string]*waiter // the last node of each acquire under way (see held.go)
+	session     int64              // the session that confirmed and deadline belong to
+	confirmed   time.Time          // when the latest write the quorum acknowledged went out
+	deadline    time.Time          // the leases' deadline (see confirm); zero: none
+	downSince   time.Time          // when the session was last lost; zero while connected
+	confirmedCh chan struct{}      // closed and replaced when the deadline moves
 
 	// The keeper's schedule, so that acquires wake it only when they must
 	// (see [Session.kickLocked]).
@@ -118,7 +119,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		changed:     make(chan struct{}),
 		confirmedCh: make(chan struct{}),
 		held:        newRegister(),
-		waiting:     make(map[string]int64),
+		waiting:     make(map[string]*waiter),
 	}
 	c.dial = dialOptions{
 		servers:        o.Servers,
@@ -407,12 +408,11 @@ func (c *Session) Grant(epoch uint64, session int64, groups [][]string, token in
 	now := time.Now()
 	for i, g := range groups {
 		l := &Hold{s: c, nodes: g, token: token, session: session, done: make(chan struct{}), Meta: meta, granted: now}
-		c.held.add(l, covers[:len(g)])
+		for _, node := range c.held.add(l, covers[:len(g)]) {
+			c.armLocked(l, node, now)
+		}
 		covers = covers[len(g):]
 		leases[i] = l
-	}
-	if len(c.held.arm) > 0 {
-		c.keeper.wake()
 	}
 	c.kickLocked() // its deadline timer now matters
 	return leases, nil
@@ -466,21 +466,6 @@ func (c *Session) valid(session int64, now time.Time) (bool, time.Time) {
 		return false, time.Time{}
 	}
 	return now.Before(c.deadline), c.deadline
-}
-
-// Waiting records that an acquire waits with node, its last, in session:
-// the keeper confirms the session while anyone waits, so that a grant
-// finds a deadline ahead. done undoes it.
-func (c *Session) Waiting(node string, session int64) (done func()) {
-	c.mu.Lock()
-	c.waiting[node] = session
-	c.kickLocked()
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.waiting, node)
-		c.mu.Unlock()
-	}
 }
 
 // LookStart records a first look about to be sent on path (see held.go),

@@ -64,6 +64,7 @@ type runSpec struct {
 	hold           time.Duration
 	readPct        int
 	leases         int
+	paths          int // W5's
 	serverCPU      func() (time.Duration, bool)
 }
 

@@ -16,6 +16,9 @@
 //	W2     8 clients contending on one mutex, with an overlap check
 //	W3     8 clients on one RW lock, 90% reads
 //	W4     8 clients on a semaphore of 3 leases
+//	W5     one client (one session), 64 goroutines, 1,000 paths, a mutex per
+//	       path (zklock, zk.Lock, Curator; kazoo's peer does not run it); its
+//	       ratios are the medians of the per-round ratios
 //	scale  N waiters queued on one mutex (8, 64, 256): ZooKeeper requests per
 //	       handoff from the server's mntr counters, client heap and goroutines
 //	       per waiting Acquire (zklock and zk.Lock)
@@ -96,7 +99,7 @@ type config struct {
 	python         string
 }
 
-var allWorkloads = []string{"W0", "W1", "W2", "W3", "W4", "scale"}
+var allWorkloads = []string{"W0", "W1", "W2", "W3", "W4", "W5", "scale"}
 
 func main() {
 	os.Exit(run())
@@ -276,6 +279,7 @@ type report struct {
 	Results      []Result      `json:"results"`
 	Scale        []ScaleResult `json:"scale,omitempty"`
 	Ratios       []Ratio       `json:"ratios"`
+	Medians      []Ratio       `json:"medians,omitempty"` // W5's, over rounds
 	TotalSeconds float64       `json:"total_seconds"`
 }
 
@@ -329,8 +333,11 @@ func schedule(workloads, systems []string, round int) [][]entry {
 		}
 		if w != "W0" {
 			for _, s := range systems {
-				if s == sysGozk && w != "W1" && w != "W2" {
+				if s == sysGozk && w != "W1" && w != "W2" && w != "W5" {
 					continue // zk.Lock has no RW lock and no semaphore
+				}
+				if s == sysKazoo && w == "W5" {
+					continue // kazoo's peer has no W5
 				}
 				if s == sysRawGet || s == sysRawMult {
 					continue
@@ -415,8 +422,11 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 					return nil, ctx.Err()
 				}
 				clients := cfg.clients
-				if e.workload == "W0" || e.workload == "W1" {
+				switch e.workload {
+				case "W0", "W1":
 					clients = 1
+				case "W5":
+					clients = w5Goroutines // goroutines (threads) on one session
 				}
 				duration := cfg.duration
 				if countOf(group, e) > 1 {
@@ -432,6 +442,7 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 					hold:           cfg.hold,
 					readPct:        cfg.readPct,
 					leases:         cfg.leases,
+					paths:          w5Paths,
 					serverCPU:      srv.cpu,
 				}
 				fmt.Fprintf(out, "  %-6s %-22s ", e.workload, systemLabel(e.sys))
@@ -439,6 +450,12 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 				switch e.sys {
 				case sysCurator, sysKazoo:
 					r = p.run(ctx, e.sys, spec)
+				case sysZklock, sysGozk:
+					if e.workload == "W5" {
+						r = runW5(ctx, e.sys, spec)
+						break
+					}
+					r = runGo(ctx, e.sys, spec)
 				default:
 					r = runGo(ctx, e.sys, spec)
 				}
@@ -454,6 +471,7 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 			}
 		}
 	}
+	rep.Medians = w5Medians(runs)
 	// Report in workload order, systems in the order they first ran.
 	for _, w := range cfg.workloads {
 		for _, e := range order {

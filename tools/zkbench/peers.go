@@ -201,6 +201,9 @@ func (p *peers) exec(ctx context.Context, sys string, spec runSpec) (res Result,
 		"--hold-us", strconv.FormatInt(spec.hold.Microseconds(), 10),
 		"--id", "zkbench-" + sys,
 	}
+	if spec.workload == "W5" {
+		args = append(args, "--paths", strconv.Itoa(spec.paths))
+	}
 	var cmd *exec.Cmd
 	// Peers connect every client before the clock starts; give them time
 	// for that, the run itself and a timed-out last acquire.

@@ -178,7 +178,7 @@ func printReport(w io.Writer, rep *report) {
 
 	fmt.Fprintf(w, "\ntargets (ratios within this run)\n\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, r := range rep.Ratios {
+	for _, r := range append(append([]Ratio(nil), rep.Ratios...), rep.Medians...) {
 		val := "-"
 		if r.Status != "n/a" {
 			val = fmt.Sprintf("%.3f", r.Value)

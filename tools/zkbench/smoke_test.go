@@ -84,3 +84,35 @@ func TestSmokeScale(t *testing.T) {
 		})
 	}
 }
+
+// TestSmokeW5 runs W5 (one session, many goroutines, a mutex per path)
+// briefly for the Go systems: it runs, counts and excludes.
+func TestSmokeW5(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := fmt.Sprintf("/zkbench-test/w5-%d", time.Now().UnixNano())
+	for _, sys := range []string{sysZklock, sysGozk} {
+		t.Run(sys, func(t *testing.T) {
+			r := runW5(ctx, sys, runSpec{
+				workload:       "W5",
+				path:           base + "/" + sys,
+				servers:        servers,
+				clients:        8,
+				paths:          20,
+				duration:       300 * time.Millisecond,
+				acquireTimeout: 10 * time.Second,
+				serverCPU:      noCPU,
+			})
+			require.Empty(t, r.Error)
+			require.Positive(t, r.Ops)
+			require.Zero(t, r.Violations)
+			require.Zero(t, r.TokenRegressions)
+			require.Zero(t, r.Timeouts)
+			require.Positive(t, r.OpsPerSec)
+		})
+	}
+	m, rs := medianRatio([]Result{{OpsPerSec: 3}, {OpsPerSec: 2}, {OpsPerSec: 9}}, []Result{{OpsPerSec: 1}, {OpsPerSec: 1}, {OpsPerSec: 3}})
+	require.Equal(t, 3.0, m)
+	require.Equal(t, []float64{3, 2, 3}, rs)
+}

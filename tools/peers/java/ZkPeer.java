@@ -11,9 +11,9 @@
 //   zkpeer revoke --servers H:P --node /p/_c_...-lock-0000000000 [--id NAME] [--session-ms 10000]
 //   zkpeer latch --servers H:P --path /p --id NAME [--count 1] [--lead-ms 0] [--once-then-wait]
 //                [--print-leader] [--session-ms 10000] [--acquire-timeout-ms 0] [--start-file F]
-//   zkpeer bench --servers H:P --path /p --workload W1|W2|W3|W4 --clients C --duration-ms D
+//   zkpeer bench --servers H:P --path /p --workload W1|W2|W3|W4|W5 --clients C --duration-ms D
 //                [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
-//                [--hold-us 0]
+//                [--hold-us 0] [--paths 1000]
 //
 // hold prints "ACQ <id> <recipe> <unix_nanos>" right after acquire returns, "REL <id> <recipe>
 // <unix_nanos>" right before release, "DONE <id> <count>" at the end, or "ERR <id> <message>"
@@ -63,6 +63,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -668,6 +669,7 @@ public class ZkPeer {
         int clients = args.integer("clients", 1);
         int durationMs = args.integer("duration-ms", null);
         int leases = args.integer("leases", 3);
+        final int paths = args.integer("paths", 1000);
         int readPct = args.integer("read-pct", 90);
         int sessionMs = args.integer("session-ms", 10000);
         int timeoutMs = args.integer("acquire-timeout-ms", 10000);
@@ -680,8 +682,13 @@ public class ZkPeer {
             case "W3":
             case "W4":
                 break;
+            case "W5":
+                if (paths < 1) {
+                    throw new UsageException("--paths must be at least 1");
+                }
+                break;
             default:
-                throw new UsageException("--workload wants W1, W2, W3 or W4, got " + workload);
+                throw new UsageException("--workload wants W1, W2, W3, W4 or W5, got " + workload);
         }
         if (clients < 1) {
             throw new UsageException("--clients must be at least 1");
@@ -698,6 +705,19 @@ public class ZkPeer {
         final CountDownLatch ready = new CountDownLatch(nClients);
         final CountDownLatch go = new CountDownLatch(1);
         final long[] deadline = new long[1];
+        // W5: one CuratorFramework (one session) for every thread, one
+        // InterProcessMutex per path, shared by the threads (it is
+        // thread-safe: each thread's hold is its own).
+        final boolean w5 = workload.equals("W5");
+        final CuratorFramework shared = w5 ? newClient(servers, sessionMs) : null;
+        final InterProcessMutex[] perPath = w5 ? new InterProcessMutex[paths] : null;
+        final AtomicIntegerArray pathHolders = w5 ? new AtomicIntegerArray(paths) : null;
+        if (w5) {
+            cfs[0] = shared;
+            for (int i = 0; i < paths; i++) {
+                perPath[i] = new InterProcessMutex(shared, String.format(Locale.ROOT, "%s/e%04d", path, i));
+            }
+        }
 
         Thread[] threads = new Thread[nClients];
         for (int c = 0; c < nClients; c++) {
@@ -707,8 +727,12 @@ public class ZkPeer {
                 try {
                     CuratorFramework client;
                     try {
-                        client = newClient(servers, sessionMs);
-                        cfs[ci] = client;
+                        if (w5) {
+                            client = shared;
+                        } else {
+                            client = newClient(servers, sessionMs);
+                            cfs[ci] = client;
+                        }
                     } finally {
                         ready.countDown();
                     }
@@ -719,12 +743,29 @@ public class ZkPeer {
                         rw = new InterProcessReadWriteLock(client, path);
                     } else if (workload.equals("W4")) {
                         sem = new InterProcessSemaphoreV2(client, path, leases);
-                    } else {
+                    } else if (!w5) {
                         mutex = new InterProcessMutex(client, path);
                     }
                     go.await();
                     ThreadLocalRandom rnd = ThreadLocalRandom.current();
                     while (System.nanoTime() < deadline[0]) {
+                        if (w5) {
+                            int pi = rnd.nextInt(paths);
+                            long t0 = System.nanoTime();
+                            boolean got = perPath[pi].acquire(timeoutMs, TimeUnit.MILLISECONDS);
+                            long t1 = System.nanoTime();
+                            if (!got) {
+                                timeouts[ci]++;
+                                continue;
+                            }
+                            samples[ci].add(t1 - t0);
+                            if (pathHolders.incrementAndGet(pi) > 1) occ.violations.incrementAndGet();
+                            pause(holdNs);
+                            pathHolders.decrementAndGet(pi);
+                            perPath[pi].release();
+                            writeOps[ci]++;
+                            continue;
+                        }
                         if (sem != null) {
                             long t0 = System.nanoTime();
                             Lease lease = sem.acquire(timeoutMs, TimeUnit.MILLISECONDS);
