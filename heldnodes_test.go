@@ -196,3 +196,47 @@ func TestConcurrentReleasesOnOneClient(t *testing.T) {
 		}
 	}
 }
+
+// Releases whose context ends while they wait behind another's delete
+// leave the queue without stalling it: every Release returns, and every
+// node is deleted, by a batch or by the janitor.
+func TestCancelledReleasesDoNotStallTheQueue(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	c, other := connect(t), connect(t)
+	ctx := ctxT(t)
+	root := lockPath(t)
+	leases := make([]*zklock.Lease, n)
+	for i := range leases {
+		m, err := zklock.NewMutex(c, fmt.Sprintf("%s/e%03d", root, i))
+		must(t, err)
+		leases[i], err = m.Acquire(ctx)
+		must(t, err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	var wg sync.WaitGroup
+	for i, l := range leases {
+		rctx := ctx
+		if i%2 == 1 {
+			rctx = done // already over: a queued Release leaves at once
+		}
+		wg.Add(1)
+		go func(l *zklock.Lease) {
+			defer wg.Done()
+			_ = l.Release(rctx) // nil, or the context's error; the node goes either way
+		}(l)
+	}
+	released := make(chan struct{})
+	go func() { wg.Wait(); close(released) }()
+	select {
+	case <-released:
+	case <-time.After(long):
+		t.Fatal("the releases did not return: the queue stalled")
+	}
+	for i, l := range leases {
+		node := l.Node()
+		eventually(t, func() bool { ok, _, err := other.Conn().Exists(node); return err == nil && !ok },
+			"lease %d's node %s deleted", i, node)
+	}
+}

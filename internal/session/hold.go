@@ -158,7 +158,8 @@ type releases struct {
 type releaseReq struct {
 	nodes   []string
 	session int64
-	res     chan releaseRes
+	res     chan releaseRes // gets one message: the lead, or the outcome
+	left    bool            // its Release's ctx ended; under releases.mu
 }
 
 // releaseRes is what a queued Release hears: the batch's outcome (batched),
@@ -197,7 +198,13 @@ func (c *Session) deleteReleased(ctx context.Context, nodes []string, session in
 	me := &releaseReq{nodes: nodes, session: session, res: make(chan releaseRes, 1)}
 	r.pending = append(r.pending, me)
 	r.mu.Unlock()
-	res := <-me.res
+	var res releaseRes
+	select {
+	case res = <-me.res:
+	case <-ctx.Done():
+		c.leave(me)
+		return ctx.Err() // Release hands our nodes to the janitor
+	}
 	if res.lead != nil {
 		res = c.sendReleases(res.lead, me)
 	}
@@ -207,8 +214,46 @@ func (c *Session) deleteReleased(ctx context.Context, nodes []string, session in
 	return alone()
 }
 
-// nextReleases hands the queue, if any, to its first Release, which sends
-// it; or marks that no delete is in flight.
+// leave takes a queued Release whose ctx ended out of the running for the
+// lead: its nodes may still go out in a batch (they are ours, deleting
+// them twice is harmless), but the queue must not wait for it. If the lead
+// reached it already, it passes the lead on, or sends the batch itself when
+// everyone in it has left.
+func (c *Session) leave(me *releaseReq) {
+	r := &c.releases
+	r.mu.Lock()
+	me.left = true
+	var lead []*releaseReq
+	select {
+	case res := <-me.res:
+		lead = res.lead
+	default:
+	}
+	if lead == nil || r.handLeadLocked(lead) {
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	c.sendReleases(lead, nil)
+}
+
+// handLeadLocked gives the lead of batch to its first member still
+// waiting, and reports false if none is. r.mu is held, so that a member
+// cannot leave between being chosen and being told (its channel has room
+// for the one message it gets).
+func (r *releases) handLeadLocked(batch []*releaseReq) bool {
+	for _, q := range batch {
+		if !q.left {
+			q.res <- releaseRes{lead: batch}
+			return true
+		}
+	}
+	return false
+}
+
+// nextReleases hands the queue, if any, to its first Release still
+// waiting, which sends it (or sends it itself if all have left); or marks
+// that no delete is in flight.
 func (c *Session) nextReleases() {
 	r := &c.releases
 	r.mu.Lock()
@@ -217,10 +262,12 @@ func (c *Session) nextReleases() {
 	if len(batch) == 0 {
 		r.busy = false
 	}
-	r.mu.Unlock()
-	if len(batch) > 0 {
-		batch[0].res <- releaseRes{lead: batch}
+	if len(batch) == 0 || r.handLeadLocked(batch) {
+		r.mu.Unlock()
+		return
 	}
+	r.mu.Unlock()
+	c.sendReleases(batch, nil) // everyone in it left: send it ourselves
 }
 
 // sendReleases deletes batch's nodes in one multi-operation, tells every
