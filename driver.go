@@ -14,19 +14,11 @@ package zklock
 //   - Holding is monotone: removing a child ahead of first never turns Holds
 //     into not Holds.
 //
-// Proof of the engine's fast path, which hands the lock over with no round
-// trip: ZooKeeper appends to a sequential node's name the parent's child
-// version at the create (PrepRequestProcessor.pRequest2TxnCreate),
-// which grows by one with every child created under the parent, so no node
-// created after ours can sort ahead of it. Once we are queued, children
-// ahead of us can only go away. So if the driver holds on the snapshot
-// without a watched child, it holds on whatever is left once that child is
-// deleted, whatever else was deleted meanwhile (monotone) and whatever was
-// created behind us (first property): the participant holds as soon as the
-// deletion is notified, without reading the children again. The engine
-// checks, at that moment, that our own node still exists (a watch on it,
-// set by the read that fetched the token, fires first if it was deleted:
-// ZooKeeper delivers a client's notifications in zxid order).
+// The engine takes the lock only on a read of the children that lists the
+// participant's node and on which GetsTheLock holds (the first look, or the
+// read a waiter makes when a watched child changes), never on a watch
+// notification alone: that read's pzxid is the lease's fencing token
+// (participant.token; docs/design.md, "Tokens").
 type Driver interface {
 	// Kind is the kind of node the participant writes, and so the name it
 	// carries: `_c_<uuid>-<name><seq>` with "lock-" for KindMutex,
