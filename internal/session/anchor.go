@@ -173,32 +173,42 @@ func (c *wireConn) observe(b []byte) (hold bool) {
 	r := &c.rd
 	for len(b) > 0 {
 		if r.nlen < 4 {
-			k := copy(r.len[r.nlen:], b)
-			r.nlen += k
-			b = b[k:]
-			if r.nlen == 4 {
-				r.left, r.nhdr = int(binary.BigEndian.Uint32(r.len[:])), 0
-				if r.left <= 0 {
-					r.nlen = 0
-				}
-			}
+			b = r.length(b)
 			continue
 		}
-		k := len(b)
-		if k > r.left {
-			k = r.left
-		}
-		r.nhdr += copy(r.hdr[r.nhdr:], b[:k])
-		r.left -= k
-		b = b[k:]
-		if r.left == 0 {
-			r.nlen = 0
-			if c.packetEnd() {
-				hold = true
-			}
+		var end bool
+		if b, end = r.body(b); end && c.packetEnd() {
+			hold = true
 		}
 	}
 	return hold
+}
+
+// length takes what b has of a packet's 4-byte length, and returns the
+// rest.
+func (r *reader) length(b []byte) []byte {
+	k := copy(r.len[r.nlen:], b)
+	r.nlen += k
+	if r.nlen == 4 {
+		r.left, r.nhdr = int(binary.BigEndian.Uint32(r.len[:])), 0
+		if r.left <= 0 {
+			r.nlen = 0 // an empty packet: the next length follows
+		}
+	}
+	return b[k:]
+}
+
+// body takes what b has of a packet's body, keeping its header, and
+// returns the rest and whether the packet ended.
+func (r *reader) body(b []byte) ([]byte, bool) {
+	k := min(len(b), r.left)
+	r.nhdr += copy(r.hdr[r.nhdr:], b[:k])
+	r.left -= k
+	if r.left > 0 {
+		return b[k:], false
+	}
+	r.nlen = 0
+	return b[k:], true
 }
 
 // packetEnd handles a packet read whole: the connect response (the
