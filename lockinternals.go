@@ -868,23 +868,13 @@ func (p *participant) prefetch(zc session.Conn, marker string) ([]<-chan fetched
 }
 
 // token is the fencing token of a lease: the largest of its parts'
-// tokens, each the lock path's pzxid in the read that decided the part
-// holds. Why tokens so taken strictly increase across successive
-// conflicting holders of a path: a read lists the children of one state
-// of the tree, after some zxid Z, and its pzxid P (the zxid of the latest
-// create or delete of a child, DataTree.createNode and deleteNode) is at
-// most Z. (1) A holder H decided on a read R that lists H's node, so
-// (a session's reads see its writes) is of a state after H's create, and
-// after the create of every conflicting holder before it (their nodes are
-// ahead of H's), but lists none of them: each was deleted by a
-// transaction D of at most Z_R, so P_R >= D. (2) That earlier holder's
-// own decisive reads listed its node, so were of states before D: its
-// token is below D. So every earlier holder's token is below H's. For a
-// participant on several paths, (1) holds on each path and the token is
-// the largest; its nodes are deleted after its grant, so after every read
-// it made (a zxid is committed after every state a read answered before
-// it), and (2) holds too. A downgrade's token is its read node's czxid
-// (see survey). docs/design.md, "Tokens", has the longer argument;
+// tokens, each the lock path's pzxid (the zxid of its latest child create
+// or delete, DataTree.createNode and deleteNode) in the read that decided
+// the part holds. They strictly increase across successive conflicting
+// holders: H's deciding read lists no earlier conflicting holder, so its
+// pzxid is at least that holder's delete, while the holder's own deciding
+// read listed its node, so was of a state before that delete. The proof,
+// with a MultiLock's and a downgrade's, is in docs/design.md, "Tokens";
 // TestMutexExclusion checks them.
 func (p *participant) token() int64 {
 	var t int64

@@ -9,40 +9,20 @@ import (
 )
 
 // The setWatches gate: a fix, from outside, for a data race in go-zookeeper
-// v1.0.4 (go-zookeeper/zk PR #35, still open). When a connection comes
-// back in the same session, Conn.loop starts the new connection's recvLoop
-// and then calls sendSetWatches, which reads Conn.lastZxid to build its
-// setWatches requests, while recvLoop writes Conn.lastZxid for every reply
-// that carries a zxid. Under -race that is reported (and fails a test);
-// without it the read may see a later zxid than the watches were set at,
-// so the server can skip a notification that happened in between.
-//
-// The gate orders the two. On a connection that resumes a session whose
-// watch table is known not to be empty, the wire holds every reply that
-// carries a zxid (xid >= 0, zxid > 0) until the first setWatches request
-// (opcode 101) has been written: sendSetWatches reads lastZxid before it
-// queues that request (conn.go, sendSetWatches builds every request, then
-// sends them), so every write of lastZxid on the new connection comes
-// after the read. Replies without a zxid pass: pings (xid -2), watch
-// events (xid -1) and the replies to re-sent credentials, which ZooKeeper
-// answers with zxid 0 (ZooKeeperServer.processPacket, OpCode.auth), and
-// which Conn.loop waits for before its sendLoop starts: holding them would
-// stall the connection.
-//
-// Why setWatches surely comes: sendSetWatches sends one whenever its table
-// holds a watch. The Session keeps one there for the whole of each
-// session: an exists watch on a path of its own that nobody creates (the
-// anchor, armed by the keeper). go-zookeeper drops a watch only when it
-// fires or when the session ends (Conn.notifyWatches, invalidateWatches).
-// The wire counts the anchor as armed once it has handed recvLoop the
-// reply to the anchor's exists request (recvLoop registers the watch
-// before it reads again, and Conn.loop waits for recvLoop to end before it
-// reconnects), and disarms it when the anchor's watch fires (the event
-// callback runs before notifyWatches drops the watch). A connection is
-// gated only if its connect response names the armed session. Were the
-// argument wrong, the gate would still open after a third of the session
-// timeout; TestGateHoldsRepliesUntilSetWatches and
-// TestReconnectWithWatchesUnderRace check it.
+// v1.0.4 (go-zookeeper/zk PR #35): when a connection resumes a session,
+// Conn.sendSetWatches reads Conn.lastZxid while the new connection's
+// recvLoop writes it for every reply that carries a zxid. On such a
+// connection, if the session's watch table holds a watch, the wire holds
+// the replies with a zxid (xid >= 0, zxid > 0) until the first setWatches
+// request (opcode 101) has been written, which sendSetWatches queues only
+// after its reads; everything else passes (pings, events, and the replies
+// to re-sent credentials, which ZooKeeper sends with zxid 0,
+// ZooKeeperServer.processPacket). The table never empties within a
+// session: each session keeps an exists watch on a path nobody creates
+// (the anchor). Why each step holds, and what happens when one fails (the
+// gate opens by itself after a third of the session timeout), is in
+// docs/design.md, "The setWatches gate". Tests: anchor_test.go,
+// TestReconnectWithWatchesUnderRace.
 type anchor struct {
 	path   string // exists-watched, never created
 	marker []byte // the path as it appears in the request
