@@ -2,11 +2,16 @@
  * zklock's lease deadline against ZooKeeper's session tracking.
  *
  * One process steps a discrete clock, one unit at a time (params.h). Each
- * step: the faults the model checker picks, the leaders, the leader's ping
- * to the follower F and F's reply with the touches it recorded, client 1's
- * keeper and go-zookeeper's pings, the packets that arrive, and then the
- * property. docs/model.md maps every variable to the code and to the
- * ZooKeeper source it stands for.
+ * step makes its choices (the faults, when a stale leader stops and a new
+ * one starts, a ping's delay, a reconnect), then, in one d_step: the
+ * faults; the leaders, whose expiries fall due before anything that
+ * arrives in the same unit; client 1 (its lease's end at the deadline,
+ * answers, the keeper, go-zookeeper's pings); the packets that arrive; the
+ * leader's ping to the follower F and F's reply with the touches it
+ * recorded (after the packets of the same unit: a packet that arrives with
+ * a ping is relayed by it, the sharper case); and then the property.
+ * docs/model.md maps every variable to the code and to the ZooKeeper
+ * source it stands for.
  *
  * Safety: client 2 never holds while client 1's Hold.Err would still
  * return nil (C1HELD). Liveness, bounded: at HORIZON, when the faults have
@@ -19,8 +24,8 @@
  *                  when the write went out.
  *   SYNC_CONFIRMS  the keeper sends a sync, and its answer confirms.
  *   CUT_BUFFERS    what crosses the follower's cut is delivered when it
- *                  heals (TCP), not lost.
- * and any constant of params.h, e.g. -DMARGIN=0.
+ *                  heals (TCP), not lost: outside the design's assumptions.
+ * and any constant of params.h, e.g. -DMARGIN=0. model/run.sh runs them.
  */
 #include "params.h"
 
