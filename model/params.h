@@ -75,9 +75,11 @@
 #define DRIFT 1
 #endif
 /* Faults start (and heal) at any time up to FAULTEND (two periods of the
- * client's schedule after its start); the run ends at HORIZON, 3T later,
- * where someone must hold; at most MAXFAULTS faults per run (run.sh also
- * runs two, in a shorter window). */
+ * client's schedule after its start); the run ends at HORIZON, where
+ * someone must hold; at most MAXFAULTS faults per run (run.sh also runs
+ * two, in a shorter window). HORIZON must be at least FAULTEND +
+ * (SYNCLIMIT+1)*TICK + T + TICK (120 here): a replaced leader's successor
+ * may start that late, and expire the session T and a tick after. */
 #ifndef FAULTEND
 #define FAULTEND 48
 #endif
