@@ -29,7 +29,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 ZK_ENV = ZKLOCK_ZK_IMAGE="$${ZKLOCK_ZK_IMAGE:-$$(cat .zklock-image)}" \
 	TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}"
 
-.PHONY: setup test check vet vet-oldest fmt-check mod-check staticcheck demo
+.PHONY: setup test check vet vet-oldest fmt-check mod-check staticcheck demo model
 
 setup:
 	scripts/setup.sh
@@ -40,12 +40,18 @@ setup:
 # suite runs on its own with -v, so its line of figures (faults by kind,
 # acquisitions, overlaps, orphans, leaked watches, longest recovery) shows in
 # CI's output; everything else runs first.
-test: setup check
+test: setup check model
 	$(ZK_ENV) $(GO) run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- \
 		$(GO) test -race -count=1 -timeout 10m ./...
 	$(ZK_ENV) $(GO) test -race -count=1 -timeout 15m -skip '^TestChaos$$' $(OTHERS)
 	set -o pipefail; $(ZK_ENV) $(GO) test -race -count=1 -timeout 10m -run '^TestChaos$$' -v ./tests \
 		| grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS)'
+
+# The spin model of the lease deadline (model/, docs/model.md): the real
+# protocol must hold in every state, each known-broken variant must fail.
+# Setup installs spin.
+model:
+	model/run.sh
 
 # Everything that needs no ZooKeeper.
 check: mod-check vet vet-oldest fmt-check staticcheck

@@ -2,8 +2,8 @@
 # setup.sh prepares this machine to run zklock's tests and demo:
 #
 #   1. installs what is missing (Debian): docker.io, mmdebstrap and zookeeper to
-#      build an image offline, a JDK, the interop peers Curator and kazoo, and
-#      make;
+#      build an image offline, a JDK, the interop peers Curator and kazoo,
+#      spin for the model of the lease deadline, and make;
 #   2. starts a Docker engine in the background if none answers;
 #   3. chooses the ZooKeeper image the tests use, building it offline if needed,
 #      writes its name to .zklock-image and prints it on stdout.
@@ -70,8 +70,9 @@ install_packages() {
 	fi
 	local pkg
 	# iptables and util-linux (nsenter): zktest's Ensemble.Isolate filters a
-	# server's traffic from inside its container's network namespace.
-	for pkg in mmdebstrap zookeeper libcurator-recipes-java python3-kazoo iptables util-linux; do
+	# server's traffic from inside its container's network namespace. spin
+	# (and gcc, which it needs) model-checks the lease deadline (make model).
+	for pkg in mmdebstrap zookeeper libcurator-recipes-java python3-kazoo iptables util-linux spin gcc; do
 		installed "$pkg" || missing+=("$pkg")
 	done
 	command -v javac >/dev/null || missing+=(default-jdk-headless)

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# run.sh model-checks zklock's lease deadline (model/lease.pml) with spin:
+# the real protocol must show no error in any state, and each known-broken
+# variant must show a counterexample, whose story is printed. It exits
+# non-zero otherwise. It installs nothing: scripts/setup.sh installs spin.
+#
+#   model/run.sh            the runs below but the long one (make model)
+#   model/run.sh real       only the runs whose name contains "real"
+#   MODEL_FULL=1 model/run.sh   also real-2faults: two faults per run, about
+#                           23 million states, 3 GB and a minute or more
+#
+# Build outputs (pan.c, pan, trails) go to a temporary directory.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+only=${1:-}
+
+for tool in spin gcc; do
+	command -v "$tool" >/dev/null || {
+		echo "model: $tool not found (scripts/setup.sh installs it)" >&2
+		exit 1
+	}
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# name | expect (safe or broken) | spin defines | what it is | search
+# (a safe run searches depth first; a broken one breadth first, unless it
+# says dfs: breadth first would take too much memory)
+runs=(
+	"real|safe||the protocol as the code implements it, one fault per run"
+	"real-2faults|safe|-DMAXFAULTS=2 -DFAULTEND=24 -DHORIZON=96 -DGPHASES=1 -DLPHASES=6|two faults per run, in the first T (MODEL_FULL=1)"
+	# A counterexample needs one phase of the leader's pings and buckets, not
+	# all: these runs try one, which keeps their searches short.
+	"no-deadline|broken|-DNO_DEADLINE -DGPHASES=1 -DLPHASES=1|(a) the lease ends only on connection events"
+	"from-reply|broken|-DFROM_REPLY -DMAXFAULTS=2 -DGPHASES=1 -DLPHASES=1|(b) the deadline counted from the reply, not the send"
+	"sync|broken|-DSYNC_CONFIRMS -DGPHASES=1 -DLPHASES=1|(c) a sync accepted as a confirmation"
+	# These need the buckets' phase that puts an expiry exactly at w + T - drift."
+	"margin-0|broken|-DMARGIN=0|the deadline keeps no margin, the servers' clocks run T/20 fast"
+	"drift|broken|-DDRIFT=2|the servers' clocks run faster than the margin allows (2 units > T/20)"
+	# Outside the design's assumption: a client packet takes up to T/12 to
+	# reach its server, on top of the leader's ping's T/12.
+	"client-delay|broken|-DCDELAY=2|client packets delayed by T/12 as well as the pings|dfs"
+)
+
+failed=0
+total_start=$SECONDS
+for run in "${runs[@]}"; do
+	IFS='|' read -r name expect defs what how <<<"$run"
+	[[ -z $only || $name == *"$only"* ]] || continue
+	[[ $name != real-2faults || -n ${MODEL_FULL:-} ]] || continue
+	dir=$tmp/$name
+	mkdir -p "$dir"
+	cp "$here/lease.pml" "$here/params.h" "$dir/"
+	start=$SECONDS
+	# shellcheck disable=SC2086 # defs is a list of words
+	(cd "$dir" && spin -a $defs lease.pml >spin.out 2>&1) || {
+		cat "$dir/spin.out" >&2
+		echo "model: $name: spin -a failed" >&2
+		failed=1
+		continue
+	}
+	# SAFETY: assertions only. A safe run searches depth first, COLLAPSE
+	# storing states in less memory; a broken one breadth first, so that
+	# the counterexample it finds is the shortest, the easiest story.
+	if [[ $expect == safe || $how == dfs ]]; then search=-DCOLLAPSE; else search=-DBFS; fi
+	(cd "$dir" && gcc -O2 -DSAFETY -DNOREDUCE "$search" -o pan pan.c 2>gcc.out) || {
+		cat "$dir/gcc.out" >&2
+		echo "model: $name: gcc failed" >&2
+		failed=1
+		continue
+	}
+	(cd "$dir" && ./pan -m20000 >pan.out 2>&1) || true
+	errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' "$dir/pan.out" | head -n1)
+	states=$(awk '/states, stored/ {print $1}' "$dir/pan.out" | head -n1)
+	secs=$((SECONDS - start))
+	if [[ -z $errors ]]; then
+		cat "$dir/pan.out" >&2
+		echo "model: $name: pan gave no verdict" >&2
+		failed=1
+		continue
+	fi
+	if grep -q 'max search depth too small' "$dir/pan.out"; then
+		echo "model: $name: the search was cut at its depth limit" >&2
+		failed=1
+		continue
+	fi
+	case $expect in
+	safe)
+		if [[ $errors == 0 ]]; then
+			printf 'model: %-13s ok: %s states, 0 errors (%ds): %s\n' "$name" "$states" "$secs" "$what"
+		else
+			printf 'model: %-13s FAILED: %s error(s): %s\n' "$name" "$errors" "$what" >&2
+			failed=1
+		fi
+		;;
+	broken)
+		if [[ $errors != 0 && -f $dir/lease.pml.trail ]]; then
+			printf 'model: %-13s ok: spin found the counterexample (%s states, %ds): %s\n' "$name" "$states" "$secs" "$what"
+		else
+			printf 'model: %-13s FAILED: no counterexample for a broken variant: %s\n' "$name" "$what" >&2
+			failed=1
+			continue
+		fi
+		;;
+	esac
+	if [[ $errors != 0 && -f $dir/lease.pml.trail ]]; then
+		# The model's printf's tell the story; spin -t replays the trail.
+		# The start (the phases), then the end.
+		# shellcheck disable=SC2086
+		(cd "$dir" && spin -t $defs lease.pml) | sed -n 's/^ *\(t=.*\)$/    \1/p' >"$dir/story"
+		head -n1 "$dir/story"
+		if (($(wc -l <"$dir/story") > 31)); then
+			echo "    ..."
+		fi
+		tail -n +2 "$dir/story" | tail -n 30
+	fi
+done
+echo "model: done in $((SECONDS - total_start))s"
+exit "$failed"
