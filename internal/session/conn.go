@@ -508,6 +508,26 @@ func (w *wire) sessionTimeout() time.Duration {
 func (w *wire) sentBy(t time.Time) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.sentByLocked(t)
+}
+
+// sentByOn is sentBy(t), if the current connection is the one a request
+// sent at sent went out on (its connect request went out no later); else
+// zero. A write acknowledged on an earlier connection says nothing of
+// this one's packets, whose touches may never have reached the quorum: a
+// process paused between a write's answer and Confirm, while a reconnect
+// sent its connect request, would otherwise take that request as w (found
+// by make model's authors, reading the code).
+func (w *wire) sentByOn(sent, t time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := w.cur; c == nil || c.first.After(sent) {
+		return time.Time{}
+	}
+	return w.sentByLocked(t)
+}
+
+func (w *wire) sentByLocked(t time.Time) time.Time {
 	c := w.cur
 	if c == nil {
 		return time.Time{}

@@ -131,3 +131,19 @@ func TestWireExpect(t *testing.T) {
 	default:
 	}
 }
+
+// sentByOn answers only for the connection a request went out on: a write
+// sent before the current connection's connect request went out on an
+// earlier one, and anchors nothing here.
+func TestWireSentByOnlyOnTheWritesConnection(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	w := &wire{timeout: 2400 * time.Millisecond}
+	w.cur = &wireConn{w: w, first: at(1000), sent: []time.Time{at(1000), at(1100)}}
+	if got := w.sentByOn(at(900), at(900)); !got.IsZero() {
+		t.Fatalf("a write sent at +900ms, before the connection's connect request at +1000ms: anchor %v, want none", got.Sub(t0))
+	}
+	if got := w.sentByOn(at(1200), at(1150)); !got.Equal(at(1100)) {
+		t.Fatalf("a write on the current connection: anchor +%v, want +1100ms", got.Sub(t0))
+	}
+}

@@ -33,7 +33,7 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 	if t <= 0 || session == 0 {
 		return
 	}
-	w := c.wire.sentBy(sent.Add(-t / 3))
+	w := c.wire.sentByOn(sent, sent.Add(-t/3))
 	if w.IsZero() {
 		return
 	}

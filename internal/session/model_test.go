@@ -110,11 +110,11 @@ func TestModelKeeperSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"stall := time.NewTimer(t / 3)",         // keeper.confirm: the model's THIRD stall
-		"k.retryAt = time.Now().Add(t / 12)",    // after a failed confirmation: RETRY
-		"w := c.wire.sentBy(sent.Add(-t / 3))",  // Session.Confirm's anchor: sentBy(isent - THIRD)
-		"next := confirmed.Add(t / 3)",          // nextConfirmation: confirmed + THIRD
-		"d := deadline.Add(-t / 4); d.Before(n", // nextConfirmation: deadline - QUARTER
+		"stall := time.NewTimer(t / 3)",              // keeper.confirm: the model's THIRD stall
+		"k.retryAt = time.Now().Add(t / 12)",         // after a failed confirmation: RETRY
+		"w := c.wire.sentByOn(sent, sent.Add(-t/3))", // Session.Confirm's anchor: sentBy(isent - THIRD)
+		"next := confirmed.Add(t / 3)",               // nextConfirmation: confirmed + THIRD
+		"d := deadline.Add(-t / 4); d.Before(n",      // nextConfirmation: deadline - QUARTER
 	} {
 		if !strings.Contains(string(src), want) {
 			t.Errorf("keeper.go no longer contains %q, which model/lease.pml follows: change the model (and params.h) with it", want)
