@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,28 +45,7 @@ func BenchmarkManyLeases(b *testing.B) {
 
 	h0, g0 := live()
 	start, before := time.Now(), rc.snapshot()
-	leases := make([]*zklock.Lease, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 64)
-	for i := range leases {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			l, err := mutexes[i].Acquire(ctx)
-			if err != nil {
-				errs <- err
-			}
-			leases[i] = l
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	leases := acquireAll(b, ctx, mutexes)
 	acquiring := time.Since(start)
 	perAcquire := rc.snapshot().minus(before)
 	h1, g1 := live()

@@ -106,30 +106,7 @@ func TestDeletedHeldNodesAmongThousands(t *testing.T) {
 	other := connect(t)
 	ctx := ctxT(t)
 	root := lockPath(t)
-	leases := make([]*zklock.Lease, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	sem := make(chan struct{}, 64)
-	for i := range leases {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			m, err := zklock.NewMutex(c, fmt.Sprintf("%s/entity-%05d", root, i))
-			if err == nil {
-				leases[i], err = m.Acquire(ctx)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	leases := holdMany(t, ctx, c, root, n)
 
 	f.Drop() // the same session comes back on a new connection
 	eventually(t, func() bool { return c.SessionID() != 0 && leases[0].Err() == nil }, "reconnect")

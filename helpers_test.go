@@ -257,3 +257,42 @@ func one(acquire func(context.Context) (*zklock.Lease, error)) func(context.Cont
 		return []*zklock.Lease{l}, nil
 	}
 }
+
+// acquireAll acquires every mutex, 64 at a time, and returns their leases
+// in order; it fails tb on the first error.
+func acquireAll(tb testing.TB, ctx context.Context, mutexes []*zklock.Mutex) []*zklock.Lease {
+	tb.Helper()
+	leases := make([]*zklock.Lease, len(mutexes))
+	var wg sync.WaitGroup
+	errs := make(chan error, len(mutexes))
+	sem := make(chan struct{}, 64)
+	for i, m := range mutexes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int, m *zklock.Mutex) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			l, err := m.Acquire(ctx)
+			if err != nil {
+				errs <- err
+			}
+			leases[i] = l
+		}(i, m)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
+	return leases
+}
+
+// holdMany holds n mutexes under root on c, one lease each.
+func holdMany(tb testing.TB, ctx context.Context, c *zklock.Client, root string, n int) []*zklock.Lease {
+	tb.Helper()
+	mutexes := make([]*zklock.Mutex, n)
+	for i := range mutexes {
+		mutexes[i] = newMutex(tb, c, fmt.Sprintf("%s/entity-%05d", root, i))
+	}
+	return acquireAll(tb, ctx, mutexes)
+}

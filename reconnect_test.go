@@ -1,7 +1,6 @@
 package zklock_test
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,30 +24,7 @@ func TestReconnectWithWatchesUnderRace(t *testing.T) {
 	other := connect(t)
 	ctx := ctxT(t)
 	root := lockPath(t)
-	leases := make([]*zklock.Lease, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	errs := make(chan error, n)
-	for i := range leases {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			m, err := zklock.NewMutex(c, fmt.Sprintf("%s/e-%04d", root, i))
-			if err == nil {
-				leases[i], err = m.Acquire(ctx)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	leases := holdMany(t, ctx, c, root, n)
 
 	// Replies with a zxid, all the time, on the same connection.
 	stop := make(chan struct{})
