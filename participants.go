@@ -31,16 +31,8 @@ func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Par
 // driver that applies to a child.
 func listParticipants(ctx context.Context, c *Client, path string, refuse func(string) bool,
 	pick func(Child) Driver) ([]Participant, error) {
-	var names []string
-	err := c.s.Retry(ctx, func(zc session.Conn) error {
-		var err error
-		names, err = zc.Children(path)
-		return err
-	})
-	if c.s.Classify(err) == session.Gone {
-		return nil, nil
-	}
-	if err != nil {
+	names, err := listChildren(ctx, c, path)
+	if err != nil || names == nil {
 		return nil, err
 	}
 	kids, err := sortChildren(names, refuse)
@@ -141,4 +133,19 @@ type Participant struct {
 
 	Kind    Kind      // what the node's name says it is
 	Created time.Time // when the node was created, by the ZooKeeper leader's clock
+}
+
+// listChildren reads the names of path's children, with the Client's
+// retries; a path that does not exist has none (nil, nil).
+func listChildren(ctx context.Context, c *Client, path string) ([]string, error) {
+	var names []string
+	err := c.s.Retry(ctx, func(zc session.Conn) error {
+		var err error
+		names, err = zc.Children(path)
+		return err
+	})
+	if c.s.Classify(err) == session.Gone {
+		return nil, nil
+	}
+	return names, err
 }

@@ -386,15 +386,7 @@ func (s *Semaphore) layoutParticipants(ctx context.Context) ([]Participant, erro
 	if ctx == nil {
 		return fail(invalidf("nil context"))
 	}
-	var names []string
-	err := c.s.Retry(ctx, func(zc session.Conn) error {
-		var err error
-		names, err = zc.Children(path)
-		return err
-	})
-	if c.s.Classify(err) == session.Gone {
-		return nil, nil
-	}
+	names, err := listChildren(ctx, c, path)
 	if err != nil {
 		return fail(err)
 	}
