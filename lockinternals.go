@@ -33,9 +33,32 @@ type Lock struct {
 
 	// Set for the locks of the Curator and kazoo semaphore layouts only
 	// (semaphore_layout.go).
-	kazoo      bool         // nodes named as kazoo's Lock names them: <32 hex>__lock__<seq>
-	persistent bool         // the lock path itself is persistent, as kazoo's ensure_path makes it
-	count      *sharedCount // the size is a Curator SharedCount, followed while waiting
+	kazoo      bool     // nodes named as kazoo's Lock names them: <32 hex>__lock__<seq>
+	persistent bool     // the lock path itself is persistent, as kazoo's ensure_path makes it
+	count      liveSize // the size, when it may change while participants wait
+}
+
+// liveSize is a semaphore size that participants follow while they wait
+// (a Curator SharedCount, semaphore_layout.go). The engine checks it on a
+// path's first look, in place of a size recorded in the path, and watches
+// it while waiting: a change makes the waiter decide again.
+type liveSize interface {
+	check(zc session.Conn) error
+	// watch sets a watch on the size, for a waiter whose last decision
+	// used the version *seen. again: the size read is another, so decide
+	// again at once (*seen is updated); otherwise ch fires when it changes.
+	watch(zc session.Conn, seen *sizeVersion) (ch <-chan session.Event, again bool, err error)
+}
+
+// sizeVersion identifies one value of a live size's node: a node deleted
+// and made again starts its version at 0 again, with a new czxid.
+type sizeVersion struct {
+	czxid   int64
+	version int32
+}
+
+func (v sizeVersion) after(w sizeVersion) bool {
+	return v.czxid > w.czxid || v.czxid == w.czxid && v.version > w.version
 }
 
 // NewLock returns a lock on path with the policy d. It validates its
@@ -192,7 +215,7 @@ type part struct {
 	pre      <-chan fetched       // the first look, read while the create was on its way
 	looked   bool                 // the first look was made
 	seen     seenVersion          // the last version of an awaited node we decided on
-	counted  countVersion         // the version of a SharedCount we decided on (semaphore_layout.go)
+	counted  sizeVersion          // the version of a SharedCount we decided on (semaphore_layout.go)
 	held     bool                 // decided to hold...
 	heldAt   uint64               // ...in this epoch
 	announce bool                 // on the grant, tell successors waiting with awaitHold

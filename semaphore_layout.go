@@ -129,15 +129,15 @@ func (s *Semaphore) layoutLocks(o semOptions, maxLeases int) error {
 	sub := func(path string, d Driver) *Lock { return &Lock{c: l.c, path: path, driver: d, data: l.data} }
 	switch o.layout {
 	case LayoutCurator:
-		if o.countPath != "" {
-			s.count = &sharedCount{c: l.c, path: o.countPath, seed: int32(maxLeases)}
-		}
 		s.inner = sub(l.path+"/locks", exclusiveDriver{KindMutex})
 		s.leases = sub(l.path+"/leases", curatorLeaseDriver{s.size})
 		// Curator counts every child of leases; we count the lease nodes.
 		// A plain child would be a lease to Curator and none to us.
 		s.leases.refuse = func(string) bool { return true }
-		s.leases.count = s.count
+		if o.countPath != "" {
+			s.count = &sharedCount{c: l.c, path: o.countPath, seed: int32(maxLeases)}
+			s.leases.count = s.count // never a nil *sharedCount in the interface
+		}
 	case LayoutKazoo:
 		if o.countPath != "" {
 			return invalidf("WithSharedCount needs %v, not %v", LayoutCurator, o.layout)
@@ -441,17 +441,6 @@ func (d curatorLeaseDriver) GetsTheLock(_ []Child, first, last int) Decision {
 	return Decision{Watch: watch}
 }
 
-// countVersion identifies one value of a SharedCount node: a node deleted
-// and made again starts its version at 0 again, with a new czxid.
-type countVersion struct {
-	czxid   int64
-	version int32
-}
-
-func (v countVersion) after(w countVersion) bool {
-	return v.czxid > w.czxid || v.czxid == w.czxid && v.version > w.version
-}
-
 // sharedCount follows a Curator SharedCount node, as SharedValue does: the
 // newest value read wins (SharedValue.updateValue keeps the value of the
 // largest mzxid; we order by czxid and version, which grow with it).
@@ -462,7 +451,7 @@ type sharedCount struct {
 
 	mu    sync.Mutex
 	value int32
-	ver   countVersion
+	ver   sizeVersion
 	known bool
 }
 
@@ -477,8 +466,8 @@ func (s *sharedCount) get() int {
 }
 
 // store keeps data read at ver, if it is newer than what we have.
-func (s *sharedCount) store(data []byte, st session.Stat) (countVersion, error) {
-	ver := countVersion{st.Czxid, st.Version}
+func (s *sharedCount) store(data []byte, st session.Stat) (sizeVersion, error) {
+	ver := sizeVersion{st.Czxid, st.Version}
 	if len(data) < 4 {
 		// Curator's SharedCount.fromBytes (ByteBuffer.getInt) fails too.
 		return ver, invalidf("shared count %s holds %d bytes, not a 4-byte count", s.path, len(data))
@@ -533,7 +522,7 @@ func (s *sharedCount) create(zc session.Conn) error {
 // decide again (at once, without waiting); otherwise ch fires when the
 // count changes. Errors that may pass are left to the waiter's loop (nil,
 // again).
-func (s *sharedCount) watch(zc session.Conn, seen *countVersion) (ch <-chan session.Event, again bool, err error) {
+func (s *sharedCount) watch(zc session.Conn, seen *sizeVersion) (ch <-chan session.Event, again bool, err error) {
 	data, st, ch, err := zc.GetDataW(s.path)
 	if errors.Is(err, zk.ErrNoNode) {
 		// Deleted: the value stays what it was (so does SharedValue's);
