@@ -2,7 +2,6 @@ package zklock_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand"
 	"sync"
 	"testing"
@@ -138,14 +137,7 @@ func TestConcurrentReleasesOnOneClient(t *testing.T) {
 	const n = 200
 	c, other := connect(t), connect(t)
 	ctx := ctxT(t)
-	root := lockPath(t)
-	leases := make([]*zklock.Lease, n)
-	for i := range leases {
-		m, err := zklock.NewMutex(c, fmt.Sprintf("%s/e%03d", root, i))
-		must(t, err)
-		leases[i], err = m.Acquire(ctx)
-		must(t, err)
-	}
+	leases := holdMany(t, ctx, c, lockPath(t), n)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for _, l := range leases {
@@ -182,14 +174,7 @@ func TestCancelledReleasesDoNotStallTheQueue(t *testing.T) {
 	const n = 200
 	c, other := connect(t), connect(t)
 	ctx := ctxT(t)
-	root := lockPath(t)
-	leases := make([]*zklock.Lease, n)
-	for i := range leases {
-		m, err := zklock.NewMutex(c, fmt.Sprintf("%s/e%03d", root, i))
-		must(t, err)
-		leases[i], err = m.Acquire(ctx)
-		must(t, err)
-	}
+	leases := holdMany(t, ctx, c, lockPath(t), n)
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	var wg sync.WaitGroup

@@ -15,9 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,67 +72,15 @@ const (
 )
 
 // contendSemaphore runs peers and Go semaphores on one path, as contend
-// does, each Go participant holding semHold with its hold logged from the
+// does, every participant holding semHold, each Go hold logged from the
 // acquire's return to the release, and returns every hold.
 func contendSemaphore(t *testing.T, lang peerLang, path string, peers []peerRun, sems []*zklock.Semaphore, minGo int) []hold {
 	t.Helper()
-	ctx := ctxT(t)
-	var (
-		log       holdLog
-		started   = make(chan struct{})
-		startOnce sync.Once
-		peersDone = make(chan struct{})
-		errs      = make(chan error, len(peers)+len(sems))
-		pwg, gwg  sync.WaitGroup
-	)
-	for _, pr := range peers {
-		args := append([]string{"--count", strconv.Itoa(pr.count), "--hold-ms", semHoldMs,
-			"--acquire-timeout-ms", peerTimeoutMs}, lang.args...)
-		p := startPeer(t, lang, pr.id, path, pr.recipe, args...)
-		pwg.Go(func() {
-			holds, err := p.collect(lang.name, func() { startOnce.Do(func() { close(started) }) })
-			for _, h := range holds {
-				log.add(h)
-			}
-			if err != nil {
-				errs <- err
-			}
-		})
-	}
+	gos := make([]goRun, len(sems))
 	for i, s := range sems {
-		id := fmt.Sprintf("go-%d", i+1)
-		gwg.Go(func() {
-			select {
-			case <-started:
-			case <-peersDone:
-			case <-ctx.Done():
-			}
-			for n := 0; n < minGo || !closed(peersDone); n++ {
-				lease, err := s.Acquire(ctx)
-				if err != nil {
-					errs <- fmt.Errorf("%s: acquire: %w", id, err)
-					return
-				}
-				h := hold{who: id, lang: "go", recipe: "semaphore", from: time.Now().UnixNano()}
-				time.Sleep(semHold) // the critical section's work, not synchronisation
-				h.to = time.Now().UnixNano()
-				err = lease.Release(ctx)
-				log.add(h)
-				if err != nil {
-					errs <- fmt.Errorf("%s: release: %w", id, err)
-					return
-				}
-			}
-		})
+		gos[i] = goRun{id: fmt.Sprintf("go-%d", i+1), pick: func(int) (zklock.Locker, string) { return s, "semaphore" }}
 	}
-	pwg.Wait()
-	close(peersDone)
-	gwg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	return log.holds
+	return contendHolding(t, lang, path, peers, gos, minGo, semHoldMs, semHold)
 }
 
 // semaphorePeer is a peer language with the arguments of its semaphore.

@@ -695,6 +695,14 @@ const (
 // acquisition contends with Go.
 func contend(t *testing.T, lang peerLang, path string, peers []peerRun, gos []goRun, minGo int) []hold {
 	t.Helper()
+	return contendHolding(t, lang, path, peers, gos, minGo, peerHoldMs, goHold)
+}
+
+// contendHolding is contend with the peers holding peerHold (milliseconds,
+// as the peers' --hold-ms takes it) and the Go participants goHeld.
+func contendHolding(t *testing.T, lang peerLang, path string, peers []peerRun, gos []goRun, minGo int,
+	peerHold string, goHeld time.Duration) []hold {
+	t.Helper()
 	ctx := ctxT(t)
 	var (
 		log       holdLog
@@ -705,7 +713,7 @@ func contend(t *testing.T, lang peerLang, path string, peers []peerRun, gos []go
 		pwg, gwg  sync.WaitGroup
 	)
 	for _, pr := range peers {
-		args := append([]string{"--count", strconv.Itoa(pr.count), "--hold-ms", peerHoldMs,
+		args := append([]string{"--count", strconv.Itoa(pr.count), "--hold-ms", peerHold,
 			"--acquire-timeout-ms", peerTimeoutMs}, lang.args...)
 		p := startPeer(t, lang, pr.id, path, pr.recipe, args...)
 		pwg.Go(func() {
@@ -733,7 +741,7 @@ func contend(t *testing.T, lang peerLang, path string, peers []peerRun, gos []go
 					return
 				}
 				h := hold{who: g.id, lang: "go", recipe: recipe, from: time.Now().UnixNano()}
-				time.Sleep(goHold) // the critical section's work, not synchronisation
+				time.Sleep(goHeld) // the critical section's work, not synchronisation
 				h.to = time.Now().UnixNano()
 				err = lease.Release(ctx)
 				log.add(h)
