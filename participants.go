@@ -43,20 +43,12 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 	var hold, wait []Participant
 	for i, k := range kids {
 		node := path + "/" + k.Name
-		var (
-			data []byte
-			st   session.Stat
-		)
-		err := c.s.Retry(ctx, func(zc session.Conn) error {
-			var err error
-			data, st, err = zc.Get(node)
-			return err
-		})
-		if c.s.Classify(err) == session.Gone {
-			continue // gone since we listed it
-		}
+		data, st, err := readNode(ctx, c, node)
 		if err != nil {
 			return nil, err
+		}
+		if st == nil {
+			continue // gone since we listed it
 		}
 		pt := Participant{
 			Node: node, Data: data, Holder: held[i], Read: k.Kind == KindRead,
@@ -148,4 +140,25 @@ func listChildren(ctx context.Context, c *Client, path string) ([]string, error)
 		return nil, nil
 	}
 	return names, err
+}
+
+// readNode reads a node's data and stat, with the Client's retries; a
+// node that is gone has a nil stat and no error.
+func readNode(ctx context.Context, c *Client, node string) ([]byte, *session.Stat, error) {
+	var (
+		data []byte
+		st   session.Stat
+	)
+	err := c.s.Retry(ctx, func(zc session.Conn) error {
+		var err error
+		data, st, err = zc.Get(node)
+		return err
+	})
+	if c.s.Classify(err) == session.Gone {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, &st, nil
 }

@@ -393,20 +393,12 @@ func (s *Semaphore) layoutParticipants(ctx context.Context) ([]Participant, erro
 	var out []Participant
 	for _, name := range names {
 		node := path + "/" + name
-		var (
-			data []byte
-			st   session.Stat
-		)
-		err := c.s.Retry(ctx, func(zc session.Conn) error {
-			var err error
-			data, st, err = zc.Get(node)
-			return err
-		})
-		if c.s.Classify(err) == session.Gone {
-			continue
-		}
+		data, st, err := readNode(ctx, c, node)
 		if err != nil {
 			return fail(err)
+		}
+		if st == nil {
+			continue // gone since we listed it
 		}
 		out = append(out, Participant{Node: node, Data: data, Holder: true, Kind: KindLease, Created: time.UnixMilli(st.Ctime)})
 	}
