@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"time"
 )
 
@@ -19,10 +20,15 @@ import (
 // to re-sent credentials, which ZooKeeper sends with zxid 0,
 // ZooKeeperServer.processPacket). The table never empties within a
 // session: each session keeps an exists watch on a path nobody creates
-// (the anchor). Why each step holds, and what happens when one fails (the
-// gate opens by itself after a third of the session timeout), is in
-// docs/design.md, "The setWatches gate". Tests: anchor_test.go,
-// TestReconnectWithWatchesUnderRace.
+// (the anchor). A connection whose table may start empty (a session's
+// first, before the anchor) can still race, if a reply that registers a
+// watch reaches recvLoop before sendSetWatches looks at the table; so the
+// wire closes such a connection right after that reply, unless a
+// setWatches went out first (the first-watch rule, shut below). Why each
+// step holds, and what happens when one fails (the gate opens by itself
+// after a third of the session timeout), is in docs/design.md, "The
+// setWatches gate". Tests: anchor_test.go, TestReconnectWithWatchesUnderRace,
+// TestOpenClosesTheFirstWatchConnection.
 type anchor struct {
 	path   string // exists-watched, never created
 	marker []byte // the path as it appears in the request
@@ -50,9 +56,13 @@ const AnchorPrefix = "/zklock-anchor-"
 
 // ZooKeeper's opcodes the wire looks for.
 const (
-	opExists      = 3
-	opSetWatches  = 101
-	replyHdrBytes = 16 // xid int32, zxid int64, err int32; or a connect response's protocol version, timeout and session id
+	opExists       = 3
+	opGetData      = 4
+	opGetChildren  = 8
+	opGetChildren2 = 12
+	opSetWatches   = 101
+	opCloseSession = -11
+	replyHdrBytes  = 16 // xid int32, zxid int64, err int32; or a connect response's protocol version, timeout and session id
 )
 
 // anchorState reports whether the anchor is armed in session, whether
@@ -102,17 +112,25 @@ func (w *wire) sawEvent(ev Event) {
 	w.mu.Unlock()
 }
 
-// sawRequest notes, for a request packet p written on c, a setWatches (the
-// gate opens) and the anchor's exists request (its xid, to recognise the
-// reply). go-zookeeper writes one request per Write (Conn.sendData).
+// sawRequest notes, for a request packet p about to be written on c, a
+// setWatches (the gate opens: sendSetWatches read lastZxid before it
+// queued the request, so before this), a close request, the anchor's
+// exists request and other requests for a watch (their xids, to recognise
+// the replies, which may be read before the write returns). go-zookeeper
+// writes one request per Write (Conn.sendData).
 func (c *wireConn) sawRequest(p []byte) {
 	if len(p) < 12 {
 		return
 	}
 	xid := int32(binary.BigEndian.Uint32(p[4:8]))
-	switch int32(binary.BigEndian.Uint32(p[8:12])) {
+	op := int32(binary.BigEndian.Uint32(p[8:12]))
+	switch op {
 	case opSetWatches:
 		c.openGate()
+		return
+	case opCloseSession:
+		c.quitOnce.Do(func() { close(c.quit) })
+		return
 	case opExists:
 		if len(c.w.anchor.marker) > 0 && containsPath(p[12:], c.w.anchor.marker) {
 			c.w.mu.Lock()
@@ -120,6 +138,31 @@ func (c *wireConn) sawRequest(p []byte) {
 			c.w.mu.Unlock()
 		}
 	}
+	if watches(op, p[12:]) {
+		c.w.mu.Lock()
+		if c.watchful && !c.ordered {
+			c.watchReqs = append(c.watchReqs, watchReq{xid, op})
+		}
+		c.w.mu.Unlock()
+	}
+}
+
+// watches reports whether a request of opcode op, whose body (after the
+// header) is body, asks for a watch: go-zookeeper's ExistsW, GetW and
+// ChildrenW write a path and then a watch flag of 1 (existsRequest,
+// getDataRequest, getChildren2Request), and only their replies register a
+// watch in its table (Conn.addWatcher).
+func watches(op int32, body []byte) bool {
+	switch op {
+	case opExists, opGetData, opGetChildren, opGetChildren2:
+	default:
+		return false
+	}
+	if len(body) < 5 {
+		return false
+	}
+	n := int(binary.BigEndian.Uint32(body[:4]))
+	return n >= 0 && len(body) == 4+n+1 && body[4+n] == 1
 }
 
 // containsPath reports whether an exists request's body (a length-prefixed
@@ -145,10 +188,13 @@ type reader struct {
 
 	session int64 // named by the connect response
 	gated   bool  // replies with a zxid wait for wireConn.gate
+	shut    bool  // a watch may have come first: the next read closes (shut)
+	dead    bool  // a held reply was dropped as the connection closed: no more reads
 }
 
 // observe follows b, just read, and reports whether it ends a reply that
-// must wait for the gate.
+// must wait for the gate. A reply that registers a connection's first
+// watch sets rd.shut (see shut).
 func (c *wireConn) observe(b []byte) (hold bool) {
 	r := &c.rd
 	for len(b) > 0 {
@@ -206,7 +252,18 @@ func (c *wireConn) packetEnd() (hold bool) {
 		if ms > 0 {
 			w.timeout = time.Duration(ms) * time.Millisecond
 		}
-		gated := r.session != 0 && r.session == w.anchor.armed
+		// The table holds a watch: the anchor, or one a watchful
+		// connection of this session registered before it closed (shut).
+		gated := r.session != 0 && (r.session == w.anchor.armed || r.session == w.registered)
+		// Neither: the table is empty, and the first watch registered
+		// on this connection may come before sendSetWatches looks (see
+		// shut); unless the anchor was given up, which turns the rule
+		// off.
+		c.watchful = !gated && r.session != 0 && r.session != w.anchor.given
+		c.session, c.ordered = r.session, gated
+		if gated {
+			w.anchorChangedLocked() // see anchorReady
+		}
 		w.mu.Unlock()
 		if gated {
 			r.gated = true
@@ -226,8 +283,76 @@ func (c *wireConn) packetEnd() (hold bool) {
 			w.setArmedLocked(r.session) // go-zookeeper sets an exists watch on ErrNoNode
 		}
 	}
+	if c.watchful && !c.ordered {
+		code := int32(binary.BigEndian.Uint32(r.hdr[12:16]))
+		if op, ok := takeWatchReq(&c.watchReqs, xid); ok && registers(op, code) {
+			r.shut = true
+			w.registered = r.session // the next connection is gated
+		}
+	}
 	w.mu.Unlock()
 	return r.gated && xid >= 0 && zxid > 0
+}
+
+// watchReq is a request for a watch in flight.
+type watchReq struct{ xid, op int32 }
+
+// takeWatchReq removes the request of xid from reqs, and returns its
+// opcode.
+func takeWatchReq(reqs *[]watchReq, xid int32) (int32, bool) {
+	for i, q := range *reqs {
+		if q.xid == xid {
+			*reqs = append((*reqs)[:i], (*reqs)[i+1:]...)
+			return q.op, true
+		}
+	}
+	return 0, false
+}
+
+// registers reports whether go-zookeeper puts a watch in its table on a
+// reply with error code to a watch request of opcode op: GetW and
+// ChildrenW on success, ExistsW on success or NONODE (Conn.GetW,
+// ChildrenW, ExistsW). Counting one it does not put there would gate the
+// next connection for a setWatches that never comes (until the timer);
+// missing one would leave a race.
+func registers(op, code int32) bool {
+	return code == 0 || op == opExists && code == zkNoNodeCode
+}
+
+// errShut is what go-zookeeper's reader gets from a connection the wire
+// closes under the first-watch rule; it reconnects at once.
+var errShut = errors.New("zklock: closing the connection that registered the session's first watch, to reconnect in order (see internal/session/anchor.go)")
+
+// shut applies the first-watch rule before the read that follows a reply
+// registering a watch on a watchful connection. recvLoop has handed that
+// reply on and may have put the watch in go-zookeeper's table; if it did
+// so before this connection's sendSetWatches took the table's lock,
+// sendSetWatches reads lastZxid, and nothing orders that read before
+// recvLoop's next write of it. Unless the setWatches request has gone out
+// (the gate is open: the read came before it, as on a gated connection),
+// the wire closes the connection instead of reading on: recvLoop writes
+// nothing more, and Conn.loop waits for it to end before the next
+// connection, which starts with the watch in its table and so sends
+// setWatches. It reports whether the connection was closed.
+//
+// The decision is made under w.mu against openGate's: a connection that
+// counts as ordered (and may have let Open return) is never closed here,
+// and one that is closing never counts as ordered.
+func (c *wireConn) shut() bool {
+	c.rd.shut = false
+	c.w.mu.Lock()
+	if c.ordered {
+		c.w.mu.Unlock()
+		return false
+	}
+	c.shutting = true
+	hosts := c.w.hosts
+	c.w.mu.Unlock()
+	if hosts != nil {
+		hosts.now.Store(true) // a reconnect, not a retry round: no second's wait
+	}
+	_ = c.Close()
+	return true
 }
 
 // zkNoNodeCode is ZooKeeper's NONODE error code, as a reply header carries
@@ -250,20 +375,55 @@ func (c *wireConn) openGate() {
 		if c.timer != nil {
 			c.timer.Stop()
 		}
+		if !c.shutting {
+			c.ordered, c.watchReqs = true, nil
+			if c.watchful {
+				// setWatches goes out only for a table with a watch in
+				// it, and the rule is off from here on: the session's
+				// next connection must be gated.
+				c.w.registered = c.session
+			}
+			c.w.anchorChangedLocked()
+		}
 		c.w.mu.Unlock()
 		close(c.gate)
 	})
 }
 
-// wait blocks until the gate is open or the connection is closed.
-func (c *wireConn) wait() {
+// wait blocks until the gate is open or the connection is closed, and
+// reports whether the gate opened. A reply held when the connection closes
+// is never handed on: nothing would order recvLoop's write of lastZxid
+// after sendSetWatches's read (a Close of the Client's queues its close
+// request ahead of setWatches, the server answers it and hangs up, the
+// write of setWatches fails and go-zookeeper closes the connection: CI's
+// race detector found this once the first-watch rule made a reconnect
+// part of every Open). Its request fails with the connection, as every
+// request in flight does.
+//
+// Nor is one held once the close request has gone out: go-zookeeper's
+// Close shuts Conn.shouldQuit first, after which Conn.queueRequest no
+// longer queues setWatches, so none may come; the reply waits for the
+// session's end on the server, and is then dropped with the connection
+// (Close gets ErrClosing from Conn.loop's flushRequests).
+func (c *wireConn) wait() bool {
 	select {
 	case <-c.gate:
+		return true
+	default:
+	}
+	select {
+	case <-c.gate:
+		return true
 	case <-c.closed:
+		return false
+	case <-c.quit:
+		_ = c.Close()
+		return false
 	}
 }
 
-// Close closes the connection, and lets a held read return.
+// Close closes the connection, and lets a held read return (with no
+// data).
 func (c *wireConn) Close() error {
 	c.closeOnce.Do(func() { close(c.closed) })
 	return c.Conn.Close()
@@ -295,14 +455,34 @@ func (k *keeper) anchoring(v keeperView, t time.Duration) (time.Time, func()) {
 	}
 }
 
-// awaitAnchor waits until the anchor is settled in the current session,
-// or ctx ends. Open calls it so that a new Client makes no request of its
-// own after it returns.
+// anchorReady reports whether the anchor is settled in session and, if
+// armed, the current connection orders every later reply after any read of
+// sendSetWatches (gated, or its setWatches has gone out): so the
+// connection the anchor's reply came on, closed by the first-watch rule,
+// is behind. It returns a channel closed when that may have changed.
+func (w *wire) anchorReady(session int64) (bool, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.anchor.changed == nil {
+		w.anchor.changed = make(chan struct{})
+	}
+	c := w.cur
+	ready := session != 0 && (w.anchor.given == session ||
+		w.anchor.armed == session && c != nil && c.session == session && c.ordered)
+	return ready, w.anchor.changed
+}
+
+// awaitAnchor waits until the anchor is ready (anchorReady) in the current
+// session, or ctx ends. Open calls it so that a new Client makes no request
+// of its own after it returns, and that its user's first requests do not
+// go out on the connection the first-watch rule closes.
 func (c *Session) awaitAnchor(ctx context.Context) error {
 	for {
 		st := c.State()
-		_, settled, changed := c.wire.anchorState(c.Conn().SessionID())
-		if settled || !st.Connected || st.Closed {
+		ready, changed := c.wire.anchorReady(c.Conn().SessionID())
+		// Connected too: the wire sees a connection ready from its connect
+		// response, before go-zookeeper reports the session.
+		if ready && st.Connected || st.Closed {
 			return nil
 		}
 		select {

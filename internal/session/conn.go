@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -140,12 +141,19 @@ type dialOptions struct {
 	// onWatch is called, from the connection's own goroutine, on every
 	// watch Event, before the watch's channel gets it. It must never block.
 	onWatch func(ev Event)
+	// hosts, if set, is the server list (see [hosts]).
+	hosts *hosts
 }
 
 // dial opens a go-zookeeper connection. It returns before the session is
 // established; onState reports it.
 func dial(o dialOptions) (Conn, error) {
+	var hp zk.HostProvider = zk.NewDNSHostProvider()
+	if o.hosts != nil {
+		hp = o.hosts
+	}
 	c, _, err := zk.Connect(o.servers, o.sessionTimeout,
+		zk.WithHostProvider(hp),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type != zk.EventSession {
 				if ev.Type != zk.EventNotWatching {
@@ -350,6 +358,37 @@ type wire struct {
 	dialErr error         // the last dial that failed, for Connect's error
 	expects []expectation // packets someone waits to see go out
 	anchor  anchor        // a watch that keeps setWatches coming (anchor.go)
+	// The session in which the first-watch rule closed a connection after
+	// the reply that registered a watch: its table holds one.
+	registered int64
+	hosts      *hosts // the current go-zookeeper connection's server list
+}
+
+// hosts is go-zookeeper's DNSHostProvider, except that the reconnect after
+// the wire closes a connection on purpose (wireConn.shut) does not wait:
+// with one server every reconnect is a new round of the list to the
+// provider, and Conn.connect sleeps a second before each round.
+type hosts struct {
+	*zk.DNSHostProvider
+	now atomic.Bool
+}
+
+// Next is the provider's Next, not a new round if the wire said so.
+func (h *hosts) Next() (server string, retryStart bool) {
+	server, retryStart = h.DNSHostProvider.Next()
+	if h.now.Swap(false) {
+		retryStart = false
+	}
+	return server, retryStart
+}
+
+// newHosts makes the server list of a new go-zookeeper connection.
+func (w *wire) newHosts() *hosts {
+	h := &hosts{DNSHostProvider: zk.NewDNSHostProvider()}
+	w.mu.Lock()
+	w.hosts = h
+	w.mu.Unlock()
+	return h
 }
 
 // expectation is a wait for the packet that carries marker to go out.
@@ -370,11 +409,20 @@ type wireConn struct {
 	gateOnce  sync.Once
 	closed    chan struct{} // closed by Close
 	closeOnce sync.Once
+	quit      chan struct{} // closed once the close request went out (see anchor.go)
+	quitOnce  sync.Once
 
 	// Under w.mu.
 	first time.Time   // when the connect request went out
 	sent  []time.Time // when packets went out, thinned to one per wireGrain, oldest first
 	timer *time.Timer // opens the gate should no setWatches come
+
+	// Under w.mu: the gate and the first-watch rule (anchor.go).
+	session   int64      // named by the connect response
+	watchful  bool       // the first-watch rule applies
+	ordered   bool       // every later reply comes after any read of sendSetWatches
+	shutting  bool       // closed by the first-watch rule: never ordered
+	watchReqs []watchReq // requests for a watch in flight, while watchful and not ordered
 }
 
 // wireGrain thins the record of sent packets: one per wireGrain of the
@@ -398,7 +446,7 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 }
 
 func newWireConn(c net.Conn, w *wire) *wireConn {
-	return &wireConn{Conn: c, w: w, gate: make(chan struct{}), closed: make(chan struct{})}
+	return &wireConn{Conn: c, w: w, gate: make(chan struct{}), closed: make(chan struct{}), quit: make(chan struct{})}
 }
 
 func (c *wireConn) Write(p []byte) (int, error) {
@@ -418,12 +466,14 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		}
 	}
 	c.w.mu.Unlock()
+	if !connect {
+		// Before the write: its reply may be read before this goroutine
+		// runs again, and must be known for what it answers (anchor.go).
+		c.sawRequest(p)
+	}
 	n, err := c.Conn.Write(p)
 	if err == nil {
 		c.w.sawWrite(p)
-		if !connect {
-			c.sawRequest(p)
-		}
 	}
 	return n, err
 }
@@ -481,9 +531,16 @@ func (c *wireConn) Read(p []byte) (int, error) {
 	if c.in == nil {
 		c.in = bufio.NewReaderSize(c.Conn, wireReadBuffer)
 	}
+	if c.rd.dead {
+		return 0, net.ErrClosed
+	}
+	if c.rd.shut && c.shut() {
+		return 0, errShut
+	}
 	n, err := c.in.Read(p)
-	if n > 0 && c.observe(p[:n]) {
-		c.wait()
+	if n > 0 && c.observe(p[:n]) && !c.wait() {
+		c.rd.dead = true // what the buffer holds after the reply dropped is no packet's start
+		return 0, net.ErrClosed
 	}
 	return n, err
 }

@@ -81,6 +81,8 @@ type Session struct {
 	gen         uint64             // the connection's generation: events of older ones are stale
 	connected   bool               // the connection has a live session
 	closed      bool               // Close was called
+	opening     bool               // Open has not returned: session events are not reported yet
+	server      string             // the server of the last session established
 	epoch       uint64             // bumped on every change of the above
 	changed     chan struct{}      // closed and replaced at every bump
 	held        register           // held leases, and what watches their nodes
@@ -132,7 +134,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	// The connection's state callback takes c.mu, so it sees c.zc set.
 	c.mu.Lock()
 	zc, err := c.open(0)
-	c.zc = zc
+	c.zc, c.opening = zc, true
 	c.mu.Unlock()
 	if err != nil {
 		c.keeper.close()
@@ -160,12 +162,20 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 			return nil, fmt.Errorf("auth %s: %w", a.Scheme, err)
 		}
 	}
+	c.mu.Lock()
+	c.opening = false
+	c.hooks.State(Connected, c.zc.SessionID(), c.server)
+	if !c.connected { // lost again since
+		c.hooks.State(Disconnected, c.zc.SessionID(), "")
+	}
+	c.mu.Unlock()
 	return c, nil
 }
 
 // open dials a connection of generation gen.
 func (c *Session) open(gen uint64) (Conn, error) {
 	o := c.dial
+	o.hosts = c.wire.newHosts()
 	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
 	o.onWatch = func(ev Event) {
 		c.wire.sawEvent(ev) // whatever the generation: the anchor is the wire's
@@ -250,16 +260,16 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 	}
 	switch s {
 	case stateHasSession:
-		c.connected, c.downSince = true, time.Time{}
+		c.connected, c.downSince, c.server = true, time.Time{}, server
 		c.log.Debug("zklock: session established", "server", server)
-		c.hooks.State(Connected, c.zc.SessionID(), server)
+		c.stateLocked(Connected, c.zc.SessionID(), server)
 	case stateDisconnected:
 		if !c.connected {
 			return
 		}
 		c.connected, c.downSince = false, time.Now()
 		c.log.Debug("zklock: connection lost", "server", server)
-		c.hooks.State(Disconnected, c.zc.SessionID(), "")
+		c.stateLocked(Disconnected, c.zc.SessionID(), "")
 		c.disconnectedLocked()
 	case stateExpired:
 		c.connected = false
@@ -267,12 +277,22 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 			c.downSince = time.Now()
 		}
 		c.log.Debug("zklock: session expired")
-		c.hooks.State(Expired, 0, "")
+		c.stateLocked(Expired, 0, "")
 		c.newSessionLocked()
 	default:
 		return
 	}
 	c.bumpLocked()
+}
+
+// stateLocked reports a session event, unless Open has not returned: what
+// happens to the connection before then (the first-watch rule closes one,
+// anchor.go) concerns no lease, and Open reports the session it returns
+// with as one event. c.mu is held.
+func (c *Session) stateLocked(s State, id int64, server string) {
+	if !c.opening {
+		c.hooks.State(s, id, server)
+	}
 }
 
 // disconnectedLocked applies the lease policy to a disconnect. c.mu is
