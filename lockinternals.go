@@ -781,20 +781,24 @@ func (pt *part) check(d decision, first int) error {
 // Whoever holds on it at once takes its token from the stat
 // ([participant.token]) and needs no other request. It uses the read that
 // [participant.prefetch] made while the create was on its way if that
-// read shows our nodes, and reads again otherwise.
+// read shows our nodes, and reads again otherwise. Only a look that
+// succeeds counts: after one that failed (the connection closed under
+// it), the next survey looks again rather than read, since a read does
+// not check the size, and a semaphore participant admitted under another
+// size grants more leases than the others allow.
 func (p *participant) look(pt *part) ([]Child, session.ParentStat, error) {
-	pt.looked = true
 	kids, ps, ok := p.prefetched(pt)
 	if !ok {
 		names, s, err := pt.l.fetch(p.c.s.Conn())
 		if err != nil {
-			return nil, s, err
+			return nil, s, err // not looked: the next survey looks again, and checks the size
 		}
 		if kids, err = p.parse(pt, names); err != nil {
 			return nil, s, err
 		}
 		ps = s
 	}
+	pt.looked = true
 	if first, _, ok := p.locate(pt, kids); ok && first > p.ahead {
 		p.ahead = first
 	}

@@ -303,6 +303,46 @@ func TestSemaphoreSizeChecked(t *testing.T) {
 	release(t, l)
 }
 
+// A participant that queues again (someone deleted its waiting node)
+// checks the size again on its new node's first look: the path may have
+// been reaped and made again with another size while it had no node there
+// (here the record is rewritten, as that would leave it); reading on
+// without a check, it would count itself among 3 where the others allow 2.
+func TestSemaphoreSizeCheckedAfterRequeue(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	c := connect(t)
+	s3, err := zklock.NewSemaphore(connect(t), path, 3)
+	must(t, err)
+	var held []*zklock.Lease
+	for i := 0; i < 3; i++ {
+		l, err := s3.Acquire(ctxT(t))
+		must(t, err)
+		held = append(held, l)
+	}
+	waiter := async(s3.Acquire, ctxT(t))
+	queued(t, c, path, 4)
+	pending(t, waiter)
+
+	_, err = c.Conn().Set(path, []byte("2"), -1)
+	must(t, err)
+	last := "" // the waiting node: the highest sequence number (names sort by protected id)
+	for _, k := range children(t, c, path) {
+		if last == "" || k[len(k)-10:] > last[len(last)-10:] {
+			last = k
+		}
+	}
+	must(t, c.Conn().Delete(path+"/"+last, -1), "delete the waiting node")
+	r := returned(t, waiter)
+	if r.err == nil {
+		r.lease.Release(ctxT(t))
+	}
+	mustIs(t, r.err, zklock.ErrInvalidArgument, "a semaphore of 3, queued again on a path that records 2")
+	for _, l := range held {
+		release(t, l)
+	}
+}
+
 // Another library's semaphore on the path (Curator's InterProcessSemaphoreV2
 // keeps "locks" and "leases" children; kazoo's Semaphore plain 32-hex
 // nodes) makes Semaphore.Acquire refuse: it cannot count their holders.
