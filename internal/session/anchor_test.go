@@ -500,3 +500,44 @@ func TestHeldReplyIsDroppedAfterCloseRequest(t *testing.T) {
 		t.Fatal("the connection is still open")
 	}
 }
+
+// writeHookConn runs hook inside a Write, before it returns.
+type writeHookConn struct {
+	pipeConn
+	hook func()
+}
+
+func (h *writeHookConn) Write(p []byte) (int, error) {
+	if f := h.hook; f != nil {
+		h.hook = nil
+		f()
+	}
+	return len(p), nil
+}
+
+// A request is noted before it is written: its reply can be read, and
+// handed to recvLoop, before the writing goroutine runs again. The anchor's
+// reply read that early still arms it, and a watch's still closes the
+// connection after it.
+func TestRequestNotedBeforeItsReply(t *testing.T) {
+	w := &wire{anchor: newAnchor()}
+	h := &writeHookConn{pipeConn: pipeConn{data: append(connectResponse(4000, 55), append(reply(7, 901, -101), reply(8, 902, 0)...)...)}}
+	c := newWireConn(h, w)
+	if _, err := c.Write(make([]byte, 48)); err != nil {
+		t.Fatal(err)
+	}
+	if err := readPacket(c); err != nil {
+		t.Fatal(err)
+	}
+	var rerr error
+	h.hook = func() { rerr = readPacket(c) } // the reply, read while the request is being written
+	if _, err := c.Write(request(7, opExists, w.anchor.path)); err != nil || rerr != nil {
+		t.Fatal(err, rerr)
+	}
+	if armed, _, _ := w.anchorState(55); !armed {
+		t.Fatal("the anchor's reply, read before its request's Write returned, did not arm it")
+	}
+	if err := readPacket(c); !errors.Is(err, errShut) {
+		t.Fatalf("the read after it returned %v, want errShut", err)
+	}
+}
