@@ -237,60 +237,74 @@ func (r *reader) body(b []byte) ([]byte, bool) {
 	return b[k:], true
 }
 
-// packetEnd handles a packet read whole: the connect response (the
-// granted timeout; the session, and whether to gate), or a reply.
+// packetEnd handles a packet read whole: the connect response, or a
+// reply.
 func (c *wireConn) packetEnd() (hold bool) {
-	r, w := &c.rd, c.w
+	r := &c.rd
 	if !r.shook {
 		r.shook = true
-		if r.nhdr < replyHdrBytes {
-			return false
-		}
-		ms := int32(binary.BigEndian.Uint32(r.hdr[4:8]))
-		r.session = int64(binary.BigEndian.Uint64(r.hdr[8:16]))
-		w.mu.Lock()
-		if ms > 0 {
-			w.timeout = time.Duration(ms) * time.Millisecond
-		}
-		// The table holds a watch: the anchor, or one a watchful
-		// connection of this session registered before it closed (shut).
-		gated := r.session != 0 && (r.session == w.anchor.armed || r.session == w.registered)
-		// Neither: the table is empty, and the first watch registered
-		// on this connection may come before sendSetWatches looks (see
-		// shut); unless the anchor was given up, which turns the rule
-		// off.
-		c.watchful = !gated && r.session != 0 && r.session != w.anchor.given
-		c.session, c.ordered = r.session, gated
-		if gated {
-			w.anchorChangedLocked() // see anchorReady
-		}
-		w.mu.Unlock()
-		if gated {
-			r.gated = true
-			c.gateTimer(time.Duration(ms) * time.Millisecond / 3)
+		if r.nhdr >= replyHdrBytes {
+			c.handshake()
 		}
 		return false
 	}
 	if r.nhdr < replyHdrBytes {
 		return false
 	}
+	return c.reply()
+}
+
+// handshake reads the connect response: the granted timeout, the session,
+// and whether the connection is gated or watchful.
+func (c *wireConn) handshake() {
+	r, w := &c.rd, c.w
+	ms := int32(binary.BigEndian.Uint32(r.hdr[4:8]))
+	r.session = int64(binary.BigEndian.Uint64(r.hdr[8:16]))
+	w.mu.Lock()
+	if ms > 0 {
+		w.timeout = time.Duration(ms) * time.Millisecond
+	}
+	// The table holds a watch: the anchor, or one a watchful connection
+	// of this session registered before it closed (shut) or sent
+	// setWatches for (openGate).
+	gated := r.session != 0 && (r.session == w.anchor.armed || r.session == w.registered)
+	// Neither: the table is empty, and the first watch registered on this
+	// connection may come before sendSetWatches looks (see shut); unless
+	// the anchor was given up, which turns the rule off.
+	c.watchful = !gated && r.session != 0 && r.session != w.anchor.given
+	c.session, c.ordered = r.session, gated
+	if gated {
+		w.anchorChangedLocked() // see anchorReady
+	}
+	w.mu.Unlock()
+	if gated {
+		r.gated = true
+		c.gateTimer(time.Duration(ms) * time.Millisecond / 3)
+	}
+}
+
+// reply handles a reply: the anchor's (armed on NONODE), one that
+// registers a watch on a watchful connection (the next read closes it),
+// and whether it must wait for the gate.
+func (c *wireConn) reply() (hold bool) {
+	r, w := &c.rd, c.w
 	xid := int32(binary.BigEndian.Uint32(r.hdr[0:4]))
 	zxid := int64(binary.BigEndian.Uint64(r.hdr[4:12]))
+	code := int32(binary.BigEndian.Uint32(r.hdr[12:16]))
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.anchor.on == c && w.anchor.xid == xid {
 		w.anchor.on = nil
-		if int32(binary.BigEndian.Uint32(r.hdr[12:16])) == zkNoNodeCode {
+		if code == zkNoNodeCode {
 			w.setArmedLocked(r.session) // go-zookeeper sets an exists watch on ErrNoNode
 		}
 	}
 	if c.watchful && !c.ordered {
-		code := int32(binary.BigEndian.Uint32(r.hdr[12:16]))
 		if op, ok := takeWatchReq(&c.watchReqs, xid); ok && registers(op, code) {
 			r.shut = true
 			w.registered = r.session // the next connection is gated
 		}
 	}
-	w.mu.Unlock()
 	return r.gated && xid >= 0 && zxid > 0
 }
 
