@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zklock"
@@ -88,7 +89,11 @@ func TestSemaphoreLayoutCurator(t *testing.T) {
 	release(t, l)
 	release(t, l2)
 
-	// The bound, over many cycles, as ZooKeeper's children show it.
+	// The bound, over many cycles, in process and as ZooKeeper's children
+	// show it: every holder's lease node is among the first max by
+	// sequence. (Counting the children would count a waiter's node too:
+	// Curator's layout creates it under the inner lock and then waits,
+	// and under load it can appear before a holder's read.)
 	var inside, over, cycles atomic.Int32
 	hammer(t, 5, 8, func() contender {
 		s := newLayoutSem(t, connect(t), path, max, zklock.WithSemaphoreLayout(zklock.LayoutCurator))
@@ -98,11 +103,22 @@ func TestSemaphoreLayoutCurator(t *testing.T) {
 				over.Add(1)
 			}
 			defer inside.Add(-1)
+			// Hold a little, so that holders overlap and the bound is
+			// exercised (not a wait for anything).
+			time.Sleep(5 * time.Millisecond)
 			kids, _, err := c.Conn().Children(path + "/leases")
 			if err != nil {
 				return err
 			}
-			if len(kids) > max {
+			mine := ls[0].Node()[len(path+"/leases/"):]
+			ahead := 0 // lease nodes before ours, by sequence
+			for _, k := range kids {
+				if k[len(k)-10:] < mine[len(mine)-10:] {
+					ahead++
+				}
+			}
+			if ahead >= max {
+				t.Errorf("lease node %s has %d nodes ahead of it, of %v", mine, ahead, kids)
 				over.Add(1)
 			}
 			return nil
