@@ -120,7 +120,7 @@ func benchContended(b *testing.B, clients int) {
 	// predecessor, no request in flight.
 	waitQueued(b, &rc, watcher, path, clients, func(string) bool { return true })
 
-	before := rc.snapshot()
+	before, events := rc.snapshot(), rc.events.Load()
 	for b.Loop() {
 		select {
 		case turn <- struct{}{}:
@@ -130,6 +130,7 @@ func benchContended(b *testing.B, clients int) {
 	}
 	elapsed := b.Elapsed()
 	reqs := rc.snapshot().minus(before)
+	events = rc.events.Load() - events
 	stop()
 	wg.Wait()
 	select {
@@ -145,6 +146,7 @@ func benchContended(b *testing.B, clients int) {
 	b.ReportMetric(quantile(handoffs, 0.50).Seconds()*1e3, "p50-handoff-ms")
 	b.ReportMetric(quantile(handoffs, 0.99).Seconds()*1e3, "p99-handoff-ms")
 	b.ReportMetric(float64(reqs.total())/float64(b.N), "zk-req/handoff")
+	b.ReportMetric(float64(events)/float64(b.N), "zk-events/handoff")
 	b.Logf("%d handoffs; ZooKeeper requests per handoff: %s", len(handoffs), reqs.per(b.N))
 }
 
