@@ -51,7 +51,7 @@ func (c *Session) armLocked(l *Hold, node string, now time.Time) {
 		due = now
 	}
 	c.held.arm[node] = due
-	if c.keeperAsleep && !c.keeperWake.IsZero() && !c.keeperWake.After(due) {
+	if c.wakeByLocked(due) {
 		return // it wakes in time, and sees it then
 	}
 	c.keeper.wake()
