@@ -1263,12 +1263,8 @@ func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w
 		// (quiet): a node on a path decided already is found then.
 		gone = nil
 	}
-	cases := make([]reflect.SelectCase, 0, len(w.paths)+4)
-	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Changed)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(gone)})
+	var buf [1]<-chan session.Event
+	watches := buf[:0]
 	for _, path := range w.paths {
 		s, ch, err := zc.GetW(path)
 		switch p.c.s.Classify(err) {
@@ -1280,40 +1276,65 @@ func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w
 				pt.seen = seenVersion{path, s.Version}
 				return nil
 			}
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+			watches = append(watches, ch)
 		case session.Permanent:
 			return err
 		default:
 			return nil // gone already, or the loop sorts out the session
 		}
 	}
+	var counted <-chan session.Event
 	if pt.l.count != nil {
 		ch, again, err := pt.l.count.watch(zc, &pt.counted)
 		if again || err != nil {
 			return err // decide again with the count just read
 		}
+		counted = ch
+	}
+	if len(watches) == 1 {
+		// The usual wait, on one node ahead: a plain select, which the
+		// waiter wakes from on every handoff (reflect.Select allocates).
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-st.Changed:
+		case ev := <-pt.own:
+			return pt.ownChanged(ev)
+		case <-gone:
+			return errRequeue
+		case <-watches[0]:
+		case <-counted: // the count changed: decide again
+		}
+		return nil
+	}
+	cases := make([]reflect.SelectCase, 0, len(watches)+5)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Changed)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(gone)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(counted)})
+	for _, ch := range watches {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 	}
 	chosen, v, _ := reflect.Select(cases)
-	if pt.l.count != nil && chosen == len(cases)-1 {
-		return nil // the count changed: decide again
-	}
 	switch chosen {
 	case 0:
 		return ctx.Err()
 	case 2:
-		return pt.ownChanged(v)
+		ev, _ := v.Interface().(session.Event)
+		return pt.ownChanged(ev)
 	case 3:
 		return errRequeue
 	}
-	return nil
+	return nil // a watched node or the count changed, or the session's state: decide again
 }
 
 // ownChanged handles our own node's watch: deleted means queue again;
 // anything else (a data change, the session's end) means read again.
-func (pt *part) ownChanged(v reflect.Value) error {
+func (pt *part) ownChanged(ev session.Event) error {
 	pt.own = nil
-	if ev, _ := v.Interface().(session.Event); session.Deleted(ev) {
+	if session.Deleted(ev) {
 		return errRequeue
 	}
 	return nil
