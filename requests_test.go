@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zklock"
 )
@@ -49,7 +50,10 @@ func TestHandoffRequests(t *testing.T) {
 	path := lockPath(t)
 	holder := newMutex(t, connect(t), path)
 	var rc reqCounter
-	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial)), path)
+	// A long session timeout: its lease, granted by a read that leaves no
+	// watch, gets a watch of the keeper's own (a getData) only once it is
+	// a twentieth of that old, and the test releases it long before.
+	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial), zklock.WithSessionTimeout(time.Minute)), path)
 	watcher := connect(t)
 	ctx := ctxT(t)
 
