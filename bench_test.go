@@ -53,7 +53,9 @@ func BenchmarkMutexUncontended(b *testing.B) {
 
 // BenchmarkMutexContended: several clients, each its own session, contend
 // for one Mutex; one op is one handoff, from a holder's Release to the next
-// holder's Acquire returning, with every other client queued.
+// holder's Acquire returning, with every other client queued. Besides
+// requests it reports the watch notifications the clients read and the
+// CPU time the process (every client, and the loop) used, per handoff.
 func BenchmarkMutexContended(b *testing.B) {
 	for _, clients := range []int{2, 8} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchContended(b, clients) })
@@ -120,7 +122,7 @@ func benchContended(b *testing.B, clients int) {
 	// predecessor, no request in flight.
 	waitQueued(b, &rc, watcher, path, clients, func(string) bool { return true })
 
-	before := rc.snapshot()
+	before, events, cpu := rc.snapshot(), rc.events.Load(), selfCPU()
 	for b.Loop() {
 		select {
 		case turn <- struct{}{}:
@@ -130,6 +132,8 @@ func benchContended(b *testing.B, clients int) {
 	}
 	elapsed := b.Elapsed()
 	reqs := rc.snapshot().minus(before)
+	events = rc.events.Load() - events
+	cpu = selfCPU() - cpu
 	stop()
 	wg.Wait()
 	select {
@@ -145,6 +149,8 @@ func benchContended(b *testing.B, clients int) {
 	b.ReportMetric(quantile(handoffs, 0.50).Seconds()*1e3, "p50-handoff-ms")
 	b.ReportMetric(quantile(handoffs, 0.99).Seconds()*1e3, "p99-handoff-ms")
 	b.ReportMetric(float64(reqs.total())/float64(b.N), "zk-req/handoff")
+	b.ReportMetric(float64(events)/float64(b.N), "zk-events/handoff")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "client-cpu-us/handoff")
 	b.Logf("%d handoffs; ZooKeeper requests per handoff: %s", len(handoffs), reqs.per(b.N))
 }
 

@@ -29,11 +29,21 @@ func ended(t testing.TB, l *zklock.Lease, what ...any) error {
 }
 
 // A held node that someone deletes ends its lease, with ErrNodeDeleted,
-// however the lease came to hold: at once on its first look (no watch of
-// its own), after waiting (its own-node watch), as one of a semaphore's
-// AcquireN, and as a MultiLock.
+// however the lease came to hold: at once on its first look (covered by
+// that look's children watch), after waiting (on a read that leaves no
+// watch), at once on a lock that looked contended (a first look with no
+// watch), as one of a semaphore's AcquireN, and as a MultiLock.
+//
+// Each ends through a watch on its node: its own, or one the keeper sets
+// when the watch that covered the node is spent or there was none (a
+// getData with a watch, which rc sees). The keeper's periodic check of held
+// nodes would end the lease too, but only a third of the session timeout
+// after the Client's latest write, and the keeper sets a due watch before
+// it checks (keeper.turn): a node that no watch covers and that is not
+// handed to the keeper fails the test.
 func TestDeletedHeldNodeEndsLease(t *testing.T) {
-	c, other := connect(t), connect(t)
+	var rc reqCounter
+	c, other := connect(t, zklock.WithDialer(rc.dial)), connect(t)
 	ctx := ctxT(t)
 	check := func(l *zklock.Lease, node string, what string) {
 		t.Helper()
@@ -41,6 +51,9 @@ func TestDeletedHeldNodeEndsLease(t *testing.T) {
 		err := ended(t, l, what)
 		mustIs(t, err, zklock.ErrNodeDeleted, what)
 		mustIs(t, err, zklock.ErrLeaseExpired, what)
+		if rc.watches(node) == 0 {
+			t.Fatalf("%s: the lease ended with no watch ever set on its node: the keeper's periodic check found it", what)
+		}
 	}
 
 	// Held on its first look.
@@ -61,6 +74,23 @@ func TestDeletedHeldNodeEndsLease(t *testing.T) {
 	release(t, first)
 	l = await(t, ch)
 	check(l, l.Node(), "held after a wait")
+
+	// Held at once on a lock whose previous acquire had to wait: that
+	// first look is sent with no children watch (the lock looked
+	// contended), so nothing covers the node at the grant but the keeper's
+	// own watch.
+	path = lockPath(t)
+	m, err = zklock.NewMutex(c, path)
+	must(t, err)
+	blocker, err := newMutex(t, other, path).Acquire(ctx)
+	must(t, err)
+	ch = async(m.Acquire, ctx)
+	queued(t, other, path, 2)
+	release(t, blocker)
+	release(t, await(t, ch)) // m's last first look found it queued
+	l, err = m.Acquire(ctx)
+	must(t, err)
+	check(l, l.Node(), "held at once after the lock was contended")
 
 	// Held at once, then a waiter queues behind it (the children watch
 	// of its look is spent): its node is still watched.

@@ -10,8 +10,9 @@ import (
 
 // A lease outlives many session timeouts while the server is healthy: the
 // keeper keeps having the session confirmed and moves the deadline
-// forward, also when acquires come and go on the same Client (which wake
-// the keeper only when its schedule does not already cover them).
+// forward, also when acquires come and go on the same Client (which move
+// the sleeping keeper's timer rather than wake it, and only when its
+// schedule does not already cover them).
 func TestLeaseOutlivesSessionTimeouts(t *testing.T) {
 	t.Parallel()
 	const timeout = 3 * time.Second

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -36,6 +37,11 @@ type Lock struct {
 	kazoo      bool     // nodes named as kazoo's Lock names them: <32 hex>__lock__<seq>
 	persistent bool     // the lock path itself is persistent, as kazoo's ensure_path makes it
 	count      liveSize // the size, when it may change while participants wait
+
+	// queued: the latest first look on this lock found its participant
+	// queued behind others, so the next first look is sent without a
+	// children watch ([participant.startLooks]).
+	queued atomic.Bool
 }
 
 // liveSize is a semaphore size that participants follow while they wait
@@ -219,6 +225,7 @@ type part struct {
 	held     bool                 // decided to hold...
 	heldAt   uint64               // ...in this epoch
 	announce bool                 // on the grant, tell successors waiting with awaitHold
+	watch    bool                 // the first look leaves a children watch ([participant.startLooks])
 	looking  bool                 // our last read is recorded with the Client (LookStart)...
 	events   uint64               // ...when the path had had this many children events
 }
@@ -691,7 +698,8 @@ func (p *participant) survey(pt *part, epoch uint64) (v view, err error) {
 		pt.own = nil // read sets a watch on our node again, in this epoch
 	}
 	var ps session.ParentStat
-	if !pt.looked {
+	first := !pt.looked
+	if first {
 		v.kids, ps, err = p.look(pt)
 	} else {
 		v.kids, ps, err = p.read(pt, epoch)
@@ -706,6 +714,9 @@ func (p *participant) survey(pt *part, epoch uint64) (v view, err error) {
 	v.d = decide(pt.l.driver, v.kids, v.first, v.last)
 	if err := pt.check(v.d, v.first); err != nil {
 		return v, err
+	}
+	if first {
+		pt.l.queued.Store(!v.d.Holds) // how the next first look is sent ([participant.startLooks])
 	}
 	if v.d.Holds {
 		pt.token = ps.Pzxid
@@ -789,7 +800,7 @@ func (pt *part) check(d decision, first int) error {
 func (p *participant) look(pt *part) ([]Child, session.ParentStat, error) {
 	kids, ps, ok := p.prefetched(pt)
 	if !ok {
-		names, s, err := pt.l.fetch(p.c.s.Conn())
+		names, s, err := pt.l.fetch(p.c.s.Conn(), pt.watch)
 		if err != nil {
 			return nil, s, err // not looked: the next survey looks again, and checks the size
 		}
@@ -831,15 +842,20 @@ type fetched struct {
 	err   error
 }
 
-// fetch reads the children and stat of the lock path and, for a
-// semaphore, checks its recorded size, in parallel.
-func (l *Lock) fetch(zc session.Conn) ([]string, session.ParentStat, error) {
+// fetch reads the children and stat of the lock path, with a children
+// watch if watch is set, and, for a semaphore, checks its recorded size,
+// in parallel.
+func (l *Lock) fetch(zc session.Conn, watch bool) ([]string, session.ParentStat, error) {
 	var sized chan error
 	if l.size != nil || l.count != nil {
 		sized = make(chan error, 1)
 		go func() { sized <- l.checkSize(zc) }()
 	}
-	names, ps, err := zc.ChildrenStatW(l.path)
+	read := zc.ChildrenStat
+	if watch {
+		read = zc.ChildrenStatW
+	}
+	names, ps, err := read(l.path)
 	if sized != nil {
 		if serr := <-sized; err == nil {
 			err = serr
@@ -880,16 +896,16 @@ func (p *participant) prefetch(zc session.Conn, marker string) ([]<-chan fetched
 	for i, pt := range p.parts {
 		out := make(chan fetched, 1)
 		pres[i] = out
-		go func(l *Lock) {
+		go func(l *Lock, watch bool) {
 			select {
 			case <-sent:
 			case <-quit: // the create failed: nobody reads out
 				return
 			}
 			var f fetched
-			f.names, f.ps, f.err = l.fetch(zc)
+			f.names, f.ps, f.err = l.fetch(zc, watch)
 			out <- f
-		}(pt.l)
+		}(pt.l, pt.watch)
 	}
 	return pres, func() { stop(); close(quit) }
 }
@@ -933,10 +949,9 @@ func (p *participant) watchOwn(pt *part, epoch uint64) (session.Stat, error) {
 	return st, nil
 }
 
-// read gets the children of pt's path, in queue order, and its stat, and
-// leaves a children watch that covers our nodes once held (see
-// [participant.covers]). A participant on several paths also reads its
-// own node with a watch ([participant.watchOwn]) when it has none,
+// read gets the children of pt's path, in queue order, and its stat: the
+// read a waiter makes on waking. A participant on several paths also reads
+// its own node with a watch ([participant.watchOwn]) when it has none,
 // pipelined on the connection, so it costs no round trip. A semaphore's
 // size was checked by the first look; a read does not check it again.
 //
@@ -944,18 +959,41 @@ func (p *participant) watchOwn(pt *part, epoch uint64) (session.Stat, error) {
 // on a read that lists it, and learns that someone deleted it from that
 // read, on its next wake, or from the keeper, which checks waiters' nodes
 // at least every third of the session timeout ([session.Session.Waiting]).
+//
+// It leaves no children watch: such a watch would fire at the next create
+// or delete on the path, a notification to this session per handoff (with
+// 8 clients on one mutex, 3.0 notifications per handoff instead of 2.0),
+// and nothing waits for it. No exclusion depends on it: a waiter wakes on
+// its predecessor's data watch and holds only on a read that lists no
+// conflicting node ahead ([participant.token]). Its one use was to cover,
+// at no request, a node this read finds holding. Without it the node is
+// bare at the grant ([participant.covers] gives no Path), so
+// [session.Session.Grant] hands it to the keeper for a data watch of its
+// own once the lease is armAge old, as it does today when the next
+// participant's create spends the children watch, which on a contended
+// path comes within milliseconds. A node deleted before then ends its
+// lease within armAge of the grant (the keeper's getData finds it gone),
+// one deleted later at ZooKeeper's notice of its data watch. The cost: a
+// getData for a lease held longer than armAge after a wait that nobody
+// else's create or delete would have spent. TestDeletedHeldNodeEndsLease
+// ("held after a wait") fails if such a node is not watched.
 func (p *participant) read(pt *part, epoch uint64) ([]Child, session.ParentStat, error) {
-	p.startLook(pt)
-	owned := make(chan error, 1)
-	if pt.own == nil && !p.single() {
-		go func() {
-			_, err := p.watchOwn(pt, epoch)
-			owned <- err
-		}()
-	} else {
-		owned <- nil
+	p.endLook(pt) // this read sets no watch that could cover our nodes
+	zc := p.c.s.Conn()
+	if pt.own != nil || p.single() {
+		names, ps, err := zc.ChildrenStat(pt.l.path)
+		if err != nil {
+			return nil, ps, err
+		}
+		kids, err := p.parse(pt, names)
+		return kids, ps, err
 	}
-	names, ps, err := p.c.s.Conn().ChildrenStatW(pt.l.path)
+	owned := make(chan error, 1)
+	go func() {
+		_, err := p.watchOwn(pt, epoch)
+		owned <- err
+	}()
+	names, ps, err := zc.ChildrenStat(pt.l.path)
 	if oerr := <-owned; oerr != nil {
 		err = oerr // errRequeue (our node went with another session) comes first
 	}
@@ -1071,15 +1109,36 @@ func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease,
 	return leases, err
 }
 
-// startLooks records with the Client the first look of every part, before
-// it is sent: whether its children watch is still pending at the grant is
-// then known (see held.go). A downgrade does not look.
+// startLooks decides, for the first look of every part, whether it leaves
+// a children watch, and records with the Client each that does, before it
+// is sent: whether that watch is still pending at the grant is then known
+// (see held.go). A downgrade does not look.
+//
+// The watch serves one purpose: to cover, at no request, our nodes if this
+// look finds them holding (a lease on a free lock, most leases). If the
+// look finds us queued, it only costs a notification to this session at
+// the next create or delete on the path. Which it will be is not known when
+// it is sent (right behind the create), so it follows the lock's latest
+// first look (Lock.queued): on a contended lock, where the looks find the
+// participant queued, it is sent without one. Either way is safe: no
+// exclusion or token depends on the watch (see [participant.read]), and a
+// look without one that finds us holding leaves our nodes bare at the
+// grant ([participant.covers]), so the keeper sets a data watch of their
+// own once the lease is armAge old: a getData for a lease held that long,
+// and a node deleted before then ends its lease within armAge of the
+// grant. TestDeletedHeldNodeEndsLease ("held at once after a lock was
+// contended") fails if such a node is not watched.
 func (p *participant) startLooks() {
 	if p.req.node != "" {
 		return
 	}
 	for _, pt := range p.parts {
-		p.startLook(pt)
+		pt.watch = !pt.l.queued.Load()
+		if pt.watch {
+			p.startLook(pt)
+		} else {
+			p.endLook(pt)
+		}
 	}
 }
 
@@ -1099,7 +1158,10 @@ func (p *participant) endLook(pt *part) {
 
 // covers says, for each of our nodes in the order of groups, what watch
 // covers it: its own (the last node of a part, while its watch is set), or
-// the children watch of the part's last read.
+// the children watch of the part's last read, if that read left one (it is
+// recorded with the Client only then: [participant.startLooks],
+// [participant.read]); otherwise none, and the Client hands the node to the
+// keeper.
 func (p *participant) covers() []session.Cover {
 	var out []session.Cover
 	for _, pt := range p.parts {
@@ -1205,12 +1267,8 @@ func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w
 		// (quiet): a node on a path decided already is found then.
 		gone = nil
 	}
-	cases := make([]reflect.SelectCase, 0, len(w.paths)+4)
-	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Changed)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(gone)})
+	var buf [1]<-chan session.Event
+	watches := buf[:0]
 	for _, path := range w.paths {
 		s, ch, err := zc.GetW(path)
 		switch p.c.s.Classify(err) {
@@ -1222,40 +1280,65 @@ func (p *participant) wait(ctx context.Context, pt *part, st session.Snapshot, w
 				pt.seen = seenVersion{path, s.Version}
 				return nil
 			}
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+			watches = append(watches, ch)
 		case session.Permanent:
 			return err
 		default:
 			return nil // gone already, or the loop sorts out the session
 		}
 	}
+	var counted <-chan session.Event
 	if pt.l.count != nil {
 		ch, again, err := pt.l.count.watch(zc, &pt.counted)
 		if again || err != nil {
 			return err // decide again with the count just read
 		}
+		counted = ch
+	}
+	if len(watches) == 1 {
+		// The usual wait, on one node ahead: a plain select, which the
+		// waiter wakes from on every handoff (reflect.Select allocates).
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-st.Changed:
+		case ev := <-pt.own:
+			return pt.ownChanged(ev)
+		case <-gone:
+			return errRequeue
+		case <-watches[0]:
+		case <-counted: // the count changed: decide again
+		}
+		return nil
+	}
+	cases := make([]reflect.SelectCase, 0, len(watches)+5)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(st.Changed)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(pt.own)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(gone)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(counted)})
+	for _, ch := range watches {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 	}
 	chosen, v, _ := reflect.Select(cases)
-	if pt.l.count != nil && chosen == len(cases)-1 {
-		return nil // the count changed: decide again
-	}
 	switch chosen {
 	case 0:
 		return ctx.Err()
 	case 2:
-		return pt.ownChanged(v)
+		ev, _ := v.Interface().(session.Event)
+		return pt.ownChanged(ev)
 	case 3:
 		return errRequeue
 	}
-	return nil
+	return nil // a watched node or the count changed, or the session's state: decide again
 }
 
 // ownChanged handles our own node's watch: deleted means queue again;
 // anything else (a data change, the session's end) means read again.
-func (pt *part) ownChanged(v reflect.Value) error {
+func (pt *part) ownChanged(ev session.Event) error {
 	pt.own = nil
-	if ev, _ := v.Interface().(session.Event); session.Deleted(ev) {
+	if session.Deleted(ev) {
 		return errRequeue
 	}
 	return nil

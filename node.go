@@ -2,7 +2,7 @@ package zklock
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -260,18 +260,25 @@ func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 			kids = append(kids, ch)
 		}
 	}
-	sort.Slice(kids, func(i, j int) bool {
-		a, b := kids[i], kids[j]
+	// slices.SortFunc, not sort.Slice: no reflection, no allocation, on
+	// every read of every acquire.
+	slices.SortFunc(kids, func(a, b child) int {
 		if a.seq != b.seq {
-			return seqBefore(a.seq, b.seq)
+			if seqBefore(a.seq, b.seq) {
+				return -1
+			}
+			return 1
 		}
 		// Only a downgrade makes two nodes with one sequence: a reader
 		// (plain ephemeral) at its writer's place. It holds, so it sorts
 		// first, and everyone behind the writer is behind it too.
 		if (a.Kind == KindRead) != (b.Kind == KindRead) {
-			return a.Kind == KindRead
+			if a.Kind == KindRead {
+				return -1
+			}
+			return 1
 		}
-		return a.Name < b.Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	out := make([]Child, len(kids))
 	for i, k := range kids {

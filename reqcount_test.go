@@ -19,6 +19,7 @@ import (
 // and exists requests that leave a watch.
 type reqCounter struct {
 	replies atomic.Int64
+	events  atomic.Int64 // watch notifications read
 
 	mu      sync.Mutex
 	ops     map[int32]int64
@@ -75,13 +76,16 @@ func (rc *reqCounter) request(frame int, p []byte) {
 	}
 }
 
-// reply records a reply frame: xid int32, zxid int64, err int32, body.
+// reply records a reply frame: xid int32, zxid int64, err int32, body;
+// a watch notification has xid -1.
 func (rc *reqCounter) reply(frame int, p []byte) {
 	if frame == 0 || len(p) < 4 {
 		return // the ConnectResponse
 	}
 	switch int32(binary.BigEndian.Uint32(p)) {
-	case xidPing, xidWatchEvent:
+	case xidPing:
+	case xidWatchEvent:
+		rc.events.Add(1)
 	default:
 		rc.replies.Add(1)
 	}

@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zklock"
 )
@@ -42,13 +43,17 @@ func TestUncontendedAcquireRequests(t *testing.T) {
 // send, with the fencing token and its lease's watch included: create,
 // getChildren (sent right behind the create), a watch on its predecessor,
 // getChildren when that goes (whose stat gives the token), delete. No
-// read of its own node.
+// read of its own node, and one watch notification: no read leaves a
+// children watch that the next create or delete would fire.
 func TestHandoffRequests(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	holder := newMutex(t, connect(t), path)
 	var rc reqCounter
-	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial)), path)
+	// A long session timeout: its lease, granted by a read that leaves no
+	// watch, gets a watch of the keeper's own (a getData) only once it is
+	// a twentieth of that old, and the test releases it long before.
+	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial), zklock.WithSessionTimeout(time.Minute)), path)
 	watcher := connect(t)
 	ctx := ctxT(t)
 
@@ -64,7 +69,7 @@ func TestHandoffRequests(t *testing.T) {
 	for i := 0; i < cycles; i++ {
 		held, err := holder.Acquire(ctx)
 		must(t, err)
-		before := rc.snapshot()
+		before, events := rc.snapshot(), rc.events.Load()
 		ch := async(waiter.Acquire, ctx)
 		// Queued, its predecessor watched, nothing in flight.
 		eventually(t, func() bool {
@@ -80,6 +85,12 @@ func TestHandoffRequests(t *testing.T) {
 			t.Fatalf("cycle %d: the waiter read its own node with a watch %d times", i, n)
 		}
 		release(t, l)
+		// One notification: its predecessor's deletion. The reads leave
+		// no children watch (the first look leaves one only while the
+		// lock has not yet looked contended: in the first cycle).
+		if n := rc.events.Load() - events; i > 0 && n != 1 {
+			t.Fatalf("cycle %d: the waiter got %d watch notifications; want 1 (its predecessor's deletion)", i, n)
+		}
 		got := rc.snapshot().minus(before)
 		for op, n := range got {
 			if op != opMulti && n != want[op] {

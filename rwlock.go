@@ -30,9 +30,8 @@ func NewRWMutex(c *Client, path string, opts ...LockOption) (*RWMutex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zklock: new rwmutex: %w", err)
 	}
-	w := *r
-	w.driver = exclusiveDriver{KindWrite}
-	return &RWMutex{read: r, write: &w}, nil
+	w := &Lock{c: r.c, path: r.path, driver: exclusiveDriver{KindWrite}, data: r.data}
+	return &RWMutex{read: r, write: w}, nil
 }
 
 // ReadLock returns the read side: a lease held alongside other readers, as

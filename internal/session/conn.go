@@ -45,6 +45,9 @@ type Conn interface {
 	// node's lock), and leaves a children watch on it, whose Event only the
 	// connection's callback sees (see held.go).
 	ChildrenStatW(path string) ([]string, ParentStat, error)
+	// childrenStat is childrenStatW without the watch: a read whose
+	// decision no watch needs to follow costs no notification later.
+	ChildrenStat(path string) ([]string, ParentStat, error)
 	// get reads a node's data and stat.
 	Get(path string) ([]byte, Stat, error)
 	// getW reads a node's stat and leaves a watch on it, which fires once:
@@ -273,6 +276,14 @@ func (z zkConn) Children(path string) ([]string, error) {
 
 func (z zkConn) ChildrenStatW(path string) ([]string, ParentStat, error) {
 	names, st, _, err := z.c.ChildrenW(path)
+	if err != nil {
+		return nil, ParentStat{}, err
+	}
+	return names, ParentStat{Cversion: st.Cversion, NumChildren: st.NumChildren, Pzxid: st.Pzxid}, nil
+}
+
+func (z zkConn) ChildrenStat(path string) ([]string, ParentStat, error) {
+	names, st, err := z.c.Children(path)
 	if err != nil {
 		return nil, ParentStat{}, err
 	}

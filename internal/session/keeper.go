@@ -68,10 +68,15 @@ type keeper struct {
 	kick     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
+	// timer wakes the keeper from its sleep; set under c.mu only, by the
+	// keeper as it goes to sleep and by the Session while it sleeps
+	// ([Session.wakeByLocked]).
+	timer *time.Timer
 }
 
 func newKeeper(c *Session) *keeper {
-	k := &keeper{c: c, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	k := &keeper{c: c, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), timer: time.NewTimer(time.Hour)}
+	k.timer.Stop()
 	go k.run()
 	return k
 }
@@ -147,6 +152,7 @@ func (c *Session) keeperView() keeperView {
 
 func (k *keeper) run() {
 	defer close(k.done)
+	defer k.timer.Stop() // nobody sets it once the keeper is awake for good (sleep's defer)
 	for {
 		v := k.c.keeperView()
 		if v.closed {
@@ -262,7 +268,8 @@ func nextConfirmation(confirmed, deadline time.Time, t time.Duration) time.Time 
 	return next
 }
 
-// sleep waits until wake (forever if zero), a kick or a state change. It
+// sleep waits until wake (forever if zero, unless the Session sets the
+// timer meanwhile: [Session.wakeByLocked]), a kick or a state change. It
 // reports false once the keeper must stop. It does not sleep at all if
 // leases or waiting grew since v was read (see [Session.kickLocked]).
 func (k *keeper) sleep(wake time.Time, v keeperView) bool {
@@ -273,25 +280,29 @@ func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 		return true
 	}
 	c.keeperAsleep, c.keeperWake = true, wake
+	// A tick left from before is dropped (a timer's channel holds one with
+	// go.mod's go below 1.23); at worst one would only wake us early.
+	if !k.timer.Stop() {
+		select {
+		case <-k.timer.C:
+		default:
+		}
+	}
+	if !wake.IsZero() {
+		k.timer.Reset(time.Until(wake))
+	}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		c.keeperAsleep, c.keeperWake = false, time.Time{}
 		c.mu.Unlock()
 	}()
-	changed := v.changed
-	var timer <-chan time.Time
-	if !wake.IsZero() {
-		tm := time.NewTimer(time.Until(wake))
-		defer tm.Stop()
-		timer = tm.C
-	}
 	select {
 	case <-k.stop:
 		return false
 	case <-k.kick:
-	case <-changed:
-	case <-timer:
+	case <-v.changed:
+	case <-k.timer.C:
 	}
 	return true
 }
