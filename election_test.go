@@ -336,12 +336,7 @@ func TestParticipantsOfAnyPath(t *testing.T) {
 
 	semPath := lockPath(t)
 	s := newSem(t, c, semPath, 2)
-	var leases []*zklock.Lease
-	for i := 0; i < 2; i++ {
-		l, err := s.Acquire(ctxT(t))
-		must(t, err)
-		leases = append(leases, l)
-	}
+	leases := acquireN(t, s.Acquire, 2)
 	third := async(s.Acquire, ctxT(t))
 	queued(t, c, semPath, 3)
 	parts, err = zklock.Participants(ctxT(t), c, semPath)

@@ -258,6 +258,19 @@ func one(acquire func(context.Context) (*zklock.Lease, error)) func(context.Cont
 	}
 }
 
+// acquireN takes n leases, one acquire at a time; it fails tb on the
+// first error.
+func acquireN(tb testing.TB, acquire func(context.Context) (*zklock.Lease, error), n int) []*zklock.Lease {
+	tb.Helper()
+	var leases []*zklock.Lease
+	for i := 0; i < n; i++ {
+		l, err := acquire(ctxT(tb))
+		must(tb, err, "acquire %d of %d", i+1, n)
+		leases = append(leases, l)
+	}
+	return leases
+}
+
 // acquireAll acquires every mutex, 64 at a time, and returns their leases
 // in order; it fails tb on the first error.
 func acquireAll(tb testing.TB, ctx context.Context, mutexes []*zklock.Mutex) []*zklock.Lease {

@@ -314,12 +314,7 @@ func TestSemaphoreSizeCheckedAfterRequeue(t *testing.T) {
 	c := connect(t)
 	s3, err := zklock.NewSemaphore(connect(t), path, 3)
 	must(t, err)
-	var held []*zklock.Lease
-	for i := 0; i < 3; i++ {
-		l, err := s3.Acquire(ctxT(t))
-		must(t, err)
-		held = append(held, l)
-	}
+	held := acquireN(t, s3.Acquire, 3)
 	waiter := async(s3.Acquire, ctxT(t))
 	queued(t, c, path, 4)
 	pending(t, waiter)

@@ -250,6 +250,21 @@ func watchful(t *testing.T, replies ...[]byte) (*wire, *wireConn, *pipeConn) {
 	return w, c, p
 }
 
+// anchoredFirst is a session's first connection (watchful) on which the
+// anchor's exists request (xid 7) has had its reply, NONODE, read; the
+// server's next packet is a reply to xid 9.
+func anchoredFirst(t *testing.T) (*wire, *wireConn, *pipeConn) {
+	t.Helper()
+	w, c, p := watchful(t, reply(7, 901, -101), reply(9, 903, 0))
+	if _, err := c.Write(request(7, opExists, w.anchor.path)); err != nil {
+		t.Fatal(err)
+	}
+	if err := readPacket(c); err != nil {
+		t.Fatal(err)
+	}
+	return w, c, p
+}
+
 // getChildren2W is a getChildren2 request for path; watch sets its flag.
 func getChildren2W(xid int32, path string, watch bool) []byte {
 	b := request(xid, opGetChildren2, path)
@@ -338,13 +353,7 @@ func TestFirstWatchRuleOnlyForRegisteringReplies(t *testing.T) {
 // watch's reply, sendSetWatches read lastZxid before it: the connection
 // stays, and the anchor counts as ready on it once armed.
 func TestFirstWatchAfterSetWatchesKeepsTheConnection(t *testing.T) {
-	w, c, p := watchful(t, reply(7, 901, -101), reply(9, 903, 0))
-	if _, err := c.Write(request(7, opExists, w.anchor.path)); err != nil {
-		t.Fatal(err)
-	}
-	if err := readPacket(c); err != nil {
-		t.Fatal(err)
-	}
+	w, c, p := anchoredFirst(t)
 	if ready, _ := w.anchorReady(55); ready {
 		t.Fatal("ready on the connection the first-watch rule is to close")
 	}
@@ -458,13 +467,7 @@ func TestHeldReplyIsDroppedOnClose(t *testing.T) {
 // the connection does not make it count as ordered: Open must not return
 // on a connection that is closing, or its user's first requests fail.
 func TestClosingConnectionNeverOrdered(t *testing.T) {
-	w, c, p := watchful(t, reply(7, 901, -101), reply(9, 903, 0))
-	if _, err := c.Write(request(7, opExists, w.anchor.path)); err != nil {
-		t.Fatal(err)
-	}
-	if err := readPacket(c); err != nil {
-		t.Fatal(err)
-	}
+	w, c, p := anchoredFirst(t)
 	if err := readPacket(c); !errors.Is(err, errShut) || !p.closed {
 		t.Fatalf("the read after the anchor's reply: %v (closed %v), want errShut", err, p.closed)
 	}
