@@ -177,13 +177,7 @@ func TestConcurrentReleasesOnOneClient(t *testing.T) {
 			errs <- l.Release(ctx)
 		}(l)
 	}
-	released := make(chan struct{})
-	go func() { wg.Wait(); close(released) }()
-	select {
-	case <-released:
-	case <-time.After(long):
-		t.Fatal("the releases did not return")
-	}
+	waitGroup(t, &wg, "the releases did not return")
 	close(errs)
 	for err := range errs {
 		must(t, err, "release")
@@ -219,13 +213,7 @@ func TestCancelledReleasesDoNotStallTheQueue(t *testing.T) {
 			_ = l.Release(rctx) // nil, or the context's error; the node goes either way
 		}(l)
 	}
-	released := make(chan struct{})
-	go func() { wg.Wait(); close(released) }()
-	select {
-	case <-released:
-	case <-time.After(long):
-		t.Fatal("the releases did not return: the queue stalled")
-	}
+	waitGroup(t, &wg, "the releases did not return: the queue stalled")
 	for i, l := range leases {
 		node := l.Node()
 		eventually(t, func() bool { ok, _, err := other.Conn().Exists(node); return err == nil && !ok },

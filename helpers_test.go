@@ -258,6 +258,19 @@ func one(acquire func(context.Context) (*zklock.Lease, error)) func(context.Cont
 	}
 }
 
+// waitGroup waits for wg, and fails t with what if it does not finish
+// in time.
+func waitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(long):
+		t.Fatal(what)
+	}
+}
+
 // acquireN takes n leases, one acquire at a time; it fails tb on the
 // first error.
 func acquireN(tb testing.TB, acquire func(context.Context) (*zklock.Lease, error), n int) []*zklock.Lease {

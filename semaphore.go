@@ -71,11 +71,7 @@ func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*S
 // layout), or its node's czxid (kazoo's).
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 	if s.layout != LayoutZklock {
-		leases, err := s.layoutAcquire(ctx, "acquire", 1, false)
-		if err != nil {
-			return nil, err
-		}
-		return leases[0], nil
+		return s.layoutAcquireOne(ctx, "acquire", false)
 	}
 	return s.lock.Acquire(ctx)
 }
@@ -86,13 +82,18 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 // behind.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 	if s.layout != LayoutZklock {
-		leases, err := s.layoutAcquire(ctx, "try acquire", 1, true)
-		if err != nil {
-			return nil, err
-		}
-		return leases[0], nil
+		return s.layoutAcquireOne(ctx, "try acquire", true)
 	}
 	return s.lock.TryAcquire(ctx)
+}
+
+// layoutAcquireOne is layoutAcquire for one lease.
+func (s *Semaphore) layoutAcquireOne(ctx context.Context, op string, try bool) (*Lease, error) {
+	leases, err := s.layoutAcquire(ctx, op, 1, try)
+	if err != nil {
+		return nil, err
+	}
+	return leases[0], nil
 }
 
 // AcquireN waits for n leases at once: all n, or none. The n nodes are
