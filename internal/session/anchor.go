@@ -258,6 +258,7 @@ func (c *wireConn) packetEnd() (hold bool) {
 // and whether the connection is gated or watchful.
 func (c *wireConn) handshake() {
 	r, w := &c.rd, c.w
+	c.shaken.Store(true) // no more bound (handshakeTimeout)
 	ms := int32(binary.BigEndian.Uint32(r.hdr[4:8]))
 	r.session = int64(binary.BigEndian.Uint64(r.hdr[8:16]))
 	w.mu.Lock()

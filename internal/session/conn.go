@@ -362,6 +362,10 @@ func (z zkLogger) Printf(format string, args ...any) {
 // go-zookeeper moves to another server.
 type wire struct {
 	dial zk.Dialer
+	// The session timeout asked for and the number of servers, for the
+	// handshake's bound (handshakeTimeout); zero: no bound.
+	requested time.Duration
+	servers   int
 
 	mu      sync.Mutex
 	cur     *wireConn
@@ -428,6 +432,11 @@ type wireConn struct {
 	sent  []time.Time // when packets went out, thinned to one per wireGrain, oldest first
 	timer *time.Timer // opens the gate should no setWatches come
 
+	// The handshake's bound (see handshakeTimeout): zero, or when the dial
+	// began plus the bound, until the connect response has been read.
+	handshakeBy time.Time
+	shaken      atomic.Bool
+
 	// Under w.mu: the gate and the first-watch rule (anchor.go).
 	session   int64      // named by the connect response
 	watchful  bool       // the first-watch rule applies
@@ -442,6 +451,7 @@ type wireConn struct {
 const wireGrain = 24
 
 func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
+	began := time.Now()
 	c, err := w.dial(network, addr, timeout)
 	if err != nil {
 		w.mu.Lock()
@@ -450,6 +460,9 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 		return nil, err
 	}
 	wc := newWireConn(c, w)
+	if d := w.handshakeTimeout(); d > 0 {
+		wc.handshakeBy = began.Add(d)
+	}
 	w.mu.Lock()
 	w.cur = wc
 	w.mu.Unlock()
@@ -458,6 +471,69 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 
 func newWireConn(c net.Conn, w *wire) *wireConn {
 	return &wireConn{Conn: c, w: w, gate: make(chan struct{}), closed: make(chan struct{}), quit: make(chan struct{})}
+}
+
+// minHandshake is the least handshakeTimeout: go-zookeeper gives the TCP
+// dial alone a second (zk.WithConnectTimeout's default).
+const minHandshake = time.Second
+
+// handshakeTimeout bounds a connection's dial and handshake together: the
+// session timeout (granted, else asked for) over the number of servers,
+// and at least minHandshake; as ZooKeeper's Java client does (ClientCnxn:
+// connectTimeout = sessionTimeout / hostProvider.size(), after which its
+// SendThread moves to the next server).
+//
+// go-zookeeper waits ten times two-thirds of the session timeout for a
+// connect response (Conn.authenticate), and a server can keep a connection
+// open without ever answering it: ZooKeeper 3.8 and 3.9 refuse a connect
+// request that comes while they start ("ZooKeeperServer not running"),
+// and the close then throws before it closes the socket
+// (ZooKeeperServer.removeCnxn reads a zkDb that startdata has not made
+// yet; ZOOKEEPER-5051); a paused server's kernel accepts connections its
+// process will not read. Waiting that out loses the session while other
+// servers could take it: a client that reconnects during a rolling
+// restart, to the server that just restarted, did.
+//
+// Giving a handshake up is safe: it only closes a connection on which no
+// session was granted (or none go-zookeeper heard of), and nothing is
+// held on it; go-zookeeper moves to the next server, where the session
+// is taken up or found expired as after any other dropped connection.
+func (w *wire) handshakeTimeout() time.Duration {
+	if w.requested <= 0 {
+		return 0
+	}
+	w.mu.Lock()
+	t := w.timeout
+	w.mu.Unlock()
+	if t <= 0 {
+		t = w.requested
+	}
+	return max(t/time.Duration(max(w.servers, 1)), minHandshake)
+}
+
+// handshakeDeadline is t, or the handshake's bound if that comes first
+// (a zero t, no deadline, comes last).
+func (c *wireConn) handshakeDeadline(t time.Time) time.Time {
+	if by := c.handshakeBy; !by.IsZero() && !c.shaken.Load() && (t.IsZero() || t.After(by)) {
+		return by
+	}
+	return t
+}
+
+// SetDeadline, SetReadDeadline and SetWriteDeadline bound the handshake
+// (see handshakeTimeout): go-zookeeper sets each deadline it wants before
+// it reads or writes, and clears the read deadline before it reads the
+// connect response's body.
+func (c *wireConn) SetDeadline(t time.Time) error {
+	return c.Conn.SetDeadline(c.handshakeDeadline(t))
+}
+
+func (c *wireConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.handshakeDeadline(t))
+}
+
+func (c *wireConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.handshakeDeadline(t))
 }
 
 func (c *wireConn) Write(p []byte) (int, error) {

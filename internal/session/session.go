@@ -115,7 +115,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		acl:         o.ACL,
 		log:         o.Logger,
 		newBackOff:  o.NewBackOff,
-		wire:        &wire{dial: o.Dialer, anchor: newAnchor()},
+		wire:        &wire{dial: o.Dialer, anchor: newAnchor(), requested: o.SessionTimeout, servers: len(o.Servers)},
 		lossOnDrop:  o.LossOnDrop,
 		hooks:       o.Hooks,
 		changed:     make(chan struct{}),
