@@ -115,7 +115,10 @@ func WithConfig(key, value string) Option {
 //
 // Stop keeps the data directory, and the sessions of clients that reconnect
 // within their timeout after Start. Start waits, like [Run], until the server
-// answers srvr, on the same [Container.ClientEndpoint].
+// answers srvr, on the same [Container.ClientEndpoint]. A client that
+// connects while the server starts can get a connection the server never
+// answers nor closes (ZOOKEEPER-5051); give plain go-zookeeper clients
+// [HandshakeDialer], or go-zookeeper waits out their sessions on it.
 type Container struct {
 	testcontainers.Container
 	endpoint string

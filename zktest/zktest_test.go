@@ -16,9 +16,13 @@ import (
 func TestMain(m *testing.M) { zktest.Main(m) }
 
 // connect opens a zk session on servers and waits until it is established.
+// Its handshakes are bounded (HandshakeDialer): a restarted server can
+// leave a connection made while it started unanswered (ZOOKEEPER-5051),
+// and go-zookeeper alone would wait out the session on it.
 func connect(t *testing.T, servers []string, sessionTimeout time.Duration) *zk.Conn {
 	t.Helper()
-	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false))
+	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false),
+		zk.WithDialer(zktest.HandshakeDialer(5*time.Second)))
 	require.NoError(t, err)
 	t.Cleanup(conn.Close)
 	require.Eventually(t, func() bool { return conn.State() == zk.StateHasSession },
