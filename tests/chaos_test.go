@@ -370,7 +370,11 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	root := lockPath(t)
 	mutexPath, rwPath, electionPath := root+"-mutex", root+"-rw", root+"-election"
 
-	observer, _, err := zk.Connect(plan.servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(chaosQuietLogger{}))
+	// The observer is a plain go-zookeeper client: bound its handshakes as
+	// ZooKeeper's Java client does, or a server restarted by the schedule
+	// can hold it on an unanswered connection (ZOOKEEPER-5051).
+	observer, _, err := zk.Connect(plan.servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(chaosQuietLogger{}),
+		zk.WithDialer(zktest.HandshakeDialer(10*time.Second/time.Duration(len(plan.servers)))))
 	require.NoError(t, err)
 	defer observer.Close()
 	// The election's path is a persistent node, not the container zklock
