@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log"
 	"sync"
@@ -61,13 +62,34 @@ func faultyConn(t *testing.T, servers []string, timeout time.Duration) (*zk.Conn
 	return conn, f, st
 }
 
+// ephemeral creates an ephemeral node of conn's current session and
+// returns its path. A short session's connection can drop under load (its
+// reads time out after two-thirds of the timeout): a create that fails
+// with the connection is made again under a new name, once the session is
+// back, and the node returned is checked to be the session's.
 func ephemeral(t *testing.T, conn *zk.Conn) string {
 	t.Helper()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	path, err := conn.Create("/"+t.Name()+"-"+hex.EncodeToString(b[:]), nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-	require.NoError(t, err)
-	return path
+	for range 5 {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		path, err := conn.Create("/"+t.Name()+"-"+hex.EncodeToString(b[:]), nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		if errors.Is(err, zk.ErrConnectionClosed) {
+			require.Eventually(t, func() bool { return conn.State() == zk.StateHasSession },
+				30*time.Second, 10*time.Millisecond, "no session again")
+			continue
+		}
+		require.NoError(t, err)
+		ok, st, err := conn.Exists(path)
+		if errors.Is(err, zk.ErrConnectionClosed) {
+			continue
+		}
+		require.NoError(t, err)
+		if ok && st.EphemeralOwner == conn.SessionID() {
+			return path
+		}
+	}
+	require.FailNow(t, "no ephemeral node of the current session in 5 tries")
+	return ""
 }
 
 func exists(t *testing.T, conn *zk.Conn, path string) bool {
