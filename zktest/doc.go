@@ -86,6 +86,19 @@
 //		require.NoError(t, zkc.Unpause(t.Context()))
 //	}
 //
+// # Clients across restarts
+//
+// ZooKeeper 3.8 and 3.9 can leave a connection made while the server starts
+// open and unanswered (ZOOKEEPER-5051), and a paused server answers none;
+// go-zookeeper waits ten times two-thirds of the session timeout for a
+// handshake, so a plain go-zookeeper client that reconnects at the wrong
+// moment of a [Container.Stop] and Start, or of an [Ensemble.Restart], can
+// lose its session. Give such clients [HandshakeDialer]; zklock's Client
+// bounds its handshakes itself.
+//
+//	conn, _, err := zk.Connect(zkc.Servers(), 10*time.Second,
+//		zk.WithDialer(zktest.HandshakeDialer(5*time.Second)))
+//
 // # Faults without Docker
 //
 // [Faults] breaks a single client's connections instead of the server: it
