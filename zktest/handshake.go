@@ -10,7 +10,7 @@ import (
 
 // HandshakeDialer returns a dialer for go-zookeeper (zk.WithDialer) that
 // gives a connection up when the server has sent nothing within timeout of
-// the dial: go-zookeeper then dials again, or moves to the next server.
+// its being established: go-zookeeper then dials again, or moves to the next server.
 // ZooKeeper's Java client allows the session timeout over the number of
 // servers; a timeout of zero or less bounds nothing.
 //
@@ -24,12 +24,11 @@ import (
 // it is unpaused. zklock's Client bounds its handshakes itself.
 func HandshakeDialer(timeout time.Duration) zk.Dialer {
 	return func(network, addr string, dialTimeout time.Duration) (net.Conn, error) {
-		began := time.Now()
 		c, err := net.DialTimeout(network, addr, dialTimeout)
 		if err != nil || timeout <= 0 {
 			return c, err
 		}
-		return &handshakeConn{Conn: c, by: began.Add(timeout)}, nil
+		return &handshakeConn{Conn: c, by: time.Now().Add(timeout)}, nil
 	}
 }
 

@@ -433,7 +433,7 @@ type wireConn struct {
 	timer *time.Timer // opens the gate should no setWatches come
 
 	// The handshake's bound (see handshakeTimeout): zero, or when the dial
-	// began plus the bound, until the connect response has been read.
+	// returned plus the bound, until the connect response has been read.
 	handshakeBy time.Time
 	shaken      atomic.Bool
 
@@ -451,7 +451,6 @@ type wireConn struct {
 const wireGrain = 24
 
 func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
-	began := time.Now()
 	c, err := w.dial(network, addr, timeout)
 	if err != nil {
 		w.mu.Lock()
@@ -461,7 +460,7 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 	}
 	wc := newWireConn(c, w)
 	if d := w.handshakeTimeout(); d > 0 {
-		wc.handshakeBy = began.Add(d)
+		wc.handshakeBy = time.Now().Add(d)
 	}
 	w.mu.Lock()
 	w.cur = wc
@@ -477,11 +476,13 @@ func newWireConn(c net.Conn, w *wire) *wireConn {
 // dial alone a second (zk.WithConnectTimeout's default).
 const minHandshake = time.Second
 
-// handshakeTimeout bounds a connection's dial and handshake together: the
-// session timeout (granted, else asked for) over the number of servers,
-// and at least minHandshake; as ZooKeeper's Java client does (ClientCnxn:
-// connectTimeout = sessionTimeout / hostProvider.size(), after which its
-// SendThread moves to the next server).
+// handshakeTimeout bounds a connection's handshake, from when its dial
+// returned (the dial has go-zookeeper's own timeout, and a TLS dialer's
+// handshake is the dialer's): the session timeout (granted, else asked
+// for) over the number of servers, and at least minHandshake; as
+// ZooKeeper's Java client does (ClientCnxn: connectTimeout =
+// sessionTimeout / hostProvider.size(), after which its SendThread moves
+// to the next server).
 //
 // go-zookeeper waits ten times two-thirds of the session timeout for a
 // connect response (Conn.authenticate), and a server can keep a connection

@@ -169,7 +169,7 @@ func (d *deadlineConn) SetDeadline(t time.Time) error {
 }
 
 // A handshake is bounded by the session timeout over the number of
-// servers, from the dial, as in ZooKeeper's Java client, and at least
+// servers, from when the dial returned, as in ZooKeeper's Java client, and at least
 // minHandshake; go-zookeeper's own deadlines (ten times two-thirds of the
 // session timeout, or none) are cut to it until the connect response has
 // been read, and pass untouched after.
