@@ -61,14 +61,28 @@ func feed(c *wireConn, b []byte, chunk int) bool {
 	return hold
 }
 
+// connecting makes a connection of w on nc and writes its connect request,
+// as go-zookeeper's authenticate does first.
+func connecting(t *testing.T, w *wire, nc net.Conn) *wireConn {
+	t.Helper()
+	c := newWireConn(nc, w)
+	sendConnect(t, c)
+	return c
+}
+
+// sendConnect writes a connect request on c.
+func sendConnect(t *testing.T, c *wireConn) {
+	t.Helper()
+	if _, err := c.Write(make([]byte, 48)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func gated(t *testing.T, session int64) (*wire, *wireConn) {
 	t.Helper()
 	w := &wire{anchor: newAnchor()}
 	w.anchor.armed = 42
-	c := newWireConn(nopConn{}, w)
-	if _, err := c.Write(make([]byte, 48)); err != nil { // the connect request
-		t.Fatal(err)
-	}
+	c := connecting(t, w, nopConn{})
 	if feed(c, connectResponse(4000, session), 7) {
 		t.Fatal("the connect response must never wait")
 	}
@@ -241,9 +255,7 @@ func watchful(t *testing.T, replies ...[]byte) (*wire, *wireConn, *pipeConn) {
 	}
 	c := newWireConn(p, w)
 	w.cur = c
-	if _, err := c.Write(make([]byte, 48)); err != nil { // the connect request
-		t.Fatal(err)
-	}
+	sendConnect(t, c)
 	if err := readPacket(c); err != nil {
 		t.Fatal(err)
 	}
@@ -312,10 +324,7 @@ func TestFirstWatchClosesTheConnection(t *testing.T) {
 	// The next connection of the session starts with that watch in its
 	// table: it sends setWatches, so it is gated, although the anchor is
 	// not armed.
-	next := newWireConn(nopConn{}, w)
-	if _, err := next.Write(make([]byte, 48)); err != nil {
-		t.Fatal(err)
-	}
+	next := connecting(t, w, nopConn{})
 	feed(next, connectResponse(4000, 55), 64)
 	if !feed(next, reply(12, 950, 0), 64) {
 		t.Fatal("the connection after the first-watch rule's close is not gated")
@@ -375,10 +384,7 @@ func TestFirstWatchRuleOnlyOnWatchfulConnections(t *testing.T) {
 	w := &wire{anchor: newAnchor()}
 	w.anchor.given = 55
 	p := &pipeConn{data: append(connectResponse(4000, 55), append(reply(7, 901, 0), reply(8, 902, 0)...)...)}
-	c := newWireConn(p, w)
-	if _, err := c.Write(make([]byte, 48)); err != nil {
-		t.Fatal(err)
-	}
+	c := connecting(t, w, p)
 	for i := 0; i < 3; i++ {
 		if i > 0 {
 			if _, err := c.Write(getChildren2W(int32(6+i), "/a", true)); err != nil {
@@ -438,10 +444,7 @@ func TestHeldReplyIsDroppedOnClose(t *testing.T) {
 	w := &wire{anchor: newAnchor()}
 	w.anchor.armed = 42
 	p := &pipeConn{data: append(connectResponse(4000, 42), append(reply(7, 901, 0), reply(8, 902, 0)...)...)}
-	c := newWireConn(p, w)
-	if _, err := c.Write(make([]byte, 48)); err != nil {
-		t.Fatal(err)
-	}
+	c := connecting(t, w, p)
 	if err := readPacket(c); err != nil {
 		t.Fatal(err)
 	}
@@ -486,10 +489,7 @@ func TestHeldReplyIsDroppedAfterCloseRequest(t *testing.T) {
 	w := &wire{anchor: newAnchor()}
 	w.anchor.armed = 42
 	p := &pipeConn{data: append(connectResponse(4000, 42), reply(7, 901, 0)...)}
-	c := newWireConn(p, w)
-	if _, err := c.Write(make([]byte, 48)); err != nil {
-		t.Fatal(err)
-	}
+	c := connecting(t, w, p)
 	if err := readPacket(c); err != nil {
 		t.Fatal(err)
 	}
@@ -525,10 +525,7 @@ func (h *writeHookConn) Write(p []byte) (int, error) {
 func TestRequestNotedBeforeItsReply(t *testing.T) {
 	w := &wire{anchor: newAnchor()}
 	h := &writeHookConn{pipeConn: pipeConn{data: append(connectResponse(4000, 55), append(reply(7, 901, -101), reply(8, 902, 0)...)...)}}
-	c := newWireConn(h, w)
-	if _, err := c.Write(make([]byte, 48)); err != nil {
-		t.Fatal(err)
-	}
+	c := connecting(t, w, h)
 	if err := readPacket(c); err != nil {
 		t.Fatal(err)
 	}
