@@ -72,15 +72,18 @@ func (l *Hold) ValidUntil() time.Time {
 	return deadline
 }
 
-// Release ends the lease and deletes its nodes, retrying connection errors
-// with backoff until ctx is done. The lease counts as ended (Done is
-// closed) before the nodes are deleted, so it never outlives them. If ctx
-// ends before they are deleted, the janitor keeps deleting them in the
-// background, while the session lasts.
+// Release ends the lease and deletes its nodes, each whatever becomes of
+// the others, retrying connection errors with backoff until ctx is done.
+// The lease counts as ended (Done is closed) before the nodes are deleted,
+// so it never outlives them. If ctx ends before they are deleted, the
+// janitor keeps deleting them in the background, while the session lasts.
 //
-// It returns nil, or, if the lease had been lost already, an error
+// It returns nil; or, if the lease had been lost already, an error
 // wrapping the reason (the janitor deletes its nodes, if the session still
-// has them). A second call returns ErrReleased.
+// has them); or, if a node cannot be deleted for good (no auth, a bad
+// ACL), a *NodeError naming the first such node, which stays until the
+// session ends, while every other node is deleted. A second call returns
+// ErrReleased.
 func (l *Hold) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
@@ -104,15 +107,11 @@ func (l *Hold) Release(ctx context.Context) error {
 	}
 	l.s.released(l)
 
-	err := l.s.deleteReleased(ctx, l.nodes, l.session)
-	switch o := l.s.Classify(err); {
-	case o == Done || o == Closing:
-		return nil
-	case o == Retry || ctx.Err() != nil:
-		l.s.Discard(Job{Nodes: l.nodes, Session: l.session})
-		return nil
+	d := l.s.deleteReleased(ctx, l.nodes, l.session)
+	if d.left != nil && l.s.Classify(d.retry) != Closing {
+		l.s.Discard(Job{Nodes: d.left, Session: l.session})
 	}
-	return err
+	return d.failed
 }
 
 // released forgets a lease that Release ended.
@@ -177,23 +176,22 @@ const maxReleaseBatch = 1000
 // deleteReleased deletes the nodes of a released lease, of session: with
 // a delete in flight it queues, and whoever's delete returns first sends
 // the queue as one multi-operation. A batch that fails in any way (a node
-// already gone, a connection lost) is not retried as one: each Release
-// then deletes its own nodes, with retries, as when alone.
-func (c *Session) deleteReleased(ctx context.Context, nodes []string, session int64) error {
-	alone := func() error {
-		return c.Retry(ctx, func(zc Conn) error { return deleteAllOwned(zc, nodes, session) })
-	}
+// already gone or not ours to delete, a connection lost) is not retried as
+// one: each Release then deletes its own nodes, with retries, as when
+// alone, so one lease's node that cannot be deleted never keeps another
+// lease's in place.
+func (c *Session) deleteReleased(ctx context.Context, nodes []string, session int64) deletion {
 	if len(nodes) > maxReleaseBatch {
-		return alone()
+		return c.deleteRetried(ctx, nodes, session)
 	}
 	r := &c.releases
 	r.mu.Lock()
 	if !r.busy {
 		r.busy = true
 		r.mu.Unlock()
-		err := alone()
+		d := c.deleteRetried(ctx, nodes, session)
 		c.nextReleases()
-		return err
+		return d
 	}
 	me := &releaseReq{nodes: nodes, session: session, res: make(chan releaseRes, 1)}
 	r.pending = append(r.pending, me)
@@ -203,15 +201,36 @@ func (c *Session) deleteReleased(ctx context.Context, nodes []string, session in
 	case res = <-me.res:
 	case <-ctx.Done():
 		c.leave(me)
-		return ctx.Err() // Release hands our nodes to the janitor
+		return deletion{left: nodes, retry: ctx.Err()} // Release hands our nodes to the janitor
 	}
 	if res.lead != nil {
 		res = c.sendReleases(res.lead, me)
 	}
 	if res.batched {
-		return nil
+		return deletion{}
 	}
-	return alone()
+	return c.deleteRetried(ctx, nodes, session)
+}
+
+// deleteRetried deletes nodes of session as deleteAllOwned does, trying
+// those left by a connection error again, with backoff, until ctx is done.
+// Only ctx or the Session's close ends those retries: what is then left,
+// the caller hands to the janitor.
+func (c *Session) deleteRetried(ctx context.Context, nodes []string, session int64) deletion {
+	var failed error
+	left := nodes
+	err := c.Retry(ctx, func(zc Conn) error {
+		d := c.deleteAllOwned(zc, left, session)
+		left = d.left
+		if failed == nil {
+			failed = d.failed
+		}
+		return d.retry
+	})
+	if err == nil {
+		left = nil
+	}
+	return deletion{left: left, retry: err, failed: failed}
 }
 
 // leave takes a queued Release whose ctx ended out of the running for the

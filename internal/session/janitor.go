@@ -48,12 +48,12 @@ func (j *janitor) discard(jb Job) {
 		return
 	}
 	if j.c.State().Connected {
-		switch err := j.delete(jb); j.c.Classify(err) {
-		case Done, Closing:
-			return
-		case Permanent, Gone:
-			j.c.log.Warn("zklock: delete abandoned node", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err)
-			return
+		d := j.delete(jb)
+		if d.retry == nil || j.c.Classify(d.retry) == Closing {
+			return // what failed for good was logged
+		}
+		if d.left != nil {
+			jb = Job{Nodes: d.left, Session: jb.Session}
 		}
 	}
 	j.enqueue(jb)
@@ -101,17 +101,17 @@ func (j *janitor) run() {
 			}
 			continue
 		}
-		err := j.delete(jb)
-		if j.settle(jb, err) {
+		d := j.delete(jb)
+		if j.settle(d) {
 			b = nil
 			continue
 		}
 		if b == nil {
 			b = j.c.newBackOff()
 		}
-		d := b.NextBackOff()
-		j.c.log.Warn("zklock: cleanup will retry", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err, "in", d)
-		if !j.pause(d) {
+		wait := b.NextBackOff()
+		j.c.log.Warn("zklock: cleanup will retry", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", d.retry, "in", wait)
+		if !j.pause(wait) {
 			return
 		}
 	}
@@ -142,22 +142,24 @@ func (j *janitor) idle() bool {
 	}
 }
 
-// settle drops the oldest job if the delete's err says it is done, or
-// that trying again cannot help (logged), and reports that it did.
-func (j *janitor) settle(jb Job, err error) bool {
-	o := j.c.Classify(err)
-	if o == Retry {
-		return false
-	}
-	if o != Done && o != Closing {
-		j.c.log.Warn("zklock: cleanup gave up", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", err)
-	}
+// settle drops the oldest job if the delete d says it is done (what
+// failed for good was logged and is nobody's to retry), or keeps only the
+// nodes left to try again, and reports whether it dropped it.
+func (j *janitor) settle(d deletion) bool {
+	done := d.retry == nil || j.c.Classify(d.retry) == Closing
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if len(j.jobs) > 0 { // only close empties the queue otherwise
-		j.jobs = j.jobs[1:]
+	if len(j.jobs) == 0 { // only close empties the queue otherwise
+		return true
 	}
-	return true
+	if done {
+		j.jobs = j.jobs[1:]
+		return true
+	}
+	if d.left != nil { // else a prefix job whose listing failed: as it was
+		j.jobs[0] = Job{Nodes: d.left, Session: j.jobs[0].Session}
+	}
+	return false
 }
 
 // pause waits d (a second if the backoff says stop), or until the janitor
@@ -177,21 +179,25 @@ func (j *janitor) pause(d time.Duration) bool {
 }
 
 // delete deletes the nodes of jb, finding them first if it names them by
-// prefix. It returns nil once they are gone, or gone with their session.
-func (j *janitor) delete(jb Job) error {
+// prefix.
+func (j *janitor) delete(jb Job) deletion {
 	zc := j.c.Conn()
 	if zc.SessionID() != jb.Session {
-		return nil // the server deleted them when the session ended
+		return deletion{} // the server deleted them when the session ended
 	}
 	nodes := jb.Nodes
 	if jb.Prefix != "" {
 		_ = zc.Sync(jb.Parent) // see what the leader has
 		names, err := zc.Children(jb.Parent)
-		if j.c.Classify(err) == Gone {
-			return nil
-		}
-		if err != nil {
-			return err
+		switch j.c.Classify(err) {
+		case Done:
+		case Gone:
+			return deletion{}
+		case Retry, Closing:
+			return deletion{retry: err} // try the whole job again
+		default:
+			j.c.log.Warn("zklock: cleanup gave up", "parent", jb.Parent, "prefix", jb.Prefix, "err", err)
+			return deletion{failed: err}
 		}
 		nodes = nil
 		for _, n := range names {
@@ -200,37 +206,80 @@ func (j *janitor) delete(jb Job) error {
 			}
 		}
 	}
-	return deleteOwned(zc, nodes, jb.Session)
+	return j.c.deleteOwned(zc, nodes, jb.Session)
 }
+
+// deletion is what deleting a set of nodes left behind.
+type deletion struct {
+	// left: nodes not deleted for a reason that may pass (the connection
+	// dropped): to be tried again, while their session lasts.
+	left []string
+	// retry is the error of the first of left.
+	retry error
+	// failed is the first node that cannot be deleted, whatever is tried
+	// (no auth, a bad ACL): a *NodeError naming it. Such a node stays
+	// the session's until the session ends; nobody tries it again.
+	failed error
+}
+
+// err is the deletion's outcome as one error: the permanent failure
+// first, which is what a caller must be told, else why nodes are left.
+func (d deletion) err() error {
+	if d.failed != nil {
+		return d.failed
+	}
+	return d.retry
+}
+
+// NodeError is the failure to delete one node.
+type NodeError struct {
+	Node string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return "delete " + e.Node + ": " + e.Err.Error() }
+func (e *NodeError) Unwrap() error { return e.Err }
 
 // deleteAllOwned deletes nodes owned by session, in one multi-operation
 // when there are several, so that a [MultiLock] frees all its paths in one
-// transaction; if that fails (one is gone already, the connection dropped),
-// it deletes them one by one with deleteOwned.
-func deleteAllOwned(zc Conn, nodes []string, session int64) error {
+// transaction; if that fails (one is gone already, one may not be deleted,
+// the connection dropped), it deletes them one by one with deleteOwned.
+func (c *Session) deleteAllOwned(zc Conn, nodes []string, session int64) deletion {
 	if len(nodes) > 1 && zc.SessionID() == session && zc.DeleteAll(nodes) == nil {
-		return nil
+		return deletion{}
 	}
-	return deleteOwned(zc, nodes, session)
+	return c.deleteOwned(zc, nodes, session)
 }
 
-// deleteOwned deletes nodes owned by session. Nodes already gone, or gone
-// with their session, are fine.
-func deleteOwned(zc Conn, nodes []string, session int64) error {
+// deleteOwned deletes nodes owned by session, each one whatever becomes
+// of the others: a node that may not be deleted must not keep a lease's
+// other nodes (a MultiLock's other paths) locked until the session ends,
+// as Curator's InterProcessMultiLock.release releases every lock before it
+// throws the first failure. Nodes already gone, or gone with their
+// session, are fine. Each node that fails for good is logged, with why.
+func (c *Session) deleteOwned(zc Conn, nodes []string, session int64) deletion {
+	var d deletion
 	for _, n := range nodes {
 		if zc.SessionID() != session {
-			return nil // the server deleted them when the session ended
+			return deletion{failed: d.failed} // the server deleted the rest when the session ended
 		}
 		err := zc.Delete(n)
-		switch classify(err) { // Closing: the caller's Session.Classify sorts it out
+		switch classify(err) { // Closing too: the caller's Session.Classify sorts it out
 		case Done, Gone:
 			continue
-		case Retry:
-			if zc.SessionID() != session {
-				return nil
+		case Retry, Closing:
+			if zc.SessionID() == session {
+				d.left = append(d.left, n)
+				if d.retry == nil {
+					d.retry = err
+				}
 			}
+			continue
 		}
-		return err
+		c.log.Warn("zklock: node cannot be deleted; it stays until its session ends", "node", n, "err", err)
+		if d.failed == nil {
+			d.failed = &NodeError{Node: n, Err: err}
+		}
 	}
-	return nil
+	return d
 }
