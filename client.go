@@ -49,10 +49,10 @@ type Client struct {
 func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, error) {
 	o, err := connectOptions(ctx, servers, opts)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: connect: %w", err)
+		return nil, opError("connect", "", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("zklock: connect: %w", err)
+		return nil, opError("connect", "", err)
 	}
 	c := &Client{identity: defaultIdentity(), trace: o.trace}
 	if c.trace == nil {
@@ -74,7 +74,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		Hooks:          c.hooks(o.logger),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("zklock: connect %v: %w", o.servers, err)
+		return nil, opError("connect", strings.Join(o.servers, ","), err)
 	}
 	return c, nil
 }
@@ -145,7 +145,7 @@ func (c *Client) SessionID() int64 { return c.s.ID() }
 // live lease is lost with ErrClientClosed. Acquires under way return
 // ErrClientClosed. Close waits for the Client's goroutines to exit. Calling
 // Close again returns nil.
-func (c *Client) Close() error { return c.s.Close() }
+func (c *Client) Close() error { return opError("close", "", c.s.Close()) }
 
 // usable checks what every acquire needs before it makes a ZooKeeper call:
 // a context that is set and not done, and a Client that is not closed.

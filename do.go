@@ -3,7 +3,6 @@ package zklock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -20,7 +19,7 @@ const releaseTimeout = 30 * time.Second
 // not run and Do returns Acquire's error.
 func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error) error {
 	if l == nil || fn == nil {
-		return fmt.Errorf("zklock: do: %w", invalidf("nil locker or function"))
+		return opError("do", "", invalidf("nil locker or function"))
 	}
 	lease, err := l.Acquire(ctx)
 	if err != nil {
@@ -42,7 +41,11 @@ func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error) error
 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer rcancel()
-	return errors.Join(ferr, lease.Release(rctx))
+	rerr := lease.Release(rctx)
+	if ferr == nil {
+		return rerr // an *OpError, or nil
+	}
+	return errors.Join(ferr, rerr)
 }
 
 // leaseContext is fn's context in Do: a cancel-cause context whose Err first

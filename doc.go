@@ -50,9 +50,10 @@
 //
 // # Errors and cleanup
 //
-// Errors wrap one sentinel ([ErrInvalidArgument], [ErrLocked], ...), a
-// context error or a go-zookeeper error, under one prefix that says what and
-// where: "zklock: try acquire /locks/a: locked". Bad input fails before any
+// Every error a call returns is an [*OpError], whose cause wraps one
+// sentinel ([ErrInvalidArgument], [ErrLocked], ...), a context error or a
+// go-zookeeper error; it writes one prefix that says what and where:
+// "zklock: try acquire /locks/a: locked". Bad input fails before any
 // ZooKeeper call. An acquire that fails or is cancelled leaves no node: a
 // cleanup that does not depend on its context deletes it while the session
 // lives.

@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -43,7 +42,7 @@ func NewElection(c *Client, path string, opts ...LockOption) (*Election, error) 
 		err = invalidf("empty identity: a leader must say who it is (WithNodeData)")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("zklock: new election: %w", err)
+		return nil, opError("new election", path, err)
 	}
 	return &Election{l}, nil
 }
@@ -80,7 +79,7 @@ func (e *Election) Participants(ctx context.Context) ([]Participant, error) {
 // until the server deletes its node.
 func (e *Election) Leader(ctx context.Context) (Participant, error) {
 	fail := func(err error) (Participant, error) {
-		return Participant{}, fmt.Errorf("zklock: leader %s: %w", e.lock.path, err)
+		return Participant{}, opError("leader", e.lock.path, err)
 	}
 	if ctx == nil {
 		return fail(invalidf("nil context"))

@@ -145,11 +145,11 @@ func TestErrorText(t *testing.T) {
 	}
 	release(t, l)
 	err = l.Release(ctxT(t))
-	if want := "zklock: release " + l.Node() + ": lease released"; err == nil || err.Error() != want {
+	if want := "zklock: release " + path + ": " + l.Node() + ": lease released"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	_, err = zklock.NewMutex(nil, path)
-	if want := "zklock: new mutex: invalid argument: nil client"; err == nil || err.Error() != want {
+	if want := "zklock: new mutex " + path + ": invalid argument: nil client"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 	for _, s := range []error{zklock.ErrInvalidArgument, zklock.ErrLocked, zklock.ErrReleased,

@@ -7,10 +7,9 @@ import (
 	"github.com/zkrecipes/zklock/internal/session"
 )
 
-// Sentinel errors. Match them with [errors.Is]: every error zklock returns
-// wraps one of these, a context error, or a ZooKeeper error from
-// github.com/go-zookeeper/zk, under one prefix that says what and where:
-// "zklock: acquire /locks/a: locked".
+// Sentinel errors. Match them with [errors.Is]: every error zklock's calls
+// return is an [*OpError] whose cause wraps one of these, a context error,
+// or a ZooKeeper error from github.com/go-zookeeper/zk.
 var (
 	// ErrInvalidArgument reports bad input (a malformed path, maxLeases < 1,
 	// n out of range, a nil client, no servers...). It is returned before any
@@ -61,6 +60,65 @@ var (
 	// candidate, so nobody leads.
 	ErrNoLeader = errors.New("no leader")
 )
+
+// OpError is the error of every exported call of package zklock that
+// fails: what was being done, on which lock path, and why. The cause (Err)
+// is a sentinel above, a context's error or a ZooKeeper error from
+// github.com/go-zookeeper/zk, possibly wrapped with more detail; match it
+// with [errors.Is], and reach the OpError itself with [errors.As]:
+//
+//	var oe *zklock.OpError
+//	if errors.As(err, &oe) && errors.Is(oe, zklock.ErrLocked) {
+//		log.Printf("%s is busy", oe.Path)
+//	}
+//
+// Like [os.PathError], it writes the one "zklock: <op> <path>: " prefix,
+// so an error reads "zklock: try acquire /locks/a: locked".
+type OpError struct {
+	Op   string // "connect", "acquire", "release", "downgrade", "participants", "new mutex", ...
+	Path string // the lock path (a MultiLock's, comma-separated); "" where none
+	Node string // the znode concerned; "" where none
+	Err  error  // the cause
+}
+
+// Error returns "zklock: <op> <path>: <cause>". The node, when set, is
+// named by the cause's own words ("delete /a/_c_…-lock-0000000001: …"),
+// not repeated by the prefix.
+func (e *OpError) Error() string {
+	s := "zklock: " + e.Op
+	if e.Path != "" {
+		s += " " + e.Path
+	}
+	return s + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// opError returns err as the *OpError of op on path (nil if err is nil).
+// An *OpError from a call made on the way (a Semaphore's inner lock, a
+// Do's acquire) is returned as it is: its prefix already says what failed
+// and where.
+func opError(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if oe, ok := err.(*OpError); ok {
+		return oe
+	}
+	return &OpError{Op: op, Path: path, Err: err}
+}
+
+// nodeError is opError for a call on one node of path.
+func nodeError(op, path, node string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if oe, ok := err.(*OpError); ok {
+		return oe
+	}
+	return &OpError{Op: op, Path: path, Node: node, Err: err}
+}
 
 // invalidf returns an error wrapping ErrInvalidArgument.
 func invalidf(format string, args ...any) error {

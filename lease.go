@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -93,7 +92,7 @@ func (l *Lease) ValidUntil() time.Time { return l.h.ValidUntil() }
 // has it). A second call returns an error wrapping ErrReleased.
 func (l *Lease) Release(ctx context.Context) error {
 	if err := l.h.Release(ctx); err != nil {
-		return fmt.Errorf("zklock: release %s: %w", l.node, err)
+		return nodeError("release", l.meta.path, l.node, err)
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func (v sizeVersion) after(w sizeVersion) bool {
 func NewLock(c *Client, path string, d Driver, opts ...LockOption) (*Lock, error) {
 	l, err := newLock(c, path, d, opts)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: new lock: %w", err)
+		return nil, opError("new lock", path, err)
 	}
 	return l, nil
 }

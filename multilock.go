@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"fmt"
 	"strings"
 )
 
@@ -58,7 +57,7 @@ type MultiLock struct {
 func NewMultiLock(c *Client, paths []string, opts ...LockOption) (*MultiLock, error) {
 	m, err := newMultiLock(c, paths, opts)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: new multilock: %w", err)
+		return nil, opError("new multilock", strings.Join(paths, ","), err)
 	}
 	return m, nil
 }

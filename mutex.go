@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"fmt"
 )
 
 // Locker is what [Mutex], each side of [RWMutex], [Semaphore] and [Lock]
@@ -34,7 +33,7 @@ type Mutex struct{ lock *Lock }
 func NewMutex(c *Client, path string, opts ...LockOption) (*Mutex, error) {
 	l, err := newLock(c, path, exclusiveDriver{KindMutex}, opts)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: new mutex: %w", err)
+		return nil, opError("new mutex", path, err)
 	}
 	return &Mutex{l}, nil
 }

@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -14,7 +13,7 @@ import (
 // each in queue order. pick chooses the driver that applies to a child.
 func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Participant, error) {
 	fail := func(err error) ([]Participant, error) {
-		return nil, fmt.Errorf("zklock: participants %s: %w", l.path, err)
+		return nil, opError("participants", l.path, err)
 	}
 	if ctx == nil {
 		return fail(invalidf("nil context"))
@@ -74,7 +73,7 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 // prints. A path that does not exist has no participants.
 func Participants(ctx context.Context, c *Client, path string) ([]Participant, error) {
 	fail := func(err error) ([]Participant, error) {
-		return nil, fmt.Errorf("zklock: participants %s: %w", path, err)
+		return nil, opError("participants", path, err)
 	}
 	switch {
 	case ctx == nil:

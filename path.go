@@ -1,7 +1,6 @@
 package zklock
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -11,7 +10,7 @@ import (
 // connects (the zklock command does, for its PATH argument).
 func ValidatePath(path string) error {
 	if err := validatePath(path); err != nil {
-		return fmt.Errorf("zklock: %w", err)
+		return opError("validate path", path, err)
 	}
 	return nil
 }

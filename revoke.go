@@ -25,7 +25,7 @@ var revokeMessage = []byte("__REVOKE__")
 // zk.ErrNoNode. A nil Client or a malformed path fails with
 // ErrInvalidArgument before any ZooKeeper call.
 func Revoke(ctx context.Context, c *Client, node string) error {
-	fail := func(err error) error { return fmt.Errorf("zklock: revoke %s: %w", node, err) }
+	fail := func(err error) error { return nodeError("revoke", "", node, err) }
 	switch {
 	case ctx == nil:
 		return fail(invalidf("nil context"))

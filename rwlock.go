@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"fmt"
 	"strings"
 )
 
@@ -28,7 +27,7 @@ type RWMutex struct {
 func NewRWMutex(c *Client, path string, opts ...LockOption) (*RWMutex, error) {
 	r, err := newLock(c, path, readDriver{}, opts)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: new rwmutex: %w", err)
+		return nil, opError("new rwmutex", path, err)
 	}
 	w := &Lock{c: r.c, path: r.path, driver: exclusiveDriver{KindWrite}, data: r.data}
 	return &RWMutex{read: r, write: w}, nil
@@ -76,7 +75,7 @@ func (rw *RWMutex) Participants(ctx context.Context) ([]Participant, error) {
 func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) {
 	path := rw.write.path
 	fail := func(err error) (*Lease, error) {
-		return nil, fmt.Errorf("zklock: downgrade %s: %w", path, err)
+		return nil, opError("downgrade", path, err)
 	}
 	if ctx == nil {
 		return fail(invalidf("nil context"))

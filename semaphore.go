@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strconv"
 )
@@ -48,17 +47,17 @@ type Semaphore struct {
 // [WithSharedCount], maxLeases is the count's seed.
 func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*Semaphore, error) {
 	if maxLeases < 1 || maxLeases > math.MaxInt32 {
-		return nil, fmt.Errorf("zklock: new semaphore: %w", invalidf("maxLeases %d is out of range [1, %d]", maxLeases, math.MaxInt32))
+		return nil, opError("new semaphore", path, invalidf("maxLeases %d is out of range [1, %d]", maxLeases, math.MaxInt32))
 	}
 	l, err := newLock(c, path, semaphoreDriver{maxLeases}, opts)
 	if err != nil {
-		return nil, fmt.Errorf("zklock: new semaphore: %w", err)
+		return nil, opError("new semaphore", path, err)
 	}
 	l.refuse = foreignSemaphore
 	l.size = []byte(strconv.Itoa(maxLeases))
 	s := &Semaphore{lock: l, max: maxLeases}
 	if err := s.layoutLocks(semOptionsOf(opts), maxLeases); err != nil {
-		return nil, fmt.Errorf("zklock: new semaphore: %w", err)
+		return nil, opError("new semaphore", path, err)
 	}
 	return s, nil
 }
@@ -118,7 +117,7 @@ func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
 
 func (s *Semaphore) acquireN(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
 	if err := s.checkN(n); err != nil {
-		return nil, fmt.Errorf("zklock: %s %s: %w", op, s.lock.path, err)
+		return nil, opError(op, s.lock.path, err)
 	}
 	if s.layout != LayoutZklock {
 		return s.layoutAcquire(ctx, op, n, try)

@@ -240,7 +240,7 @@ func (s *Semaphore) refuseNames(names []string) error {
 // loss; whatever we created meanwhile is deleted by the engine's cleanup.
 func (s *Semaphore) layoutAcquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
 	path, c := s.lock.path, s.lock.c
-	fail := func(err error) ([]*Lease, error) { return nil, fmt.Errorf("zklock: %s %s: %w", op, path, err) }
+	fail := func(err error) ([]*Lease, error) { return nil, opError(op, path, err) }
 	if err := c.usable(ctx); err != nil {
 		return fail(err)
 	}
@@ -263,7 +263,7 @@ func (s *Semaphore) layoutAcquire(ctx context.Context, op string, n int, try boo
 			inner, err = s.inner.Acquire(ctx)
 		}
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 		leases, err := s.underInner(ctx, op, n, try, inner)
 		// Bounded: past it the janitor deletes the node in the background
@@ -273,11 +273,17 @@ func (s *Semaphore) layoutAcquire(ctx context.Context, op string, n int, try boo
 			c.s.Log().Debug("zklock: release the semaphore's inner lock", "node", inner.Node(), "err", rerr)
 		}
 		cancel()
-		if errors.Is(err, errInnerLost) && ctx.Err() == nil {
-			c.s.Log().Debug("zklock: semaphore's inner lock lost while waiting; again", "path", path)
-			continue
+		if errors.Is(err, errInnerLost) {
+			if ctx.Err() == nil {
+				c.s.Log().Debug("zklock: semaphore's inner lock lost while waiting; again", "path", path)
+				continue
+			}
+			err = ctx.Err()
 		}
-		return leases, err
+		if err != nil {
+			return fail(err)
+		}
+		return leases, nil
 	}
 }
 
@@ -344,28 +350,28 @@ func (s *Semaphore) kazooLease(ctx context.Context, op string, try bool, inner *
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("zklock: %s %s: %w", op, path, err)
+			return nil, opError(op, path, err)
 		}
 		if err := s.refuseNames(names); err != nil {
-			return nil, fmt.Errorf("zklock: %s %s: %w", op, path, err)
+			return nil, opError(op, path, err)
 		}
 		if len(names) < s.max {
 			id, err := newID()
 			if err != nil {
-				return nil, fmt.Errorf("zklock: %s %s: %w", op, path, err)
+				return nil, opError(op, path, err)
 			}
 			id = kazooID(id)
 			r := request{locks: []*Lock{s.leases}, n: 1, id: id, session: inner.h.Session(), node: path + "/" + id}
 			return acquire(ctx, op, path, r)
 		}
 		if try {
-			return nil, fmt.Errorf("zklock: %s %s: %w", op, path, ErrLocked)
+			return nil, opError(op, path, ErrLocked)
 		}
 		// A reconnect may have lost the watch (go-zookeeper only logs a
 		// failed re-registration): read again on every change of state.
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("zklock: %s %s: %w", op, path, ctx.Err())
+			return nil, opError(op, path, ctx.Err())
 		case <-ch:
 		case <-st.Changed:
 		}
@@ -381,7 +387,7 @@ func (s *Semaphore) layoutParticipants(ctx context.Context) ([]Participant, erro
 	}
 	path, c := s.lock.path, s.lock.c
 	fail := func(err error) ([]Participant, error) {
-		return nil, fmt.Errorf("zklock: participants %s: %w", path, err)
+		return nil, opError("participants", path, err)
 	}
 	if ctx == nil {
 		return fail(invalidf("nil context"))

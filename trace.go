@@ -1,7 +1,6 @@
 package zklock
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -159,7 +158,7 @@ func (p *participant) acquired(leases []*Lease) {
 // failed reports a failed acquire and returns its error, wrapped with
 // what failed and where.
 func (p *participant) failed(op string, err error) error {
-	err = fmt.Errorf("zklock: %s %s: %w", op, p.what, err)
+	err = opError(op, p.what, err)
 	if f := p.c.trace.Failed; f != nil {
 		info := p.info(p.node, time.Now())
 		info.Err, info.Queued = err, p.waited

@@ -88,7 +88,7 @@ func (l *Hold) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
-		return ErrReleased
+		return fmt.Errorf("%s: %w", l.nodes[0], ErrReleased)
 	}
 	l.released = true
 	l.mu.Unlock()
@@ -103,7 +103,7 @@ func (l *Hold) Release(ctx context.Context) error {
 		}
 	}
 	if lost != nil {
-		return fmt.Errorf("lease was lost: %w", lost)
+		return fmt.Errorf("lease %s was lost: %w", l.nodes[0], lost)
 	}
 	l.s.released(l)
 
