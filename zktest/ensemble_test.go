@@ -51,7 +51,7 @@ func TestEnsembleSurvivesItsLeader(t *testing.T) {
 	// Sessions are the ensemble's: one killed through any server is over
 	// everywhere.
 	victim, f, _ := faultyConn(t, servers, 10*time.Second)
-	node := ephemeral(t, victim)
+	node, _ := ephemeral(t, victim)
 	require.NoError(t, f.ExpireSession(ctx))
 	_, err = conn.Sync(node) // catch up with the leader
 	require.NoError(t, err)
