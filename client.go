@@ -136,7 +136,7 @@ func withPorts(servers []string) []string {
 // Conn returns the underlying go-zookeeper connection, an escape hatch.
 // Closing it directly leaves the Client's leases to find out through
 // session events. The Client may replace it (see [Connect]).
-func (c *Client) Conn() *zk.Conn { return c.s.Conn().Raw() }
+func (c *Client) Conn() *zk.Conn { return c.s.Raw() }
 
 // SessionID returns the id of the current session (0 while there is none).
 func (c *Client) SessionID() int64 { return c.s.ID() }

@@ -42,8 +42,8 @@
 //
 // # Fencing
 //
-// [Lease.Token] is a zxid: the one that created the lease's node, or the
-// lock path's latest child change for a lease held at once. Tokens strictly
+// [Lease.Token] is a zxid: the lock path's latest child change (its pzxid)
+// in the read that decided the lease holds. Tokens strictly
 // increase across successive conflicting holders of a path, so a resource
 // that remembers the highest token it has seen can refuse a stale holder:
 // the only protection that survives a holder paused past its session.

@@ -276,8 +276,8 @@ func TestSemaphoreDriverGroups(t *testing.T) {
 // A waiter's plan: the full paths of the nodes its driver names, and the
 // semaphore's hand-over protocol.
 func TestPlanWatches(t *testing.T) {
-	l := &Lock{path: "/p", driver: readDriver{}}
-	p := &part{l: l}
+	l := lockConfig{path: "/p", driver: readDriver{}}.build()
+	p := &waiter{l: l}
 	kids := queue("Aw", "Br", "Cw", "Dr")
 	w := p.plan(kids, decide(l.driver, kids, 3, 3))
 	equal(t, w.paths, []string{"/p/" + kids[2].Name}, "the last writer ahead")
@@ -296,7 +296,7 @@ func TestPlanWatches(t *testing.T) {
 // A driver bug fails the acquire with ErrInvalidArgument, never a panic or
 // a hang.
 func TestCheckRefusesBadDecisions(t *testing.T) {
-	p := &part{l: &Lock{driver: exclusiveDriver{KindMutex}}}
+	p := &waiter{l: lockConfig{driver: exclusiveDriver{KindMutex}}.build()}
 	for _, d := range []Decision{{}, {Watch: []int{2}}, {Watch: []int{-1}}, {Watch: []int{5}}} {
 		if err := p.check(decision{Decision: d}, 2); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%+v: err = %v, want ErrInvalidArgument", d, err)

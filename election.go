@@ -279,20 +279,8 @@ func (o *observer) step(ctx context.Context) bool {
 // connected waits until the session is connected; false if the Client
 // closed or ctx ended first.
 func (o *observer) connected(ctx context.Context) (session.Snapshot, bool) {
-	for {
-		st := o.e.lock.c.s.State()
-		switch {
-		case st.Closed:
-			return st, false
-		case st.Connected:
-			return st, true
-		}
-		select {
-		case <-ctx.Done():
-			return st, false
-		case <-st.Changed:
-		}
-	}
+	st, err := o.e.lock.c.s.AwaitConnected(ctx)
+	return st, err == nil
 }
 
 // read reads the leader with a watch. A new session may be served by a

@@ -39,16 +39,17 @@ func newLease(c *Client, h *session.Hold) *Lease {
 // has a node on each of its paths; Node returns the one on the first path.
 func (l *Lease) Node() string { return l.node }
 
-// Token returns the lease's fencing token, a ZooKeeper zxid: the one that
-// created its node, or, for a lease held on its first look with nothing
-// created behind it, the lock path's latest child change (its pzxid),
-// which saves a request. ZooKeeper's zxids are totally ordered and a
-// participant only holds after every conflicting participant queued ahead
-// of it has gone, so tokens strictly increase across successive
-// conflicting holders of a path (the proof is in docs/design.md,
-// "Tokens"). The leases of one [Semaphore.AcquireN] share a token; a
-// [MultiLock]'s lease has one, the zxid of the one transaction that
-// created all its nodes.
+// Token returns the lease's fencing token, a ZooKeeper zxid: the lock
+// path's pzxid (the zxid of its latest child create or delete) in the read
+// of the queue that decided the lease holds, which the acquire makes
+// anyway, so the token costs no request. A participant holds only on a
+// read that no longer lists any conflicting node ahead of it, so tokens
+// strictly increase across successive conflicting holders of a path (the
+// proof is in docs/design.md, "Tokens"). The leases of one
+// [Semaphore.AcquireN] share a token; a [MultiLock]'s lease has the
+// largest of its paths' tokens; a lease of [RWMutex.Downgrade] (and of
+// kazoo's semaphore layout) has its node's czxid, which falls between the
+// write lease's token and the next writer's.
 func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: released, or

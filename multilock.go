@@ -119,8 +119,9 @@ func (m *MultiLock) TryAcquire(ctx context.Context) (*Lease, error) {
 }
 
 func (m *MultiLock) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
-	r := request{locks: m.locks, n: 1, try: try, whole: true}
-	leases, err := acquire(ctx, op, strings.Join(m.paths, ","), r)
+	p := newParticipant(m.c, strings.Join(m.paths, ","), queueClaim{ls: m.locks, n: 1})
+	p.try, p.whole = try, true
+	leases, err := p.acquire(ctx, op)
 	if err != nil {
 		return nil, err
 	}

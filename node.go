@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -239,6 +240,27 @@ func foreignSemaphore(name string) bool {
 	return name == "locks" || name == "leases" || (len(name) == kazooIDLen && isHex(name))
 }
 
+// queueOrder orders two children of one lock path: by sequence number,
+// then readers first, then by name.
+func queueOrder(a, b child) int {
+	if a.seq != b.seq {
+		if seqBefore(a.seq, b.seq) {
+			return -1
+		}
+		return 1
+	}
+	// Only a downgrade makes two nodes with one sequence: a reader
+	// (plain ephemeral) at its writer's place. It holds, so it sorts
+	// first, and everyone behind the writer is behind it too.
+	if (a.Kind == KindRead) != (b.Kind == KindRead) {
+		if a.Kind == KindRead {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
 // sortChildren parses and orders the children of a lock path by sequence
 // number, with [seqBefore]. Curator and kazoo order by sequence too (for
 // every node Curator itself writes, the text it sorts on is exactly the
@@ -250,36 +272,18 @@ func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 	kids := make([]child, 0, len(names))
 	for _, name := range names {
 		ch, ok, err := parseChild(name)
-		if err != nil {
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		if !ok && refuse != nil && refuse(name) {
-			return nil, fmt.Errorf("%w: %q (another library's semaphore layout)", ErrUnknownNode, name)
-		}
-		if ok {
+		case ok:
 			kids = append(kids, ch)
+		case refuse != nil && refuse(name):
+			return nil, fmt.Errorf("%w: %q (another library's semaphore layout)", ErrUnknownNode, name)
 		}
 	}
 	// slices.SortFunc, not sort.Slice: no reflection, no allocation, on
 	// every read of every acquire.
-	slices.SortFunc(kids, func(a, b child) int {
-		if a.seq != b.seq {
-			if seqBefore(a.seq, b.seq) {
-				return -1
-			}
-			return 1
-		}
-		// Only a downgrade makes two nodes with one sequence: a reader
-		// (plain ephemeral) at its writer's place. It holds, so it sorts
-		// first, and everyone behind the writer is behind it too.
-		if (a.Kind == KindRead) != (b.Kind == KindRead) {
-			if a.Kind == KindRead {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	slices.SortFunc(kids, queueOrder)
 	out := make([]Child, len(kids))
 	for i, k := range kids {
 		out[i] = k.Child
@@ -315,12 +319,24 @@ func (l *Lock) idPrefix(id string) string {
 	return protectedPrefix + id + "-"
 }
 
-// parseDecimal reads a semaphore path's data as kazoo's Semaphore does,
+// SemaphoreSize reads a semaphore's size from the data of its path, as
+// zklock's [Semaphore] and kazoo's record it ("3"), by the rules the
+// Semaphore itself applies: ok is false for data that is not a size
+// record, and for a size out of [1, 2147483647].
+func SemaphoreSize(data []byte) (n int, ok bool) {
+	v, ok := parseSize(data)
+	if !ok || v < 1 || v > math.MaxInt32 {
+		return 0, false
+	}
+	return int(v), true
+}
+
+// parseSize reads a semaphore path's data as kazoo's Semaphore does,
 // int(data.decode("utf-8")): surrounding white space, an optional sign,
 // and decimal digits, single underscores allowed between them. ok is false
 // for anything else (empty data too): that is not a size record. A number
 // too large for an int64 reads as 0, which no semaphore's size equals.
-func parseDecimal(data []byte) (n int64, ok bool) {
+func parseSize(data []byte) (n int64, ok bool) {
 	s := strings.TrimSpace(string(data))
 	digits := strings.TrimLeft(s, "+-")
 	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' ||

@@ -3,7 +3,6 @@ package zklock
 import (
 	"context"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/zkrecipes/zklock/internal/session"
@@ -102,7 +101,7 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 		case KindRead:
 			return readDriver{}
 		case KindLease:
-			if n, err := strconv.Atoi(string(pathData)); err == nil && n > 0 {
+			if n, ok := SemaphoreSize(pathData); ok {
 				return semaphoreDriver{max: n}
 			}
 			return semaphoreDriver{max: math.MaxInt32}

@@ -25,12 +25,11 @@ type RWMutex struct {
 // NewRWMutex returns a reader/writer lock on path. It validates its
 // arguments (errors wrap ErrInvalidArgument) and makes no ZooKeeper call.
 func NewRWMutex(c *Client, path string, opts ...LockOption) (*RWMutex, error) {
-	r, err := newLock(c, path, readDriver{}, opts)
+	cfg, _, err := newLockConfig(c, path, readDriver{}, opts)
 	if err != nil {
 		return nil, opError("new rwmutex", path, err)
 	}
-	w := &Lock{c: r.c, path: r.path, driver: exclusiveDriver{KindWrite}, data: r.data}
-	return &RWMutex{read: r, write: w}, nil
+	return &RWMutex{read: cfg.build(), write: cfg.on(path, exclusiveDriver{KindWrite}).build()}, nil
 }
 
 // ReadLock returns the read side: a lease held alongside other readers, as
@@ -101,9 +100,8 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) 
 	if err != nil {
 		return fail(err)
 	}
-	r := request{locks: []*Lock{rw.read}, n: 1, id: id, session: write.h.Session(),
-		node: path + "/" + nodePrefix(id, KindRead) + seq}
-	leases, err := acquire(ctx, "downgrade", path, r)
+	cl := placeClaim{l: rw.read, node: path + "/" + nodePrefix(id, KindRead) + seq, id: id, sid: write.h.Session()}
+	leases, err := newParticipant(c, path, cl).acquire(ctx, "downgrade")
 	if err != nil {
 		return nil, err
 	}

@@ -31,14 +31,22 @@ import (
 // records its size again. A Semaphore is safe for concurrent use. The zero
 // value is not usable: use [NewSemaphore].
 type Semaphore struct {
-	lock *Lock
-	max  int
+	path   string
+	max    int
+	kind   SemaphoreLayout
+	layout semLayout
+}
 
-	// The Curator and kazoo layouts (semaphore_layout.go).
-	layout SemaphoreLayout
-	inner  *Lock        // the lock taken around an acquire: <path>/locks, or <path>-__lock__
-	leases *Lock        // where the leases are: <path>/leases, or <path>
-	count  *sharedCount // a Curator SharedCount, or nil
+// semLayout is one way of keeping a semaphore's leases on ZooKeeper
+// ([SemaphoreLayout]): zklock's own (a lock on the path), or Curator's or
+// kazoo's (an inner lock taken around each acquire, semaphore_layout.go).
+// [NewSemaphore] chooses one; the Semaphore's methods only call it.
+type semLayout interface {
+	// acquire takes n leases, or fails; op names the call in errors.
+	acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error)
+	participants(ctx context.Context) ([]Participant, error)
+	// checkN refuses an n the layout cannot grant at all.
+	checkN(n int) error
 }
 
 // NewSemaphore returns a semaphore of maxLeases leases on path. It validates
@@ -46,20 +54,56 @@ type Semaphore struct {
 // the rest wrap ErrInvalidArgument) and makes no ZooKeeper call. With
 // [WithSharedCount], maxLeases is the count's seed.
 func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*Semaphore, error) {
-	if maxLeases < 1 || maxLeases > math.MaxInt32 {
-		return nil, opError("new semaphore", path, invalidf("maxLeases %d is out of range [1, %d]", maxLeases, math.MaxInt32))
-	}
-	l, err := newLock(c, path, semaphoreDriver{maxLeases}, opts)
+	s, err := newSemaphore(c, path, maxLeases, opts)
 	if err != nil {
 		return nil, opError("new semaphore", path, err)
 	}
-	l.refuse = foreignSemaphore
-	l.size = []byte(strconv.Itoa(maxLeases))
-	s := &Semaphore{lock: l, max: maxLeases}
-	if err := s.layoutLocks(semOptionsOf(opts), maxLeases); err != nil {
-		return nil, opError("new semaphore", path, err)
-	}
 	return s, nil
+}
+
+func newSemaphore(c *Client, path string, maxLeases int, opts []LockOption) (*Semaphore, error) {
+	if maxLeases < 1 || maxLeases > math.MaxInt32 {
+		return nil, invalidf("maxLeases %d is out of range [1, %d]", maxLeases, math.MaxInt32)
+	}
+	cfg, o, err := newLockConfig(c, path, semaphoreDriver{maxLeases}, opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg.refuse = foreignSemaphore
+	cfg.size = []byte(strconv.Itoa(maxLeases))
+	var so semOptions
+	if o.sem != nil {
+		so = *o.sem
+	}
+	layout, err := newSemLayout(cfg, so, maxLeases)
+	if err != nil {
+		return nil, err
+	}
+	return &Semaphore{path: path, max: maxLeases, kind: so.layout, layout: layout}, nil
+}
+
+// zklockLayout is [LayoutZklock]: a lock on the path, whose driver counts.
+type zklockLayout struct {
+	lock *Lock
+	max  int
+}
+
+func (z zklockLayout) acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
+	return z.lock.acquire(ctx, op, n, try)
+}
+
+func (z zklockLayout) participants(ctx context.Context) ([]Participant, error) {
+	return z.lock.Participants(ctx)
+}
+
+func (z zklockLayout) checkN(n int) error { return checkN(n, z.max) }
+
+// checkN refuses n outside [1, max].
+func checkN(n, max int) error {
+	if n < 1 || n > max {
+		return invalidf("n %d is out of range [1, %d]", n, max)
+	}
+	return nil
 }
 
 // Acquire waits for one lease; see [Lock.Acquire]. Under the Curator and
@@ -69,10 +113,7 @@ func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*S
 // under zklock's layout, the pzxid of the read that granted it (Curator's
 // layout), or its node's czxid (kazoo's).
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
-	if s.layout != LayoutZklock {
-		return s.layoutAcquireOne(ctx, "acquire", false)
-	}
-	return s.lock.Acquire(ctx)
+	return s.acquireOne(ctx, "acquire", false)
 }
 
 // TryAcquire takes a lease if one is free and nobody is queued ahead (under
@@ -80,15 +121,11 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
 // otherwise it returns an error wrapping ErrLocked and leaves no node
 // behind.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
-	if s.layout != LayoutZklock {
-		return s.layoutAcquireOne(ctx, "try acquire", true)
-	}
-	return s.lock.TryAcquire(ctx)
+	return s.acquireOne(ctx, "try acquire", true)
 }
 
-// layoutAcquireOne is layoutAcquire for one lease.
-func (s *Semaphore) layoutAcquireOne(ctx context.Context, op string, try bool) (*Lease, error) {
-	leases, err := s.layoutAcquire(ctx, op, 1, try)
+func (s *Semaphore) acquireOne(ctx context.Context, op string, try bool) (*Lease, error) {
+	leases, err := s.acquireN(ctx, op, 1, try)
 	if err != nil {
 		return nil, err
 	}
@@ -116,25 +153,15 @@ func (s *Semaphore) AcquireN(ctx context.Context, n int) ([]*Lease, error) {
 }
 
 func (s *Semaphore) acquireN(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
-	if err := s.checkN(n); err != nil {
-		return nil, opError(op, s.lock.path, err)
+	err := s.layout.checkN(n)
+	if err == nil && n > math.MaxInt32 {
+		err = invalidf("n %d is out of range [1, %d]", n, math.MaxInt32)
 	}
-	if s.layout != LayoutZklock {
-		return s.layoutAcquire(ctx, op, n, try)
+	if err != nil {
+		return nil, opError(op, s.path, err)
 	}
-	return s.lock.acquire(ctx, op, n, try)
-}
-
-func (s *Semaphore) checkN(n int) error {
-	switch {
-	case s.layout == LayoutKazoo && n != 1:
-		return invalidf("n %d: kazoo's semaphore layout grants one lease at a time", n)
-	case n < 1 || n > s.max && s.count == nil:
-		return invalidf("n %d is out of range [1, %d]", n, s.max)
-	case n > math.MaxInt32:
-		return invalidf("n %d is out of range [1, %d]", n, math.MaxInt32)
-	}
-	return nil
+	leases, err := s.layout.acquire(ctx, op, n, try)
+	return leases, opError(op, s.path, err)
 }
 
 // TryAcquireN takes n leases at once if they are free and nobody is queued
@@ -150,8 +177,6 @@ func (s *Semaphore) TryAcquireN(ctx context.Context, n int) ([]*Lease, error) {
 // nodes (not the inner mutex's waiters); under kazoo's, the holders only
 // (kazoo's waiters queue on its lock).
 func (s *Semaphore) Participants(ctx context.Context) ([]Participant, error) {
-	if s.layout != LayoutZklock {
-		return s.layoutParticipants(ctx)
-	}
-	return s.lock.Participants(ctx)
+	ps, err := s.layout.participants(ctx)
+	return ps, opError("participants", s.path, err)
 }

@@ -2,14 +2,11 @@ package zklock
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zklock/internal/session"
 )
 
@@ -107,192 +104,219 @@ func WithSharedCount(countPath string) LockOption {
 	}
 }
 
-// semOptionsOf reads the semaphore options out of opts; errors are left to
-// newLock, which applies every option.
-func semOptionsOf(opts []LockOption) semOptions {
-	var o lockOptions
-	for _, opt := range opts {
-		if opt == nil || opt(&o) != nil {
-			return semOptions{}
-		}
+// newSemLayout builds the layout o names for a semaphore of maxLeases
+// leases whose own lock would be cfg's.
+func newSemLayout(cfg lockConfig, o semOptions, maxLeases int) (semLayout, error) {
+	if o.countPath != "" && o.layout != LayoutCurator {
+		return nil, invalidf("WithSharedCount needs %v, not %v", LayoutCurator, o.layout)
 	}
-	if o.sem == nil {
-		return semOptions{}
+	if o.layout == LayoutZklock {
+		return zklockLayout{lock: cfg.build(), max: maxLeases}, nil
 	}
-	return *o.sem
+	g := &guarded{c: cfg.c, path: cfg.path, max: maxLeases, kind: o.layout}
+	if o.layout == LayoutKazoo {
+		inner := cfg.on(cfg.path+"-"+kazooLock, exclusiveDriver{KindMutex})
+		inner.kazoo, inner.persistent = true, true
+		leases := cfg.on(cfg.path, cfg.driver)
+		leases.persistent, leases.size = true, cfg.size
+		g.inner, g.leases = inner.build(), leases.build()
+		return kazooLayout{g}, nil
+	}
+	leases := cfg.on(cfg.path+"/leases", nil)
+	// Curator counts every child of leases; we count the lease nodes.
+	// A plain child would be a lease to Curator and none to us.
+	leases.refuse = func(string) bool { return true }
+	size := func() int { return maxLeases }
+	if o.countPath != "" {
+		count := &sharedCount{c: cfg.c, path: o.countPath, seed: int32(maxLeases)}
+		leases.count, size = count, count.get
+	}
+	leases.driver = curatorLeaseDriver{size}
+	g.inner = cfg.on(cfg.path+"/locks", exclusiveDriver{KindMutex}).build()
+	g.leases = leases.build()
+	return curatorLayout{g, o.countPath != ""}, nil
 }
 
-// layoutLocks builds the locks of a Curator or kazoo layout from the
-// semaphore's lock l (its client, path and node data).
-func (s *Semaphore) layoutLocks(o semOptions, maxLeases int) error {
-	l := s.lock
-	sub := func(path string, d Driver) *Lock { return &Lock{c: l.c, path: path, driver: d, data: l.data} }
-	switch o.layout {
-	case LayoutCurator:
-		s.inner = sub(l.path+"/locks", exclusiveDriver{KindMutex})
-		s.leases = sub(l.path+"/leases", curatorLeaseDriver{s.size})
-		// Curator counts every child of leases; we count the lease nodes.
-		// A plain child would be a lease to Curator and none to us.
-		s.leases.refuse = func(string) bool { return true }
-		if o.countPath != "" {
-			s.count = &sharedCount{c: l.c, path: o.countPath, seed: int32(maxLeases)}
-			s.leases.count = s.count // never a nil *sharedCount in the interface
-		}
-	case LayoutKazoo:
-		if o.countPath != "" {
-			return invalidf("WithSharedCount needs %v, not %v", LayoutCurator, o.layout)
-		}
-		s.inner = sub(l.path+"-"+kazooLock, exclusiveDriver{KindMutex})
-		s.inner.kazoo, s.inner.persistent = true, true
-		s.leases = sub(l.path, l.driver)
-		s.leases.persistent, s.leases.size = true, l.size
-	default:
-		if o.countPath != "" {
-			return invalidf("WithSharedCount needs %v, not %v", LayoutCurator, o.layout)
-		}
+// guarded is what the Curator and kazoo layouts share: an inner lock taken
+// around every acquire, and a path that must show no other layout's nodes.
+type guarded struct {
+	c      *Client
+	path   string
+	max    int
+	kind   SemaphoreLayout
+	inner  *Lock // the lock taken around an acquire: <path>/locks, or <path>-__lock__
+	leases *Lock // where the leases are: <path>/leases, or <path>
+}
+
+// curatorLayout is [LayoutCurator]: the leases' own lock decides, under
+// the inner lock.
+type curatorLayout struct {
+	*guarded
+	counted bool // the size is a SharedCount's, which may grow
+}
+
+func (l curatorLayout) acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
+	return l.guard(ctx, n, try, func(ctx context.Context, _ *Lease) ([]*Lease, error) {
+		return l.leases.acquire(ctx, op, n, try)
+	})
+}
+
+func (l curatorLayout) participants(ctx context.Context) ([]Participant, error) {
+	return l.leases.Participants(ctx)
+}
+
+func (l curatorLayout) checkN(n int) error {
+	if l.counted && n >= 1 {
+		return nil // the count may grow
 	}
-	s.layout = o.layout
+	return checkN(n, l.max)
+}
+
+// kazooLayout is [LayoutKazoo]: a lease is a plain node made under
+// kazoo's lock when fewer than the size exist.
+type kazooLayout struct{ *guarded }
+
+func (l kazooLayout) acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
+	return l.guard(ctx, n, try, func(ctx context.Context, inner *Lease) ([]*Lease, error) {
+		return l.lease(ctx, op, try, inner)
+	})
+}
+
+func (l kazooLayout) checkN(n int) error {
+	if n != 1 {
+		return invalidf("n %d: kazoo's semaphore layout grants one lease at a time", n)
+	}
 	return nil
 }
 
-// size is the semaphore's current size: its SharedCount's, if it has one.
-func (s *Semaphore) size() int {
-	if s.count != nil {
-		return s.count.get()
-	}
-	return s.max
-}
-
 // checkFree refuses a path that shows the nodes of another layout than
-// s's, and checks a kazoo layout's recorded size, before anything is
+// g's, and checks a kazoo layout's recorded size, before anything is
 // created: it reads the path's children and data. It reports whether the
 // path exists.
-func (s *Semaphore) checkFree(ctx context.Context) (exists bool, err error) {
-	path, c := s.lock.path, s.lock.c
+func (g *guarded) checkFree(ctx context.Context) (exists bool, err error) {
 	var (
-		names []string
-		data  []byte
+		names  []string
+		data   []byte
+		kazoo  bool
+		others = g.kind == LayoutCurator // kazoo's lock path stays once made (persistent)
 	)
-	err = c.s.Retry(ctx, func(zc session.Conn) error {
+	err = g.c.s.Retry(ctx, func(zc session.Conn) error {
 		var err error
-		if names, err = zc.Children(path); err != nil {
+		if names, err = zc.Children(g.path); err != nil {
 			return err
 		}
-		data, _, err = zc.Get(path)
+		if data, _, err = zc.Get(g.path); err != nil || !others {
+			return err
+		}
+		kazoo, err = zc.Exists(g.path + "-" + kazooLock)
 		return err
 	})
-	if c.s.Classify(err) == session.Gone {
+	switch {
+	case g.c.s.Classify(err) == session.Gone:
 		return false, nil
-	}
-	if err != nil {
+	case err != nil:
 		return false, err
+	case kazoo:
+		// A kazoo semaphore with no holder shows its lock path, and only it.
+		return true, fmt.Errorf("%w: %s-%s (the %v semaphore layout, not %v)", ErrUnknownNode, g.path, kazooLock, LayoutKazoo, g.kind)
 	}
-	if err := s.refuseNames(names); err != nil {
+	if err := g.refuseNames(names); err != nil {
 		return true, err
 	}
-	if s.layout == LayoutCurator {
-		// kazoo's lock path stays once made (persistent): a kazoo
-		// semaphore with no holder shows it, and only it.
-		var kazoo bool
-		err := c.s.Retry(ctx, func(zc session.Conn) error {
-			var err error
-			kazoo, _, err = zc.Raw().Exists(path + "-" + kazooLock)
-			return err
-		})
-		if err != nil {
-			return true, err
-		}
-		if kazoo {
-			return true, fmt.Errorf("%w: %s-%s (the %v semaphore layout, not %v)", ErrUnknownNode, path, kazooLock, LayoutKazoo, s.layout)
-		}
-	}
-	if n, sized := parseDecimal(data); s.layout == LayoutKazoo && sized && n != int64(s.max) {
+	if n, sized := parseSize(data); g.kind == LayoutKazoo && sized && n != int64(g.max) {
 		// kazoo's Semaphore._ensure_path raises ValueError the same way.
-		return true, invalidf("semaphore %s has %q leases recorded by its other participants, not %d", path, data, s.max)
+		return true, invalidf("semaphore %s has %q leases recorded by its other participants, not %d", g.path, data, g.max)
 	}
 	return true, nil
 }
 
 // refuseNames refuses the children of the path that another layout wrote.
-func (s *Semaphore) refuseNames(names []string) error {
+func (g *guarded) refuseNames(names []string) error {
 	for _, name := range names {
-		var other SemaphoreLayout
-		switch {
-		case s.layout != LayoutZklock && zklockLayoutNode(name):
-			other = LayoutZklock
-		case s.layout != LayoutCurator && curatorLayoutNode(name):
-			other = LayoutCurator
-		case s.layout != LayoutKazoo && kazooLayoutNode(name):
-			other = LayoutKazoo
-		default:
-			continue
+		if other, ok := layoutOf(name); ok && other != g.kind {
+			return fmt.Errorf("%w: %q (the %v semaphore layout, not %v)", ErrUnknownNode, name, other, g.kind)
 		}
-		return fmt.Errorf("%w: %q (the %v semaphore layout, not %v)", ErrUnknownNode, name, other, s.layout)
 	}
 	return nil
 }
 
-// layoutAcquire is Acquire, TryAcquire and AcquireN under the Curator and
-// kazoo layouts: check the path, take the inner lock, acquire the leases
-// while holding it, release it. If the inner lock is lost while we wait
-// (its session ended, or someone deleted its node), the acquire starts
-// again from the inner lock, as Curator's and kazoo's do after a session
-// loss; whatever we created meanwhile is deleted by the engine's cleanup.
-func (s *Semaphore) layoutAcquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
-	path, c := s.lock.path, s.lock.c
-	fail := func(err error) ([]*Lease, error) { return nil, opError(op, path, err) }
-	if err := c.usable(ctx); err != nil {
-		return fail(err)
+// layoutOf names the layout that writes a child such as name directly
+// under a semaphore's path, if any does.
+func layoutOf(name string) (SemaphoreLayout, bool) {
+	switch {
+	case zklockLayoutNode(name):
+		return LayoutZklock, true
+	case curatorLayoutNode(name):
+		return LayoutCurator, true
+	case kazooLayoutNode(name):
+		return LayoutKazoo, true
+	}
+	return 0, false
+}
+
+// guard runs under while holding the inner lock: check the path, take the
+// inner lock, acquire the leases while holding it, release it. If the
+// inner lock is lost while we wait (its session ended, or someone deleted
+// its node), the acquire starts again from the inner lock, as Curator's
+// and kazoo's do after a session loss; whatever we created meanwhile is
+// deleted by the engine's cleanup.
+func (g *guarded) guard(ctx context.Context, n int, try bool, under func(context.Context, *Lease) ([]*Lease, error)) ([]*Lease, error) {
+	if err := g.c.usable(ctx); err != nil {
+		return nil, err
 	}
 	for {
-		exists, err := s.checkFree(ctx)
+		inner, err := g.enter(ctx, try)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		if s.layout == LayoutKazoo && !exists {
-			// kazoo's Semaphore makes the path persistent and then records
-			// its size; we do both in the create.
-			if err := s.leases.ensureParents(ctx); err != nil {
-				return fail(err)
-			}
+		leases, err := g.underInner(ctx, inner, under)
+		g.leave(inner)
+		if !errors.Is(err, errInnerLost) {
+			return leases, err
 		}
-		var inner *Lease
-		if try {
-			inner, err = s.inner.TryAcquire(ctx)
-		} else {
-			inner, err = s.inner.Acquire(ctx)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		if err != nil {
-			return fail(err)
+		g.c.s.Log().Debug("zklock: semaphore's inner lock lost while waiting; again", "path", g.path)
+	}
+}
+
+// enter checks the path and takes the inner lock.
+func (g *guarded) enter(ctx context.Context, try bool) (*Lease, error) {
+	exists, err := g.checkFree(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if g.kind == LayoutKazoo && !exists {
+		// kazoo's Semaphore makes the path persistent and then records
+		// its size; we do both in the create.
+		if err := g.leases.ensureParents(ctx); err != nil {
+			return nil, err
 		}
-		leases, err := s.underInner(ctx, op, n, try, inner)
-		// Bounded: past it the janitor deletes the node in the background
-		// while the session lasts (see [Lease.Release]).
-		rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		if rerr := inner.Release(rctx); rerr != nil && !errors.Is(rerr, ErrReleased) {
-			c.s.Log().Debug("zklock: release the semaphore's inner lock", "node", inner.Node(), "err", rerr)
-		}
-		cancel()
-		if errors.Is(err, errInnerLost) {
-			if ctx.Err() == nil {
-				c.s.Log().Debug("zklock: semaphore's inner lock lost while waiting; again", "path", path)
-				continue
-			}
-			err = ctx.Err()
-		}
-		if err != nil {
-			return fail(err)
-		}
-		return leases, nil
+	}
+	if try {
+		return g.inner.TryAcquire(ctx)
+	}
+	return g.inner.Acquire(ctx)
+}
+
+// leave releases the inner lock, bounded: past the bound the janitor
+// deletes the node in the background while the session lasts (see
+// [Lease.Release]).
+func (g *guarded) leave(inner *Lease) {
+	rctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if err := inner.Release(rctx); err != nil && !errors.Is(err, ErrReleased) {
+		g.c.s.Log().Debug("zklock: release the semaphore's inner lock", "node", inner.Node(), "err", err)
 	}
 }
 
 // errInnerLost: the inner lock ended while we held it.
 var errInnerLost = errors.New("inner lock lost")
 
-// underInner acquires the leases while inner is held, with a context that
-// ends when inner does.
-func (s *Semaphore) underInner(ctx context.Context, op string, n int, try bool, inner *Lease) ([]*Lease, error) {
+// underInner runs under while inner is held, with a context that ends
+// when inner does.
+func (g *guarded) underInner(ctx context.Context, inner *Lease, under func(context.Context, *Lease) ([]*Lease, error)) ([]*Lease, error) {
 	lctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	go func() {
@@ -304,31 +328,22 @@ func (s *Semaphore) underInner(ctx context.Context, op string, n int, try bool, 
 		}
 	}()
 	defer func() { cancel(); <-stopped }()
-	var (
-		leases []*Lease
-		err    error
-	)
-	if s.layout == LayoutCurator {
-		leases, err = s.leases.acquire(lctx, op, n, try)
-	} else {
-		leases, err = s.kazooLease(lctx, op, try, inner)
-	}
+	leases, err := under(lctx, inner)
 	if err != nil && ctx.Err() == nil && inner.Err() != nil {
 		return nil, errInnerLost
 	}
 	return leases, err
 }
 
-// kazooLease takes a lease of kazoo's layout while holding its lock, as
+// lease takes a lease of kazoo's layout while holding its lock, as
 // Semaphore._get_lease does: read the path's children with a watch; if
 // fewer than maxLeases, create the ephemeral <path>/<32 hex>; else wait
-// for the children to change. The node is created by the engine's
-// plain-node request (as [RWMutex.Downgrade]'s): it is ours from its
-// create, a create whose reply was lost is recovered by trying again (the
-// node exists: [participant.watchOwn] checks that our session owns it),
-// and a failed or cancelled acquire deletes it. Only the inner lock's
-// session may own it: if that session ends, so does the lock, and we start
-// again.
+// for the children to change. The node is a [placeClaim] (as
+// [RWMutex.Downgrade]'s): it is ours from its create, a create whose reply
+// was lost is recovered by trying again (the node exists:
+// [participant.watchOwn] checks that our session owns it), and a failed or
+// cancelled acquire deletes it. Only the inner lock's session may own it:
+// if that session ends, so does the lock, and we start again.
 //
 // Why at most maxLeases: every kazoo-layout acquirer, kazoo's and ours,
 // reads the children and creates its node while holding the one lock at
@@ -336,72 +351,70 @@ func (s *Semaphore) underInner(ctx context.Context, op string, n int, try bool, 
 // order the `__lock__` nodes by sequence). So between the read and the
 // create nobody else adds a lease, and the count read is at most the count
 // at the create.
-func (s *Semaphore) kazooLease(ctx context.Context, op string, try bool, inner *Lease) ([]*Lease, error) {
-	path, c := s.lock.path, s.lock.c
+func (l kazooLayout) lease(ctx context.Context, op string, try bool, inner *Lease) ([]*Lease, error) {
 	for {
-		var (
-			names []string
-			ch    <-chan session.Event
-		)
-		st := c.s.State()
-		err := c.s.Retry(ctx, func(zc session.Conn) error {
-			var err error
-			names, ch, err = zc.ChildrenW(path)
-			return err
-		})
+		st := l.c.s.State()
+		names, ch, err := l.children(ctx)
 		if err != nil {
-			return nil, opError(op, path, err)
+			return nil, err
 		}
-		if err := s.refuseNames(names); err != nil {
-			return nil, opError(op, path, err)
-		}
-		if len(names) < s.max {
+		if len(names) < l.max {
 			id, err := newID()
 			if err != nil {
-				return nil, opError(op, path, err)
+				return nil, err
 			}
 			id = kazooID(id)
-			r := request{locks: []*Lock{s.leases}, n: 1, id: id, session: inner.h.Session(), node: path + "/" + id}
-			return acquire(ctx, op, path, r)
+			cl := placeClaim{l: l.leases, node: l.path + "/" + id, id: id, sid: inner.h.Session()}
+			return newParticipant(l.c, l.path, cl).acquire(ctx, op)
 		}
 		if try {
-			return nil, opError(op, path, ErrLocked)
+			return nil, ErrLocked
 		}
 		// A reconnect may have lost the watch (go-zookeeper only logs a
 		// failed re-registration): read again on every change of state.
 		select {
 		case <-ctx.Done():
-			return nil, opError(op, path, ctx.Err())
+			return nil, ctx.Err()
 		case <-ch:
 		case <-st.Changed:
 		}
 	}
 }
 
-// layoutParticipants lists the holders and waiters of a Curator layout
-// (the lease nodes; the inner lock's waiters are not listed) or the
-// holders of a kazoo layout (kazoo's waiters queue on its lock only).
-func (s *Semaphore) layoutParticipants(ctx context.Context) ([]Participant, error) {
-	if s.layout == LayoutCurator {
-		return s.leases.Participants(ctx)
+// children reads the path's children with a watch, refusing another
+// layout's.
+func (l kazooLayout) children(ctx context.Context) ([]string, <-chan session.Event, error) {
+	var (
+		names []string
+		ch    <-chan session.Event
+	)
+	err := l.c.s.Retry(ctx, func(zc session.Conn) error {
+		var err error
+		names, ch, err = zc.ChildrenW(l.path)
+		return err
+	})
+	if err == nil {
+		err = l.refuseNames(names)
 	}
-	path, c := s.lock.path, s.lock.c
-	fail := func(err error) ([]Participant, error) {
-		return nil, opError("participants", path, err)
-	}
+	return names, ch, err
+}
+
+// participants lists the holders of a kazoo layout (kazoo's waiters queue
+// on its lock only).
+func (l kazooLayout) participants(ctx context.Context) ([]Participant, error) {
 	if ctx == nil {
-		return fail(invalidf("nil context"))
+		return nil, invalidf("nil context")
 	}
-	names, err := listChildren(ctx, c, path)
+	names, err := listChildren(ctx, l.c, l.path)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	var out []Participant
 	for _, name := range names {
-		node := path + "/" + name
-		data, st, err := readNode(ctx, c, node)
+		node := l.path + "/" + name
+		data, st, err := readNode(ctx, l.c, node)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		if st == nil {
 			continue // gone since we listed it
@@ -437,127 +450,4 @@ func (d curatorLeaseDriver) GetsTheLock(_ []Child, first, last int) Decision {
 		watch[i] = i
 	}
 	return Decision{Watch: watch}
-}
-
-// sharedCount follows a Curator SharedCount node, as SharedValue does: the
-// newest value read wins (SharedValue.updateValue keeps the value of the
-// largest mzxid; we order by czxid and version, which grow with it).
-type sharedCount struct {
-	c    *Client
-	path string
-	seed int32
-
-	mu    sync.Mutex
-	value int32
-	ver   sizeVersion
-	known bool
-}
-
-// get returns the count last read.
-func (s *sharedCount) get() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.known {
-		return int(s.seed)
-	}
-	return int(s.value)
-}
-
-// store keeps data read at ver, if it is newer than what we have.
-func (s *sharedCount) store(data []byte, st session.Stat) (sizeVersion, error) {
-	ver := sizeVersion{st.Czxid, st.Version}
-	if len(data) < 4 {
-		// Curator's SharedCount.fromBytes (ByteBuffer.getInt) fails too.
-		return ver, invalidf("shared count %s holds %d bytes, not a 4-byte count", s.path, len(data))
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.known || ver.after(s.ver) {
-		s.value, s.ver, s.known = int32(binary.BigEndian.Uint32(data)), ver, true
-	}
-	return ver, nil
-}
-
-// check reads the count, creating it with the seed if it is absent, as
-// SharedValue.start does (a persistent node; parents are containers). It
-// runs with the first look of every acquire.
-func (s *sharedCount) check(zc session.Conn) error {
-	for {
-		data, st, err := zc.Get(s.path)
-		if errors.Is(err, zk.ErrNoNode) {
-			if err := s.create(zc); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		_, err = s.store(data, st)
-		return err
-	}
-}
-
-func (s *sharedCount) create(zc session.Conn) error {
-	for _, dir := range parents(s.path) {
-		var err error
-		if dir == s.path {
-			seed := make([]byte, 4)
-			binary.BigEndian.PutUint32(seed, uint32(s.seed))
-			err = createPersistent(zc, dir, seed, s.c.s.ACL(dir))
-		} else {
-			err = zc.CreateContainer(dir, nil, s.c.s.ACL(dir))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// watch reads the count with a watch, for a waiter whose last decision
-// used the version *seen. again: the count read is another than *seen, so
-// decide again (at once, without waiting); otherwise ch fires when the
-// count changes. Errors that may pass are left to the waiter's loop (nil,
-// again).
-func (s *sharedCount) watch(zc session.Conn, seen *sizeVersion) (ch <-chan session.Event, again bool, err error) {
-	data, st, ch, err := zc.GetDataW(s.path)
-	if errors.Is(err, zk.ErrNoNode) {
-		// Deleted: the value stays what it was (so does SharedValue's);
-		// wake when it is made again.
-		exists, ch, err := zc.ExistsW(s.path)
-		if err == nil && !exists {
-			return ch, false, nil
-		}
-		return nil, true, permanent(s.c, err)
-	}
-	if err != nil {
-		return nil, true, permanent(s.c, err)
-	}
-	ver, err := s.store(data, st)
-	if err != nil {
-		return nil, true, err
-	}
-	if ver != *seen {
-		*seen = ver
-		return nil, true, nil
-	}
-	return ch, false, nil
-}
-
-// permanent returns err if it cannot pass by retrying, else nil.
-func permanent(c *Client, err error) error {
-	if err == nil || c.s.Classify(err) != session.Permanent {
-		return nil
-	}
-	return err
-}
-
-// createPersistent makes a persistent node; one that exists is fine.
-func createPersistent(zc session.Conn, path string, data []byte, acl []zk.ACL) error {
-	_, err := zc.Raw().Create(path, data, 0, acl)
-	if errors.Is(err, zk.ErrNodeExists) {
-		return nil
-	}
-	return err
 }

@@ -121,12 +121,12 @@ type leaseMeta struct {
 }
 
 func (p *participant) leaseMeta() leaseMeta {
-	return leaseMeta{path: p.what, kind: p.parts[0].l.driver.Kind()}
+	return leaseMeta{path: p.what, kind: p.ws[0].l.driver.Kind()}
 }
 
 // info is the AcquireInfo of the participant as it stands.
 func (p *participant) info(node string, now time.Time) AcquireInfo {
-	return AcquireInfo{Path: p.what, Node: node, Kind: p.parts[0].l.driver.Kind(), Ahead: p.ahead, Waited: now.Sub(p.start)}
+	return AcquireInfo{Path: p.what, Node: node, Kind: p.ws[0].l.driver.Kind(), Ahead: p.ahead, Waited: now.Sub(p.start)}
 }
 
 // queued reports, once, that the participant must wait.

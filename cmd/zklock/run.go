@@ -143,8 +143,8 @@ func semaphoreConflict(c *zklock.Client, path string, want int, err error) error
 	if gerr != nil {
 		return err
 	}
-	n, aerr := strconv.Atoi(string(data))
-	if aerr != nil || n == want {
+	n, ok := zklock.SemaphoreSize(data)
+	if !ok || n == want {
 		return err
 	}
 	return &conflictError{path: path, recorded: n, want: want}

@@ -14,77 +14,79 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// conn is the library's one door to ZooKeeper: every call the engine, the
+// Conn is the library's one door to ZooKeeper: every call the engine, the
 // leases and the janitor make goes through it, and only the [Session] holds
 // one (see [Session.Conn]). It is narrow on purpose, so that the Session can
 // put a new connection underneath, and so that moving to another client
 // library touches this file alone.
 //
 // Errors are go-zookeeper's, unwrapped, so [classify] can read them and
-// users can match zk's sentinels.
+// users can match zk's sentinels; outside this package, callers ask
+// [Session.Classify] (or [BadVersion], [NodeExists]) what they mean.
 type Conn interface {
-	// createEach makes one ephemeral-sequential node named prefix<seq> for
+	// CreateEach makes one ephemeral-sequential node named prefix<seq> for
 	// each prefix, in one multi-operation: all or none, in one transaction,
 	// so all of them carry one zxid (and the sequences of one path are
 	// consecutive). One prefix is a plain create.
 	CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error)
-	// createContainer makes a container node holding data; one that exists
+	// CreateContainer makes a container node holding data; one that exists
 	// is fine.
 	CreateContainer(path string, data []byte, acl []zk.ACL) error
-	// createEphemeral makes a plain (not sequential) ephemeral node.
+	// CreatePersistent makes a persistent node holding data; one that
+	// exists is fine.
+	CreatePersistent(path string, data []byte, acl []zk.ACL) error
+	// CreateEphemeral makes a plain (not sequential) ephemeral node.
 	CreateEphemeral(path string, data []byte, acl []zk.ACL) error
-	// delete deletes a node, whatever its version.
+	// Delete deletes a node, whatever its version.
 	Delete(path string) error
-	// deleteAll deletes nodes, whatever their versions, in one
+	// DeleteAll deletes nodes, whatever their versions, in one
 	// multi-operation: all or none.
 	DeleteAll(paths []string) error
-	// children lists a node's children.
+	// Children lists a node's children.
 	Children(path string) ([]string, error)
-	// childrenStatW lists a node's children with the node's Stat, read
+	// ChildrenStatW lists a node's children with the node's Stat, read
 	// together (DataTree.getChildren copies the stat and the list under the
 	// node's lock), and leaves a children watch on it, whose Event only the
 	// connection's callback sees (see held.go).
 	ChildrenStatW(path string) ([]string, ParentStat, error)
-	// childrenStat is childrenStatW without the watch: a read whose
+	// ChildrenStat is ChildrenStatW without the watch: a read whose
 	// decision no watch needs to follow costs no notification later.
 	ChildrenStat(path string) ([]string, ParentStat, error)
-	// get reads a node's data and stat.
+	// Get reads a node's data and stat.
 	Get(path string) ([]byte, Stat, error)
-	// getW reads a node's stat and leaves a watch on it, which fires once:
+	// GetW reads a node's stat and leaves a watch on it, which fires once:
 	// when the node's data changes or it is deleted, or (with a
 	// not-watching Event) when the session ends.
 	GetW(path string) (Stat, <-chan Event, error)
-	// check is a write that changes nothing: a multi-operation of one
+	// Check is a write that changes nothing: a multi-operation of one
 	// version check (any version) on each of paths. ZooKeeper commits it
 	// through the leader and a quorum like any write (it takes a zxid), so
 	// its reply confirms the session; if a path is gone it fails with a
 	// *goneNode naming it (which wraps zk.ErrNoNode).
 	Check(paths []string) error
-	// set overwrites a node's data, whatever its version.
+	// Set overwrites a node's data, whatever its version.
 	Set(path string, data []byte) error
-	// setIf overwrites a node's data if its version is version.
+	// SetIf overwrites a node's data if its version is version.
 	SetIf(path string, data []byte, version int32) error
-	// getDataW reads a node's data and stat and leaves a watch on it, as
-	// getW does.
+	// GetDataW reads a node's data and stat and leaves a watch on it, as
+	// GetW does.
 	GetDataW(path string) ([]byte, Stat, <-chan Event, error)
-
-	// childrenW lists path's children and watches them (an election's
+	// ChildrenW lists path's children and watches them (an election's
 	// observer, while nobody leads).
 	ChildrenW(path string) ([]string, <-chan Event, error)
-
-	// existsW reports whether path exists, and watches it: for its
+	// Exists reports whether path exists.
+	Exists(path string) (bool, error)
+	// ExistsW reports whether path exists, and watches it: for its
 	// creation if it does not.
 	ExistsW(path string) (bool, <-chan Event, error)
-	// sync makes the server this connection talks to catch up with the
+	// Sync makes the server this connection talks to catch up with the
 	// leader.
 	Sync(path string) error
-	// addAuth sends credentials, now and on every reconnect.
+	// AddAuth sends credentials, now and on every reconnect.
 	AddAuth(scheme string, auth []byte) error
-	// sessionID is the current session's id, 0 while there is none.
+	// SessionID is the current session's id, 0 while there is none.
 	SessionID() int64
-	// Raw is the go-zookeeper connection, for zklock's Client.Conn.
-	Raw() *zk.Conn
-	// close ends the session and the connection.
+	// Close ends the session and the connection.
 	Close()
 }
 
@@ -98,9 +100,7 @@ type Stat struct {
 
 // ParentStat is what zklock reads of a lock path's stat.
 type ParentStat struct {
-	Cversion    int32 // children changes: creates and deletes (DataNode.copyStat)
-	NumChildren int32
-	Pzxid       int64 // the zxid of the latest create or delete of a child
+	Pzxid int64 // the zxid of the latest create or delete of a child
 }
 
 // Event is a watch notification.
@@ -193,6 +193,19 @@ func (z zkConn) CreateContainer(path string, data []byte, acl []zk.ACL) error {
 	return err
 }
 
+func (z zkConn) CreatePersistent(path string, data []byte, acl []zk.ACL) error {
+	_, err := z.c.Create(path, data, 0, acl)
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
+}
+
+func (z zkConn) Exists(path string) (bool, error) {
+	ok, _, err := z.c.Exists(path)
+	return ok, err
+}
+
 func (z zkConn) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
 	_, err := z.c.Create(path, data, zk.FlagEphemeral, acl)
 	return err
@@ -279,7 +292,7 @@ func (z zkConn) ChildrenStatW(path string) ([]string, ParentStat, error) {
 	if err != nil {
 		return nil, ParentStat{}, err
 	}
-	return names, ParentStat{Cversion: st.Cversion, NumChildren: st.NumChildren, Pzxid: st.Pzxid}, nil
+	return names, ParentStat{Pzxid: st.Pzxid}, nil
 }
 
 func (z zkConn) ChildrenStat(path string) ([]string, ParentStat, error) {
@@ -287,7 +300,7 @@ func (z zkConn) ChildrenStat(path string) ([]string, ParentStat, error) {
 	if err != nil {
 		return nil, ParentStat{}, err
 	}
-	return names, ParentStat{Cversion: st.Cversion, NumChildren: st.NumChildren, Pzxid: st.Pzxid}, nil
+	return names, ParentStat{Pzxid: st.Pzxid}, nil
 }
 
 func (z zkConn) Get(path string) ([]byte, Stat, error) {
@@ -341,7 +354,6 @@ func (z zkConn) Sync(path string) error {
 
 func (z zkConn) AddAuth(scheme string, auth []byte) error { return z.c.AddAuth(scheme, auth) }
 func (z zkConn) SessionID() int64                         { return z.c.SessionID() }
-func (z zkConn) Raw() *zk.Conn                            { return z.c }
 func (z zkConn) Close()                                   { z.c.Close() }
 
 func statOf(s *zk.Stat) Stat {
@@ -647,16 +659,9 @@ func (w *wire) sessionTimeout() time.Duration {
 	return w.timeout
 }
 
-// sentBy returns when the latest packet that went out no later than t on
-// the current connection went out (errs early by up to a grain), or, if
-// none did, when the connection's connect request went out.
-func (w *wire) sentBy(t time.Time) time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.sentByLocked(t)
-}
-
-// sentByOn is sentBy(t), if the current connection is the one a request
+// sentByOn returns when the latest packet that went out no later than t
+// on the current connection went out (errs early by up to a grain), or, if
+// none did, when the connection's connect request went out; if the current connection is the one a request
 // sent at sent went out on (its connect request went out no later); else
 // zero. A write acknowledged on an earlier connection says nothing of
 // this one's packets, whose touches may never have reached the quorum: a

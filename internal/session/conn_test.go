@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// sentBy is the anchor of the deadline: the latest packet that went out no
+// sentByOn is the anchor of the deadline: the latest packet that went out no
 // later than a time, never a later one (that would make the deadline late),
 // and the connect request when no packet is that old.
 func TestWireSentBy(t *testing.T) {
@@ -24,12 +24,12 @@ func TestWireSentBy(t *testing.T) {
 		{899, 250},
 		{5000, 900},
 	} {
-		if got := w.sentBy(at(tc.by)); !got.Equal(at(tc.want)) {
-			t.Errorf("sentBy(+%dms) = +%v, want +%dms", tc.by, got.Sub(t0), tc.want)
+		if got := w.sentByOn(t0, at(tc.by)); !got.Equal(at(tc.want)) {
+			t.Errorf("sentByOn(+%dms) = +%v, want +%dms", tc.by, got.Sub(t0), tc.want)
 		}
 	}
-	if got := (&wire{}).sentBy(t0); !got.IsZero() {
-		t.Errorf("no connection yet: sentBy = %v, want zero", got)
+	if got := (&wire{}).sentByOn(t0, t0); !got.IsZero() {
+		t.Errorf("no connection yet: sentByOn = %v, want zero", got)
 	}
 }
 

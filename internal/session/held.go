@@ -97,9 +97,8 @@ func (r *register) lookEnd(path string) {
 
 // Cover says how a node of a lease about to be granted is watched.
 type Cover struct {
-	Own    bool   // its own data watch is set and has not fired
-	Path   string // else: the lock path of the look that set a children watch...
-	Events uint64 // ...when the path had had this many children events
+	Own  bool // its own data watch is set and has not fired
+	Look Look // else: the look that set a children watch on its path, if active
 }
 
 // add registers a granted lease; covers[i] goes with its i-th node. It
@@ -109,10 +108,10 @@ func (r *register) add(l *Hold, covers []Cover) (bare []string) {
 	for i, node := range l.nodes {
 		r.byNode[node] = l
 		cv := covers[i]
-		switch lk := r.looks[cv.Path]; {
+		switch lk := r.looks[cv.Look.path]; {
 		case cv.Own:
-		case lk != nil && lk.events == cv.Events:
-			r.bare[cv.Path] = append(r.bare[cv.Path], node)
+		case cv.Look.Active() && lk != nil && lk.events == cv.Look.events:
+			r.bare[cv.Look.path] = append(r.bare[cv.Look.path], node)
 		default:
 			bare = append(bare, node)
 		}

@@ -3,7 +3,6 @@ package session
 import (
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/cenkalti/backoff/v4"
 )
@@ -111,7 +110,7 @@ func (j *janitor) run() {
 		}
 		wait := b.NextBackOff()
 		j.c.log.Warn("zklock: cleanup will retry", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", d.retry, "in", wait)
-		if !j.pause(wait) {
+		if !sleep(j.stop, wait) {
 			return
 		}
 	}
@@ -162,22 +161,6 @@ func (j *janitor) settle(d deletion) bool {
 	return false
 }
 
-// pause waits d (a second if the backoff says stop), or until the janitor
-// is stopped: then it reports false.
-func (j *janitor) pause(d time.Duration) bool {
-	if d == backoff.Stop {
-		d = time.Second
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-j.stop:
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // delete deletes the nodes of jb, finding them first if it names them by
 // prefix.
 func (j *janitor) delete(jb Job) deletion {
@@ -220,15 +203,6 @@ type deletion struct {
 	// (no auth, a bad ACL): a *NodeError naming it. Such a node stays
 	// the session's until the session ends; nobody tries it again.
 	failed error
-}
-
-// err is the deletion's outcome as one error: the permanent failure
-// first, which is what a caller must be told, else why nodes are left.
-func (d deletion) err() error {
-	if d.failed != nil {
-		return d.failed
-	}
-	return d.retry
 }
 
 // NodeError is the failure to delete one node.

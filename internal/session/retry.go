@@ -53,17 +53,26 @@ func (c *Session) Retry(ctx context.Context, op func(Conn) error) error {
 	return err
 }
 
-// Sleep waits d, or until ctx is done.
+// Sleep waits d (a second if d is backoff.Stop), or until ctx is done.
 func Sleep(ctx context.Context, d time.Duration) error {
+	if !sleep(ctx.Done(), d) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// sleep waits d (a second if d is backoff.Stop) and reports true, or
+// reports false as soon as stop is closed.
+func sleep(stop <-chan struct{}, d time.Duration) bool {
 	if d == backoff.Stop {
 		d = time.Second
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-stop:
+		return false
 	case <-t.C:
-		return nil
+		return true
 	}
 }

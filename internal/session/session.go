@@ -191,6 +191,15 @@ func (c *Session) Conn() Conn {
 	return c.zc
 }
 
+// Raw returns the go-zookeeper connection under the Session, for zklock's
+// Client.Conn: nil if the connection is not go-zookeeper's.
+func (c *Session) Raw() *zk.Conn {
+	if z, ok := c.Conn().(zkConn); ok {
+		return z.c
+	}
+	return nil
+}
+
 // ID returns the id of the current session (0 while there is none).
 func (c *Session) ID() int64 { return c.Conn().SessionID() }
 
@@ -203,9 +212,12 @@ func (c *Session) ACL(path string) []zk.ACL { return c.acl(path) }
 // NewBackOff returns a fresh backoff for a retried operation.
 func (c *Session) NewBackOff() backoff.BackOff { return c.newBackOff() }
 
-// Expect returns a channel that is closed once a packet that carries
-// marker has been written to the connection (see [wire.expect]).
-func (c *Session) Expect(marker string) (<-chan struct{}, func()) { return c.wire.expect(marker) }
+// Sent returns a channel that is closed once a request that carries
+// marker (a create's path) has been written to the connection, so that a
+// read can follow it at once (see [wire.expect]); stop forgets it.
+func (c *Session) Sent(marker string) (sent <-chan struct{}, stop func()) {
+	return c.wire.expect(marker)
+}
 
 // Close ends the session: the server deletes every node of it, and every
 // live lease is lost with ErrClientClosed. Close waits for the Session's
@@ -378,24 +390,55 @@ func (c *Session) State() Snapshot {
 	return Snapshot{c.connected, c.closed, c.epoch, c.changed}
 }
 
+// AwaitConnected waits until the connection has a live session and
+// returns the state then. It fails with ErrClientClosed once the Session
+// is closed, and with ctx's error if ctx ends first. It is the one wait
+// for a connection that the recipes use.
+func (c *Session) AwaitConnected(ctx context.Context) (Snapshot, error) {
+	for {
+		st := c.State()
+		switch {
+		case st.Closed:
+			return st, ErrClientClosed
+		case st.Connected:
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-st.Changed:
+		}
+	}
+}
+
 // AwaitSession waits for a live session and returns its id.
 func (c *Session) AwaitSession(ctx context.Context) (int64, error) {
 	for {
-		st := c.State()
-		if st.Closed {
-			return 0, ErrClientClosed
+		st, err := c.AwaitConnected(ctx)
+		if err != nil {
+			return 0, err
 		}
-		if st.Connected {
-			if id := c.Conn().SessionID(); id != 0 {
-				return id, nil
-			}
+		if id := c.ID(); id != 0 {
+			return id, nil
 		}
-		select {
+		select { // connected, but the id not known yet: the next change
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-st.Changed:
 		}
 	}
+}
+
+// Grant is what a participant asks the Session to hold.
+type Grant struct {
+	Epoch   uint64     // the epoch of the reads that decided it holds
+	Session int64      // the session of its nodes
+	Groups  [][]string // the nodes of each lease, its Node first
+	Token   int64      // the leases' fencing token
+	Meta    any        // the recipe's, kept with each lease ([Hold.Meta])
+	// Covers says, for each node in the order of Groups, what watch tells
+	// the Session if someone deletes it (see held.go).
+	Covers []Cover
 }
 
 // Grant turns a participant's nodes into leases, one per group of nodes
@@ -407,10 +450,9 @@ func (c *Session) AwaitSession(ctx context.Context) (int64, error) {
 // has confirmed for a while yet. It returns nil if the decision must be
 // made again, and ErrUnconfirmed if the deadline is behind.
 //
-// covers says, for each node in the order of groups, what watch tells the
-// Session if someone deletes it (see held.go); meta is the recipe's, kept
-// with each lease.
-func (c *Session) Grant(epoch uint64, session int64, groups [][]string, token int64, meta any, covers []Cover) ([]*Hold, error) {
+// What it grants, and how each node is watched, g says.
+func (c *Session) Grant(g Grant) ([]*Hold, error) {
+	epoch, session, covers := g.Epoch, g.Session, g.Covers
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -424,14 +466,14 @@ func (c *Session) Grant(epoch uint64, session int64, groups [][]string, token in
 		c.keeper.wake()
 		return nil, ErrUnconfirmed
 	}
-	leases := make([]*Hold, len(groups))
+	leases := make([]*Hold, len(g.Groups))
 	now := time.Now()
-	for i, g := range groups {
-		l := &Hold{s: c, nodes: g, token: token, session: session, done: make(chan struct{}), Meta: meta, granted: now}
-		for _, node := range c.held.add(l, covers[:len(g)]) {
+	for i, nodes := range g.Groups {
+		l := &Hold{s: c, nodes: nodes, token: g.Token, session: session, done: make(chan struct{}), Meta: g.Meta, granted: now}
+		for _, node := range c.held.add(l, covers[:len(nodes)]) {
 			c.armLocked(l, node, now)
 		}
-		covers = covers[len(g):]
+		covers = covers[len(nodes):]
 		leases[i] = l
 	}
 	c.kickLocked() // its deadline timer now matters
@@ -488,19 +530,36 @@ func (c *Session) valid(session int64, now time.Time) (bool, time.Time) {
 	return now.Before(c.deadline), c.deadline
 }
 
-// LookStart records a first look about to be sent on path (see held.go),
-// and returns the path's count of children events so far.
-func (c *Session) LookStart(path string) uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.held.lookStart(path)
+// Look is a read of a lock path's children that leaves a children watch,
+// recorded with the Session before it is sent, so that a grant knows
+// whether that watch is still pending and so covers the nodes the read
+// found (see held.go). The zero Look records nothing.
+type Look struct {
+	s      *Session
+	path   string
+	events uint64 // the path's count of children events when the look began
 }
 
-// LookEnd drops a look recorded by LookStart.
-func (c *Session) LookEnd(path string) {
+// StartLook records a look about to be sent on path. End it once no
+// grant can use it.
+func (c *Session) StartLook(path string) Look {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.held.lookEnd(path)
+	return Look{s: c, path: path, events: c.held.lookStart(path)}
+}
+
+// Active reports a look started and not ended.
+func (l *Look) Active() bool { return l.s != nil }
+
+// End drops the look; a second End does nothing.
+func (l *Look) End() {
+	if l.s == nil {
+		return
+	}
+	l.s.mu.Lock()
+	l.s.held.lookEnd(l.path)
+	l.s.mu.Unlock()
+	l.s = nil
 }
 
 // kickLocked tells the keeper that leases or waiting grew, without waking
