@@ -47,6 +47,7 @@ package zklock_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -559,6 +560,21 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	injectors.Go(func() {
 		chaosServerFaults(ctx, plan, chaosEnd, rec, &serverMu)
 	})
+	// Midway, each SharedCount grows from K to K+1, which its semaphore's
+	// waiting acquires must follow. From the first attempt to write it on
+	// (a write whose reply was lost may have been applied), the checker
+	// allows K+1.
+	grown := map[string]time.Time{}
+	injectors.Go(func() {
+		if !chaosSleep(ctx, duration/2) {
+			return
+		}
+		for _, sm := range sems {
+			if sm.count != "" {
+				grown[sm.lock] = chaosGrow(ctx, rec, observer, sm.count, chaosSemSize+1)
+			}
+		}
+	})
 	injectors.Wait()
 	chaosDone := time.Now()
 
@@ -657,6 +673,7 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 
 	holds, faults := rec.snapshot()
 	ph := newChaosFigures()
+	ph.grown = grown
 	ph.watchesLeaked = leaked
 	for lock, n := range orphans {
 		ph.orphans += n
@@ -804,8 +821,14 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 			}
 		}
 		if live >= 0 {
+			d := chaosHoldTime(rng, tk.lock, tk.write)
+			if tk.downgrade {
+				// Long enough for writers to queue behind it, whom the
+				// downgrade must keep out.
+				d = time.Duration(10+rng.IntN(50)) * time.Millisecond
+			}
 			cl.held.Add(1)
-			holds[live].woke = holdFor(leases[live], chaosHoldTime(rng, tk.lock, tk.write))
+			holds[live].woke = holdFor(leases[live], d)
 		}
 		// The leases are ended and released one by one (AcquireN's too),
 		// each hold ending when its Release is called.
@@ -906,6 +929,14 @@ func (cl *chaosClient) release(ctx context.Context, rec *chaosRecorder, h *chaos
 // already lost cannot be downgraded: Downgrade fails with its error (a
 // read node at its place could let a writer in between).
 func (cl *chaosClient) downgrade(ctx context.Context, rec *chaosRecorder, rng *rand.Rand, wh *chaosHold, write *zklock.Lease) bool {
+	// Whether a writer is queued, whom the downgrade must keep out: a
+	// figure, not an assertion.
+	pctx, pcancel := context.WithTimeout(ctx, time.Second)
+	parts, err := cl.rw.Participants(pctx)
+	pcancel()
+	if err == nil && slices.ContainsFunc(parts, func(p zklock.Participant) bool { return !p.Holder && !p.Read }) {
+		rec.count("downgrade writer queued")
+	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	read, err := cl.rw.Downgrade(dctx, write)
 	returned := time.Now()
@@ -1198,8 +1229,11 @@ type chaosFigures struct {
 	faults map[string]int
 	// counts: acquisitions by recipe and policy, losses, cancels, and by
 	// recipe (or lock) its overlaps, inversions, over-K and orphans.
-	counts        map[string]int
-	peaks         map[string]int // most leases of each semaphore live at once
+	counts map[string]int
+	peaks  map[string]int // most leases of each semaphore live at once
+	// grown: when each semaphore's SharedCount began to grow to K+1 (for
+	// check; not added up).
+	grown         map[string]time.Time
 	overlaps      int
 	inversions    int
 	overK         int
@@ -1317,16 +1351,22 @@ func (f *chaosFigures) recipeLines() []string {
 				name, c[r], c[r+" lost"], c[r+" stillborn"], c[r+" cancelled"])
 			switch {
 			case r == "downgrade":
-				fmt.Fprintf(&b, "; held from the write lease on %d; refused for a lost write lease %d, "+
-					"failed as the write lease was lost %d, cancelled %d", c["downgrade bridged"],
-					c["downgrade refused"], c["downgrade failed"], c["downgrade cancelled"])
+				fmt.Fprintf(&b, "; held from the write lease on %d; a writer queued behind at %d; refused for a "+
+					"lost write lease %d, failed as the write lease was lost %d, cancelled %d", c["downgrade bridged"],
+					c["downgrade writer queued"], c["downgrade refused"], c["downgrade failed"], c["downgrade cancelled"])
+			case r == "sem-kazoo":
+				b.WriteString("; no AcquireN in kazoo's layout")
 			case strings.HasPrefix(r, "sem-"):
 				fmt.Fprintf(&b, "; leases by AcquireN %d, in %d calls", c[r+" leases by acquireN"], c[r+" acquireN"])
 			}
 			b.WriteString(")")
-			if strings.HasPrefix(lock, "sem-") {
+			switch {
+			case c[lock+" grown"] > 0:
+				fmt.Fprintf(&b, ", over-K %d (at most %d live at once; K=%d, then %d once the SharedCount grew, in %d phase(s))",
+					c[r+" over-K"], f.peaks[lock], chaosSemSize, chaosSemSize+1, c[lock+" grown"])
+			case strings.HasPrefix(lock, "sem-"):
 				fmt.Fprintf(&b, ", over-K %d (at most %d of K=%d live at once)", c[r+" over-K"], f.peaks[lock], chaosSemSize)
-			} else {
+			default:
 				fmt.Fprintf(&b, ", overlaps %d, token inversions %d", c[r+" overlaps"], c[r+" inversions"])
 			}
 			fmt.Fprintf(&b, ", orphans %d", c[lock+" orphans"])
@@ -1490,7 +1530,17 @@ func (f *chaosFigures) checkExclusive(t *testing.T, lock string, mine []chaosHol
 // checkSemaphore checks the holds of one semaphore with checkOverK.
 func (f *chaosFigures) checkSemaphore(t *testing.T, lock string, mine []chaosHold) {
 	t.Helper()
-	over, peak := checkOverK(mine, chaosSemSize)
+	k := func(time.Time) int { return chaosSemSize }
+	if g, ok := f.grown[lock]; ok {
+		f.counts[lock+" grown"]++
+		k = func(at time.Time) int {
+			if at.Before(g) {
+				return chaosSemSize
+			}
+			return chaosSemSize + 1
+		}
+	}
+	over, peak := checkOverK(mine, k)
 	for i, m := range over {
 		if i == 5 {
 			t.Errorf("chaos: %s: ... %d holds beyond K in all", lock, len(over))
@@ -1501,7 +1551,7 @@ func (f *chaosFigures) checkSemaphore(t *testing.T, lock string, mine []chaosHol
 	f.overK += len(over)
 	f.counts[lock+" over-K"] += len(over)
 	f.peaks[lock] = max(f.peaks[lock], peak)
-	lateOver, _ := checkOverK(chaosLate(mine), chaosSemSize)
+	lateOver, _ := checkOverK(chaosLate(mine), k)
 	for i, m := range lateOver {
 		if i == 3 {
 			break
@@ -1577,11 +1627,12 @@ func (h *chaosHold) describe() string {
 		h.token, h.end.Sub(h.start).Round(time.Microsecond), h.start.Sub(chaosEpoch).Round(time.Microsecond), reason, h.node)
 }
 
-// checkOverK checks the holds of one semaphore of k leases: never more than
-// k live at once. A hold that ends at the moment another starts is not
-// live with it. It returns a message for every hold that began while k
-// others were live, and the most holds live at once.
-func checkOverK(holds []chaosHold, k int) (over []string, peak int) {
+// checkOverK checks the holds of one semaphore of k(t) leases at time t (k
+// never decreases): never more than k live at once. A hold that ends at the
+// moment another starts is not live with it. It returns a message for
+// every hold that began while k others were live, and the most holds live
+// at once.
+func checkOverK(holds []chaosHold, k func(time.Time) int) (over []string, peak int) {
 	type event struct {
 		at    time.Time
 		start bool
@@ -1605,7 +1656,7 @@ func checkOverK(holds []chaosHold, k int) (over []string, peak int) {
 		}
 		live[e.h] = true
 		peak = max(peak, len(live))
-		if len(live) > k {
+		if k := k(e.at); len(live) > k {
 			var others []string
 			for h := range live {
 				if h != e.h {
@@ -1840,6 +1891,24 @@ func chaosWatches(ctx context.Context, nodes []chaosNode) (int, error) {
 	return total, nil
 }
 
+// chaosGrow writes n into the SharedCount at path, retrying for up to
+// chaosRecovery, and returns when it first tried.
+func chaosGrow(ctx context.Context, rec *chaosRecorder, conn *zk.Conn, path string, n int) time.Time {
+	data := binary.BigEndian.AppendUint32(nil, uint32(n))
+	first := time.Now()
+	var err error
+	for time.Since(first) < chaosRecovery {
+		if _, err = conn.Set(path, data, -1); err == nil {
+			return first
+		}
+		if !chaosSleep(ctx, 100*time.Millisecond) {
+			return first
+		}
+	}
+	rec.fail("grow the SharedCount %s to %d: %v", path, n, err)
+	return first
+}
+
 // chaosLeftovers waits up to chaosDrain for path to have no children, and
 // returns those it still has.
 func chaosLeftovers(ctx context.Context, t *testing.T, conn *zk.Conn, path string) []string {
@@ -2003,16 +2072,24 @@ func TestChaosChecker(t *testing.T) {
 	for name, tc := range map[string]struct {
 		holds      []chaosHold
 		over, peak int
+		grow       int // ms at which K grows from 2 to 3, if > 0
 	}{
-		"K at once":                 {[]chaosHold{s(0, 10), s(5, 15), s(10, 20), s(15, 25)}, 0, 2},
-		"K+1 at once":               {[]chaosHold{s(0, 10), s(5, 15), s(9, 20)}, 1, 3},
-		"end at the next's start":   {[]chaosHold{s(0, 10), s(0, 10), s(10, 20), s(10, 20)}, 0, 2},
-		"AcquireN beyond K":         {[]chaosHold{s(0, 10), s(5, 15), s(5, 15)}, 1, 3},
-		"a lost lease's ValidUntil": {[]chaosHold{lost(s(0, 10)), s(2, 12), s(9, 20)}, 1, 3},
-		"one at a time":             {[]chaosHold{s(0, 10)}, 0, 1},
+		"K at once":                 {[]chaosHold{s(0, 10), s(5, 15), s(10, 20), s(15, 25)}, 0, 2, 0},
+		"K+1 at once":               {[]chaosHold{s(0, 10), s(5, 15), s(9, 20)}, 1, 3, 0},
+		"end at the next's start":   {[]chaosHold{s(0, 10), s(0, 10), s(10, 20), s(10, 20)}, 0, 2, 0},
+		"AcquireN beyond K":         {[]chaosHold{s(0, 10), s(5, 15), s(5, 15)}, 1, 3, 0},
+		"a lost lease's ValidUntil": {[]chaosHold{lost(s(0, 10)), s(2, 12), s(9, 20)}, 1, 3, 0},
+		"one at a time":             {[]chaosHold{s(0, 10)}, 0, 1, 0},
+		"K+1 once K grew":           {[]chaosHold{s(0, 10), s(5, 15), s(9, 20)}, 0, 3, 8},
+		"K+1 before K grew":         {[]chaosHold{s(0, 10), s(5, 15), s(9, 20)}, 1, 3, 10},
 	} {
 		t.Run("semaphore "+name, func(t *testing.T) {
-			over, peak := checkOverK(slices.Clone(tc.holds), 2)
+			over, peak := checkOverK(slices.Clone(tc.holds), func(at time.Time) int {
+				if tc.grow > 0 && !at.Before(chaosEpoch.Add(time.Duration(tc.grow)*time.Millisecond)) {
+					return 3
+				}
+				return 2
+			})
 			require.Len(t, over, tc.over, "over K: %v", over)
 			require.Equal(t, tc.peak, peak)
 		})
