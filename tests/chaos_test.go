@@ -110,7 +110,8 @@ func chaosDuration(t *testing.T) time.Duration {
 // then eight clients on a 3-node ensemble, with the same client faults,
 // paused servers, killed leaders, a follower or the leader cut off from the
 // other two while its clients still reach it, and rolling restarts. It logs
-// one line of figures per phase and one for the whole run.
+// one line of figures per phase and one for the whole run, each followed by
+// a line per recipe (acquisitions, overlaps or over-K, orphans).
 //
 // It breaks its servers, so it starts its own containers, and it is skipped
 // when ZKLOCK_TEST_SERVERS says that tests must not start any, and in -short.
@@ -554,11 +555,16 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		injectors sync.WaitGroup
 		serverMu  sync.RWMutex // client expiries do not run during server faults
 	)
+	// When each injector was done: the client faults' recoveries and the
+	// server faults' first round may run past chaosEnd.
+	var clientFaultsDone, serverFaultsDone time.Time
 	injectors.Go(func() {
 		chaosClientFaults(ctx, plan.seed, chaosEnd, clients, rec, &serverMu)
+		clientFaultsDone = time.Now()
 	})
 	injectors.Go(func() {
 		chaosServerFaults(ctx, plan, chaosEnd, rec, &serverMu)
+		serverFaultsDone = time.Now()
 	})
 	// Midway, each SharedCount grows from K to K+1, which its semaphore's
 	// waiting acquires must follow. From the first attempt to write it on
@@ -688,8 +694,10 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		t.Errorf("chaos: unexpected: %s", u)
 	}
 	ph.unexpected = len(rec.unexpected)
-	t.Logf("chaos %s: %s; faults for %v, drained after %v, %v in all", plan.name, ph,
-		duration.Round(time.Second), time.Since(chaosDone).Round(time.Millisecond), time.Since(began).Round(time.Second))
+	t.Logf("chaos %s: %s; faults for %v (client faults done at +%v, server faults at +%v), drained after %v, %v in all",
+		plan.name, ph, duration.Round(time.Second), clientFaultsDone.Sub(began).Round(time.Millisecond),
+		serverFaultsDone.Sub(began).Round(time.Millisecond), time.Since(chaosDone).Round(time.Millisecond),
+		time.Since(began).Round(time.Second))
 	for _, line := range ph.recipeLines() {
 		t.Logf("chaos %s: %s", plan.name, line)
 	}
