@@ -37,9 +37,9 @@ setup:
 # The library's tests need only a ZooKeeper: zkrun starts one and hands its
 # address over in ZKLOCK_TEST_SERVERS (or passes on the one already there).
 # The other modules' tests start their containers through zktest. The chaos
-# suite runs on its own with -v, so its line of figures (faults by kind,
-# acquisitions, overlaps, orphans, leaked watches, longest recovery) shows in
-# CI's output; everything else runs first.
+# suite runs on its own with -v, so its figures (faults by kind, acquisitions,
+# overlaps, over-K, orphans, leaked watches, longest recovery; then a line per
+# recipe) show in CI's output; everything else runs first.
 test: setup check model
 	$(ZK_ENV) $(GO) run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- \
 		$(GO) test -race -count=1 -timeout 10m ./...

@@ -1,11 +1,17 @@
 package zklock_test
 
-// TestChaos: clients contend on one Mutex and one RWMutex, and some of them
+// TestChaos: clients contend on one Mutex, one RWMutex (some of whose write
+// leases are downgraded to read leases), four Semaphores (one of each
+// layout: zklock's, Curator's with a constant size and with a SharedCount,
+// kazoo's; AcquireN among their acquires) and three MultiLocks over
+// overlapping paths (with plain Mutexes on those paths), and some of them
 // campaign in one Election, while a fault schedule breaks their
 // connections, their sessions and their servers, and a checker proves from
-// the recorded holds and leaderships that there were never two holders or
-// two leaders, that fencing tokens only grew, that the locks and the
-// election kept working after every fault, and that nothing was left
+// the recorded holds and leaderships that there were never two holders of
+// an exclusive lock (on any path of a MultiLock), a reader with a writer
+// (no writer slipped into a downgrade), more than K leases of a semaphore
+// of K, or two leaders, that fencing tokens only grew, that every lock and
+// the election kept working after every fault, and that nothing was left
 // behind. An observer (Election.Observe) runs throughout on a client that
 // is faulted too; its reports must come in the order of the leaders' nodes,
 // and never name a candidate while one ahead of it in the queue has yet to
@@ -25,6 +31,15 @@ package zklock_test
 // returning to Release being called, or to the lost lease's ValidUntil), on
 // a lock of its own, "election".
 //
+// A downgrade's read lease is held, without a gap, from the moment the
+// write lease was last seen live before Downgrade was called, if the read
+// lease is live when Downgrade returns: Downgrade's contract is that no
+// writer gets in between (the read node is created at the writer's place,
+// in the writer's session, before the write node is deleted; a session
+// that is live at the return was live throughout, so both nodes were there
+// when they should be). A writer overlapping that span is a writer that
+// slipped in.
+//
 // Knobs: ZKLOCK_CHAOS_DURATION (faults per phase, default 40s),
 // ZKLOCK_CHAOS_SEED (replay a schedule), ZKLOCK_CHAOS_LOG (the clients' debug
 // logs on stderr), ZKLOCK_CHAOS_DEBUG (describe a lock nobody could take
@@ -32,6 +47,7 @@ package zklock_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +89,9 @@ const (
 	// chaos. It is not a candidate, and it works on the locks like every
 	// client, so that the client faults and their recovery checks apply.
 	chaosObserver = chaosClients - 1
+	// chaosSemSize is every semaphore's size, K: small, so that its four
+	// clients' workers, some asking for K leases at once, queue for it.
+	chaosSemSize = 2
 )
 
 // chaosDuration is how long faults are injected in each phase: 40s, or
@@ -91,7 +110,8 @@ func chaosDuration(t *testing.T) time.Duration {
 // then eight clients on a 3-node ensemble, with the same client faults,
 // paused servers, killed leaders, a follower or the leader cut off from the
 // other two while its clients still reach it, and rolling restarts. It logs
-// one line of figures per phase and one for the whole run.
+// one line of figures per phase and one for the whole run, each followed by
+// a line per recipe (acquisitions, overlaps or over-K, orphans).
 //
 // It breaks its servers, so it starts its own containers, and it is skipped
 // when ZKLOCK_TEST_SERVERS says that tests must not start any, and in -short.
@@ -223,6 +243,9 @@ func TestChaos(t *testing.T) {
 	})
 
 	t.Logf("chaos: %s; %v in all", total, time.Since(began).Round(time.Second))
+	for _, line := range total.recipeLines() {
+		t.Logf("chaos: %s", line)
+	}
 	goleak.VerifyNone(t, leaks)
 }
 
@@ -265,8 +288,11 @@ func chaosIsolate(ctx context.Context, e *zktest.Ensemble, i int) (func(context.
 // chaosHold is one acquisition: from Acquire returning to the earlier of
 // Release being called and the lease's end (its ValidUntil, if it was lost).
 type chaosHold struct {
-	lock   string // "mutex", "rw" or "election"
-	write  bool   // exclusive: the mutex, the write side, a leadership
+	lock   string // one of chaosLocks: what it is checked against
+	recipe string // one of chaosRecipes[lock]: what took it
+	write  bool   // exclusive: a mutex, the write side, a leadership, a multilock
+	// paths: the paths of lock "multi" that it covers ("a", "b", "c").
+	paths  []string
 	client int
 	policy string // the client's: chaosDefault or chaosLossOnDisconnect
 	start  time.Time
@@ -279,6 +305,12 @@ type chaosHold struct {
 	// passed, or the connection dropped, between the grant and the
 	// return). It was never held.
 	stillborn bool
+	// bridged: a downgrade's read lease, held from the moment its write
+	// lease was last seen live (see the top of the file), not from
+	// Downgrade's return.
+	bridged bool
+	// acquireN: one of the leases of a Semaphore.AcquireN.
+	acquireN bool
 }
 
 // The clients' policies: even clients keep the default, odd ones lose their
@@ -299,7 +331,7 @@ type chaosFault struct {
 	err    error
 }
 
-// chaosClient is one client, its transport and its two locks.
+// chaosClient is one client, its transport and its locks.
 type chaosClient struct {
 	i      int
 	policy string
@@ -307,6 +339,11 @@ type chaosClient struct {
 	f      *zktest.Faults
 	mutex  *zklock.Mutex
 	rw     *zklock.RWMutex
+	// sems: the semaphores it works on (two of the four), by lock.
+	sems map[string]*zklock.Semaphore
+	// multi: the MultiLocks over {a,b}, {b,c}, {c,a} and the Mutexes on
+	// a, b and c.
+	multi []chaosMulti
 	// election is the client's candidate in the election, nil if it is
 	// not a candidate; observe is the election that the observer's client
 	// watches with Observe, nil on the others.
@@ -369,6 +406,20 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	ctx := t.Context()
 	root := lockPath(t)
 	mutexPath, rwPath, electionPath := root+"-mutex", root+"-rw", root+"-election"
+	sems := chaosSemaphores(root)
+	multiPaths := map[string]string{}
+	for _, p := range chaosMultiPaths {
+		multiPaths[p] = root + "-multi-" + p
+	}
+	// Where each lock's nodes are: every one of these paths must end with
+	// no children.
+	nodePaths := map[string][]string{"mutex": {mutexPath}, "rw": {rwPath}, "election": {electionPath}}
+	for _, p := range chaosMultiPaths {
+		nodePaths["multi"] = append(nodePaths["multi"], multiPaths[p])
+	}
+	for _, sm := range sems {
+		nodePaths[sm.lock] = sm.nodes
+	}
 
 	// The observer is a plain go-zookeeper client: bound its handshakes as
 	// ZooKeeper's Java client does, or a server restarted by the schedule
@@ -383,6 +434,15 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	// which the observer's check relies on. Deleted at the end.
 	require.NoError(t, chaosPersistent(observer, electionPath))
 	defer func() { _ = observer.Delete(electionPath, -1) }()
+	// The persistent nodes of kazoo's layout and the SharedCount, made by
+	// the clients, are deleted at the end too.
+	defer func() {
+		for _, sm := range sems {
+			for _, p := range sm.persistent {
+				_ = observer.Delete(p, -1)
+			}
+		}
+	}()
 	baseline, err := chaosWatches(ctx, plan.nodes)
 	require.NoError(t, err)
 
@@ -414,10 +474,34 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 			cl.observe, err = zklock.NewElection(cl.c, electionPath)
 			require.NoError(t, err)
 		}
+		// Two semaphores of the four: each has four clients, of both
+		// policies.
+		cl.sems = map[string]*zklock.Semaphore{}
+		for _, sm := range []chaosSem{sems[i%len(sems)], sems[(i+1)%len(sems)]} {
+			cl.sems[sm.lock], err = zklock.NewSemaphore(cl.c, sm.path, chaosSemSize, sm.opts...)
+			require.NoError(t, err)
+		}
+		// The MultiLocks, whose paths odd clients list in the other order,
+		// then the Mutexes, as pick expects them.
+		for _, ps := range [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}} {
+			if i%2 == 1 {
+				ps = []string{ps[1], ps[0]}
+			}
+			m, err := zklock.NewMultiLock(cl.c, []string{multiPaths[ps[0]], multiPaths[ps[1]]})
+			require.NoError(t, err)
+			cl.multi = append(cl.multi, chaosMulti{recipe: "multilock", paths: ps, locker: m})
+		}
+		for _, p := range chaosMultiPaths {
+			m, err := zklock.NewMutex(cl.c, multiPaths[p])
+			require.NoError(t, err)
+			cl.multi = append(cl.multi, chaosMulti{recipe: "multi-mutex", paths: []string{p}, locker: m})
+		}
 		clients[i] = cl
 	}
 
-	// Workers: two per client, one on each lock.
+	// Workers: one per client on each of its locks (the mutex, the
+	// RWMutex, two semaphores, the multilock paths), and one per
+	// candidate in the election.
 	work, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	var workers sync.WaitGroup
@@ -425,6 +509,19 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		for j, lock := range []string{"mutex", "rw"} {
 			rng := rand.New(rand.NewPCG(plan.seed, uint64(100+2*cl.i+j)))
 			workers.Go(func() { cl.work(work, rec, lock, rng) })
+		}
+		j := 0
+		for _, sm := range sems {
+			if cl.sems[sm.lock] == nil {
+				continue
+			}
+			rng := rand.New(rand.NewPCG(plan.seed, uint64(300+2*cl.i+j)))
+			workers.Go(func() { cl.work(work, rec, sm.lock, rng) })
+			j++
+		}
+		{
+			rng := rand.New(rand.NewPCG(plan.seed, uint64(500+cl.i)))
+			workers.Go(func() { cl.work(work, rec, "multi", rng) })
 		}
 		if cl.election != nil {
 			rng := rand.New(rand.NewPCG(plan.seed, uint64(1000+cl.i)))
@@ -448,8 +545,7 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 
 	if os.Getenv("ZKLOCK_CHAOS_DEBUG") != "" {
 		workers.Go(func() {
-			chaosWatchdog(work, t, observer, rec, clients,
-				map[string]string{"mutex": mutexPath, "rw": rwPath, "election": electionPath})
+			chaosWatchdog(work, t, observer, rec, clients, nodePaths)
 		})
 	}
 
@@ -459,11 +555,31 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		injectors sync.WaitGroup
 		serverMu  sync.RWMutex // client expiries do not run during server faults
 	)
+	// When each injector was done: the client faults' recoveries and the
+	// server faults' first round may run past chaosEnd.
+	var clientFaultsDone, serverFaultsDone time.Time
 	injectors.Go(func() {
 		chaosClientFaults(ctx, plan.seed, chaosEnd, clients, rec, &serverMu)
+		clientFaultsDone = time.Now()
 	})
 	injectors.Go(func() {
 		chaosServerFaults(ctx, plan, chaosEnd, rec, &serverMu)
+		serverFaultsDone = time.Now()
+	})
+	// Midway, each SharedCount grows from K to K+1, which its semaphore's
+	// waiting acquires must follow. From the first attempt to write it on
+	// (a write whose reply was lost may have been applied), the checker
+	// allows K+1.
+	grown := map[string]time.Time{}
+	injectors.Go(func() {
+		if !chaosSleep(ctx, duration/2) {
+			return
+		}
+		for _, sm := range sems {
+			if sm.count != "" {
+				grown[sm.lock] = chaosGrow(ctx, rec, observer, sm.count, chaosSemSize+1)
+			}
+		}
 	})
 	injectors.Wait()
 	chaosDone := time.Now()
@@ -516,16 +632,28 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	}
 	fcancel()
 
+	// A waiter on the SharedCount watches its data (Curator's SharedValue
+	// does too); one granted without the count changing leaves the watch
+	// on the server, which go-zookeeper cannot remove, until the count
+	// next changes. A write of the same count fires it, so the watch count
+	// below can return to its baseline.
+	for _, sm := range sems {
+		if sm.count == "" {
+			continue
+		}
+		if data, _, err := observer.Get(sm.count); err != nil {
+			t.Errorf("chaos: read the SharedCount %s: %v", sm.count, err)
+		} else if _, err := observer.Set(sm.count, data, -1); err != nil {
+			t.Errorf("chaos: write the SharedCount %s: %v", sm.count, err)
+		}
+	}
+
 	// Leftovers: every node deleted, every watch fired.
-	orphans := 0
-	for _, path := range []string{mutexPath, rwPath, electionPath} {
-		var kids []string
-		ok := chaosWait(ctx, chaosDrain, func() bool {
-			kids = chaosChildren(t, observer, path)
-			return len(kids) == 0
-		})
-		if !ok {
-			orphans += len(kids)
+	orphans := map[string]int{}
+	for _, lock := range chaosLocks {
+		for _, path := range nodePaths[lock] {
+			kids := chaosLeftovers(ctx, t, observer, path)
+			orphans[lock] += len(kids)
 			for _, k := range kids {
 				owner := "?"
 				if _, st, err := observer.Get(path + "/" + k); err == nil {
@@ -551,7 +679,12 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 
 	holds, faults := rec.snapshot()
 	ph := newChaosFigures()
-	ph.orphans, ph.watchesLeaked = orphans, leaked
+	ph.grown = grown
+	ph.watchesLeaked = leaked
+	for lock, n := range orphans {
+		ph.orphans += n
+		ph.counts[lock+" orphans"] += n
+	}
 	ph.check(t, holds, faults, began)
 	ph.checkReports(t, reports, holds, began)
 	for k, n := range rec.counts {
@@ -561,43 +694,102 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		t.Errorf("chaos: unexpected: %s", u)
 	}
 	ph.unexpected = len(rec.unexpected)
-	t.Logf("chaos %s: %s; faults for %v, drained after %v, %v in all", plan.name, ph,
-		duration.Round(time.Second), time.Since(chaosDone).Round(time.Millisecond), time.Since(began).Round(time.Second))
+	t.Logf("chaos %s: %s; faults for %v (client faults done at +%v, server faults at +%v), drained after %v, %v in all",
+		plan.name, ph, duration.Round(time.Second), clientFaultsDone.Sub(began).Round(time.Millisecond),
+		serverFaultsDone.Sub(began).Round(time.Millisecond), time.Since(chaosDone).Round(time.Millisecond),
+		time.Since(began).Round(time.Second))
+	for _, line := range ph.recipeLines() {
+		t.Logf("chaos %s: %s", plan.name, line)
+	}
 	total.add(ph)
 }
 
-// work takes one lock over and over until ctx ends: on the RWMutex, nine
-// times in ten the read side. One acquire in ten gives up after a few
-// milliseconds (a cancelled waiter must leave no trace), one in twenty is a
-// TryAcquire.
-func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string, rng *rand.Rand) {
-	for ctx.Err() == nil {
-		var locker zklock.Locker = cl.mutex // unused for the election
-		write := true
-		if lock == "rw" {
-			if rng.IntN(10) == 0 {
-				locker = cl.rw.WriteLock()
-			} else {
-				locker, write = cl.rw.ReadLock(), false
+// chaosTake is one acquisition of a worker: what it takes, and how its holds
+// are checked.
+type chaosTake struct {
+	lock, recipe string
+	write        bool
+	paths        []string // of lock "multi"
+	n            int      // leases asked for at once
+	acquireN     bool     // through AcquireN (or TryAcquireN)
+	downgrade    bool     // a write lease, downgraded once held a while
+	acquire      func(ctx context.Context, try bool) ([]*zklock.Lease, error)
+}
+
+// one makes one lease a slice of leases.
+func one(l *zklock.Lease, err error) ([]*zklock.Lease, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []*zklock.Lease{l}, nil
+}
+
+func lockerTake(l zklock.Locker) func(context.Context, bool) ([]*zklock.Lease, error) {
+	return func(ctx context.Context, try bool) ([]*zklock.Lease, error) {
+		if try {
+			return one(l.TryAcquire(ctx))
+		}
+		return one(l.Acquire(ctx))
+	}
+}
+
+// pick chooses a worker's next acquisition on lock: on the RWMutex, nine
+// times in ten the read side, and half the write leases are downgraded; on
+// a semaphore, one acquire in four is an AcquireN, of one lease up to K
+// (kazoo's layout has no AcquireN); on the multilock paths, one of the
+// three MultiLocks two times in three, else a Mutex on one of the paths.
+func (cl *chaosClient) pick(lock string, rng *rand.Rand) chaosTake {
+	tk := chaosTake{lock: lock, recipe: lock, write: true, n: 1}
+	switch lock {
+	case "mutex":
+		tk.acquire = lockerTake(cl.mutex)
+	case "rw":
+		if rng.IntN(10) == 0 {
+			tk.recipe, tk.downgrade = "write", rng.IntN(2) == 0
+			tk.acquire = lockerTake(cl.rw.WriteLock())
+		} else {
+			tk.recipe, tk.write = "read", false
+			tk.acquire = lockerTake(cl.rw.ReadLock())
+		}
+	case "election":
+		tk.acquire = func(ctx context.Context, _ bool) ([]*zklock.Lease, error) {
+			return one(cl.election.Campaign(ctx))
+		}
+	case "multi":
+		m := cl.multi[3+rng.IntN(3)] // a Mutex
+		if rng.IntN(3) != 0 {
+			m = cl.multi[rng.IntN(3)] // a MultiLock
+		}
+		tk.recipe, tk.paths, tk.acquire = m.recipe, m.paths, lockerTake(m.locker)
+	default: // a semaphore
+		s := cl.sems[lock]
+		tk.write, tk.acquire = false, lockerTake(s)
+		if lock != "sem-kazoo" && rng.IntN(4) == 0 {
+			n := 1 + rng.IntN(chaosSemSize)
+			tk.n, tk.acquireN = n, true
+			tk.acquire = func(ctx context.Context, try bool) ([]*zklock.Lease, error) {
+				if try {
+					return s.TryAcquireN(ctx, n)
+				}
+				return s.AcquireN(ctx, n)
 			}
 		}
+	}
+	return tk
+}
+
+// work takes one lock over and over until ctx ends (see pick). One acquire
+// in ten gives up after a few milliseconds (a cancelled waiter must leave
+// no trace), one in twenty is a TryAcquire (not in the election).
+func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		tk := cl.pick(lock, rng)
 		timeout := 30 * time.Second
 		if rng.IntN(10) == 0 {
 			timeout = time.Duration(1+rng.IntN(30)) * time.Millisecond
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
-		var (
-			lease *zklock.Lease
-			err   error
-		)
-		switch {
-		case lock == "election":
-			lease, err = cl.election.Campaign(actx)
-		case rng.IntN(20) == 0:
-			lease, err = locker.TryAcquire(actx)
-		default:
-			lease, err = locker.Acquire(actx)
-		}
+		leases, err := tk.acquire(actx, lock != "election" && rng.IntN(20) == 0)
 		start := time.Now()
 		cancel()
 		if err != nil {
@@ -608,74 +800,194 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 				rec.count("try-locked")
 			case errors.Is(err, context.DeadlineExceeded):
 				rec.count("cancelled")
-				rec.count(lock + " cancelled")
+				rec.count(tk.recipe + " cancelled")
 			default:
-				rec.fail("client %d: acquire %s: %v", cl.i, lock, err)
+				rec.fail("client %d: acquire %s: %v", cl.i, tk.recipe, err)
 				chaosSleep(ctx, 10*time.Millisecond)
 			}
 			continue
 		}
+		if len(leases) != tk.n {
+			rec.fail("client %d: %s: %d leases for %d asked", cl.i, tk.recipe, len(leases), tk.n)
+		}
+		if tk.acquireN {
+			rec.count(tk.recipe + " acquireN")
+		}
 
-		h := chaosHold{lock: lock, write: write, client: cl.i, policy: cl.policy, start: start,
-			token: lease.Token(), node: lease.Node()}
-		// Err compares the clock with the deadline itself: a lease whose
-		// deadline passed on the way back from Acquire is over, even if the
-		// keeper has not closed Done yet.
-		if err := lease.Err(); err != nil {
-			h.stillborn, h.end, h.lost = true, start, err
-		} else {
+		holds := make([]chaosHold, len(leases))
+		live := -1 // a lease live after Acquire returned
+		for i, l := range leases {
+			holds[i] = chaosHold{lock: tk.lock, recipe: tk.recipe, write: tk.write, paths: tk.paths, client: cl.i,
+				policy: cl.policy, start: start, token: l.Token(), node: l.Node(), acquireN: tk.acquireN}
+			// Err compares the clock with the deadline itself: a lease whose
+			// deadline passed on the way back from Acquire is over, even if
+			// the keeper has not closed Done yet.
+			if err := l.Err(); err != nil {
+				holds[i].stillborn, holds[i].end, holds[i].lost = true, start, err
+			} else if live < 0 {
+				live = i
+			}
+		}
+		if live >= 0 {
+			d := chaosHoldTime(rng, tk.lock, tk.write)
+			if tk.downgrade {
+				// Long enough for writers to queue behind it, whom the
+				// downgrade must keep out.
+				d = time.Duration(10+rng.IntN(50)) * time.Millisecond
+			}
 			cl.held.Add(1)
-			// Mostly short holds, some long ones, and a few longer than
-			// the session timeout, so that faults find holders to take
-			// leases from. Writes stay short: they stop everyone else.
-			// Leaders lead as long as mutex holders hold.
-			d := time.Duration(rng.IntN(5000)) * time.Microsecond
-			switch p := rng.IntN(100); {
-			case !write && p < 3, lock != "rw" && p < 1:
-				d = time.Duration(1000+rng.IntN(1500)) * time.Millisecond
-			case !write && p < 18, lock != "rw" && p < 11:
-				d = time.Duration(20+rng.IntN(280)) * time.Millisecond
-			}
-			timer := time.NewTimer(d)
-			select {
-			case <-lease.Done():
-				h.woke = time.Now()
-			case <-timer.C:
-			}
-			timer.Stop()
-			// The hold ends now, when Release is called next, if the lease
-			// is still live after this reading: Err returning nil then
-			// means the deadline is still ahead. Otherwise it ended at the
-			// deadline the lease reports, which for a lost lease is the
-			// earlier of its deadline and the moment it was declared lost.
-			h.end = time.Now()
-			if h.lost = lease.Err(); h.lost != nil {
-				h.end = lease.ValidUntil()
-				if !h.end.After(start) {
-					// Err said live after start: the deadline was ahead then,
-					// and the lease ended later.
-					rec.fail("client %d (%s): lease %s, live after Acquire returned at %v, reports ValidUntil %v",
-						cl.i, cl.policy, h.node, start.Sub(chaosEpoch), h.end.Sub(chaosEpoch))
-				}
-			}
-			cl.held.Add(-1)
-			cl.lastHold.Store(int64(start.Sub(chaosEpoch)))
+			holds[live].woke = holdFor(leases[live], d)
 		}
-		if h.lost != nil && !isLoss(h.lost, cl.policy) {
-			rec.fail("client %d (%s): lease %s lost with %v", cl.i, cl.policy, h.node, h.lost)
-		}
-		rec.add(h)
-
-		// As a user would: a bounded Release, which leaves the node to the
-		// Client's cleaner if the connection is down.
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		err = lease.Release(rctx)
-		rcancel()
-		if err != nil && !isLoss(err, cl.policy) {
-			rec.fail("client %d (%s): release %s: %v", cl.i, cl.policy, h.node, err)
+		// The leases are ended and released one by one (AcquireN's too),
+		// each hold ending when its Release is called.
+		for i, l := range leases {
+			h := &holds[i]
+			if !h.stillborn {
+				cl.end(rec, h, l)
+			}
+			if i == len(leases)-1 && live >= 0 {
+				cl.held.Add(-1)
+				cl.lastHold.Store(int64(start.Sub(chaosEpoch)))
+			}
+			cl.record(rec, h)
+			downgraded := false
+			if tk.downgrade && !h.stillborn {
+				downgraded = cl.downgrade(ctx, rec, rng, h, l)
+			}
+			cl.release(ctx, rec, h, l, downgraded)
 		}
 		chaosSleep(ctx, time.Duration(rng.IntN(5000))*time.Microsecond)
 	}
+}
+
+// chaosHoldTime is how long a worker holds: mostly a few milliseconds, some
+// holds long, and a few longer than the session timeout, so that faults
+// find holders to take leases from. Writes stay short: they stop everyone
+// else. Leaders, semaphore holders and multilock holders hold as long as
+// mutex holders.
+func chaosHoldTime(rng *rand.Rand, lock string, write bool) time.Duration {
+	d := time.Duration(rng.IntN(5000)) * time.Microsecond
+	switch p := rng.IntN(100); {
+	case lock == "rw" && !write && p < 3, lock != "rw" && p < 1:
+		d = time.Duration(1000+rng.IntN(1500)) * time.Millisecond
+	case lock == "rw" && !write && p < 18, lock != "rw" && p < 11:
+		d = time.Duration(20+rng.IntN(280)) * time.Millisecond
+	}
+	return d
+}
+
+// holdFor waits d, or until lease ends; it returns when it saw the lease end
+// (zero if it did not).
+func holdFor(lease *zklock.Lease, d time.Duration) time.Time {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-lease.Done():
+		return time.Now()
+	case <-timer.C:
+		return time.Time{}
+	}
+}
+
+// end ends h, the hold of lease: now, when Release (or Downgrade) is
+// called next, if the lease is still live after this reading (Err returning
+// nil then means the deadline is still ahead). Otherwise it ended at the
+// deadline the lease reports, which for a lost lease is the earlier of its
+// deadline and the moment it was declared lost.
+func (cl *chaosClient) end(rec *chaosRecorder, h *chaosHold, lease *zklock.Lease) {
+	h.end = time.Now()
+	if h.lost = lease.Err(); h.lost != nil {
+		h.end = lease.ValidUntil()
+		if !h.end.After(h.start) {
+			// Err said live after start: the deadline was ahead then, and
+			// the lease ended later.
+			rec.fail("client %d (%s): lease %s, live after Acquire returned at %v, reports ValidUntil %v",
+				cl.i, cl.policy, h.node, h.start.Sub(chaosEpoch), h.end.Sub(chaosEpoch))
+		}
+	}
+}
+
+// record adds h to the holds, checking the way it was lost.
+func (cl *chaosClient) record(rec *chaosRecorder, h *chaosHold) {
+	if h.lost != nil && !isLoss(h.lost, cl.policy) {
+		rec.fail("client %d (%s): lease %s lost with %v", cl.i, cl.policy, h.node, h.lost)
+	}
+	rec.add(*h)
+}
+
+// release releases lease as a user would: a bounded Release, which leaves
+// the node to the Client's cleaner if the connection is down. A write
+// lease that Downgrade turned into a read lease is released already.
+func (cl *chaosClient) release(ctx context.Context, rec *chaosRecorder, h *chaosHold, lease *zklock.Lease, downgraded bool) {
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	err := lease.Release(rctx)
+	rcancel()
+	if err != nil && !isLoss(err, cl.policy) && !(downgraded && errors.Is(err, zklock.ErrReleased)) {
+		rec.fail("client %d (%s): release %s: %v", cl.i, cl.policy, h.node, err)
+	}
+}
+
+// downgrade turns write, whose hold wh has just been ended (and recorded),
+// into a read lease, holds it a while and releases it. It reports whether
+// Downgrade succeeded.
+//
+// The read lease's hold starts where the write lease's ended if the write
+// lease was live then and the read lease is live when Downgrade returns
+// (bridged; see the top of the file), else at the return. A write lease
+// already lost cannot be downgraded: Downgrade fails with its error (a
+// read node at its place could let a writer in between).
+func (cl *chaosClient) downgrade(ctx context.Context, rec *chaosRecorder, rng *rand.Rand, wh *chaosHold, write *zklock.Lease) bool {
+	// Whether a writer is queued, whom the downgrade must keep out: a
+	// figure, not an assertion.
+	pctx, pcancel := context.WithTimeout(ctx, time.Second)
+	parts, err := cl.rw.Participants(pctx)
+	pcancel()
+	if err == nil && slices.ContainsFunc(parts, func(p zklock.Participant) bool { return !p.Holder && !p.Read }) {
+		rec.count("downgrade writer queued")
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	read, err := cl.rw.Downgrade(dctx, write)
+	returned := time.Now()
+	cancel()
+	switch {
+	case err != nil && wh.lost != nil:
+		if !isLoss(err, cl.policy) {
+			rec.fail("client %d (%s): downgrade %s, lost with %v: %v", cl.i, cl.policy, wh.node, wh.lost, err)
+		}
+		rec.count("downgrade refused")
+		return false
+	case err != nil:
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, context.DeadlineExceeded):
+			rec.count("downgrade cancelled")
+		case isLoss(err, cl.policy):
+			rec.count("downgrade failed") // the write lease was lost meanwhile
+		default:
+			rec.fail("client %d (%s): downgrade %s: %v", cl.i, cl.policy, wh.node, err)
+		}
+		return false
+	case wh.lost != nil:
+		rec.fail("client %d (%s): downgraded %s, lost before Downgrade was called (%v), into %s",
+			cl.i, cl.policy, wh.node, wh.lost, read.Node())
+	}
+	rh := chaosHold{lock: "rw", recipe: "downgrade", client: cl.i, policy: cl.policy, start: returned,
+		token: read.Token(), node: read.Node()}
+	if err := read.Err(); err != nil {
+		rh.stillborn, rh.end, rh.lost = true, returned, err
+	} else {
+		if wh.lost == nil {
+			rh.start, rh.bridged = wh.end, true
+		}
+		cl.held.Add(1)
+		rh.woke = holdFor(read, chaosHoldTime(rng, "rw", false))
+		cl.end(rec, &rh, read)
+		cl.held.Add(-1)
+		cl.lastHold.Store(int64(returned.Sub(chaosEpoch)))
+	}
+	cl.record(rec, &rh)
+	cl.release(ctx, rec, &rh, read, false)
+	return true
 }
 
 // isLoss reports whether err is a way for a lease of a client of policy to
@@ -833,8 +1145,61 @@ func chaosServerFaults(ctx context.Context, plan chaosPlan, end time.Time, rec *
 }
 
 // chaosLocks are the locks every phase contends on, the election among
-// them.
-var chaosLocks = []string{"mutex", "rw", "election"}
+// them; each is checked on its own, and each must make progress after every
+// fault. "multi" is the three paths a, b and c, with MultiLocks on {a,b},
+// {b,c} and {c,a} and a Mutex on each; it is checked path by path.
+var chaosLocks = []string{"mutex", "rw", "election", "sem-zklock", "sem-curator", "sem-count", "sem-kazoo", "multi"}
+
+// chaosRecipes are the recipes that take each lock, and chaosRecipeNames
+// their names in the figures.
+var (
+	chaosRecipes = map[string][]string{
+		"mutex": {"mutex"}, "rw": {"read", "write", "downgrade"}, "election": {"election"},
+		"sem-zklock": {"sem-zklock"}, "sem-curator": {"sem-curator"}, "sem-count": {"sem-count"},
+		"sem-kazoo": {"sem-kazoo"}, "multi": {"multilock", "multi-mutex"},
+	}
+	chaosRecipeNames = map[string]string{
+		"sem-zklock": "semaphore LayoutZklock", "sem-curator": "semaphore LayoutCurator",
+		"sem-count": "semaphore LayoutCurator+WithSharedCount", "sem-kazoo": "semaphore LayoutKazoo",
+		"election": "election (leaderships)", "multi-mutex": "mutex on the multilock paths",
+	}
+)
+
+// chaosMultiPaths name the paths of lock "multi".
+var chaosMultiPaths = []string{"a", "b", "c"}
+
+// chaosMulti is one of a client's lockers on the multilock paths.
+type chaosMulti struct {
+	recipe string   // "multilock" or "multi-mutex"
+	paths  []string // the ones of chaosMultiPaths it covers
+	locker zklock.Locker
+}
+
+// chaosSem is one of the semaphores, of chaosSemSize leases.
+type chaosSem struct {
+	lock       string // its lock (and recipe) in the figures
+	path       string
+	opts       []zklock.LockOption
+	nodes      []string // the paths under which its nodes are
+	persistent []string // the persistent nodes its layout makes, deleted at the end
+	count      string   // its SharedCount, or ""
+}
+
+// chaosSemaphores are the semaphores under root: one of each layout, and
+// Curator's twice, with a constant size and with a SharedCount.
+func chaosSemaphores(root string) []chaosSem {
+	z, c, sc, k := root+"-sem-zklock", root+"-sem-curator", root+"-sem-count", root+"-sem-kazoo"
+	count := root + "-count"
+	curator := zklock.WithSemaphoreLayout(zklock.LayoutCurator)
+	return []chaosSem{
+		{lock: "sem-zklock", path: z, nodes: []string{z}},
+		{lock: "sem-curator", path: c, opts: []zklock.LockOption{curator}, nodes: []string{c + "/locks", c + "/leases"}},
+		{lock: "sem-count", path: sc, opts: []zklock.LockOption{curator, zklock.WithSharedCount(count)},
+			nodes: []string{sc + "/locks", sc + "/leases"}, persistent: []string{count}, count: count},
+		{lock: "sem-kazoo", path: k, opts: []zklock.LockOption{zklock.WithSemaphoreLayout(zklock.LayoutKazoo)},
+			nodes: []string{k, k + "-__lock__"}, persistent: []string{k, k + "-__lock__"}},
+	}
+}
 
 // lockAfter returns how long after f healed anyone next held lock: a lock
 // that nobody can take any more (a node nobody deletes at the head of its
@@ -869,26 +1234,31 @@ func recoveryAfter(f chaosFault, holds []chaosHold) (time.Duration, bool) {
 
 // chaosFigures are what the chaos test reports.
 type chaosFigures struct {
-	faults        map[string]int
-	counts        map[string]int // acquisitions by kind, losses, cancels...
+	faults map[string]int
+	// counts: acquisitions by recipe and policy, losses, cancels, and by
+	// recipe (or lock) its overlaps, inversions, over-K and orphans.
+	counts map[string]int
+	peaks  map[string]int // most leases of each semaphore live at once
+	// grown: when each semaphore's SharedCount began to grow to K+1 (for
+	// check; not added up).
+	grown         map[string]time.Time
 	overlaps      int
 	inversions    int
+	overK         int
 	orphans       int
 	watchesLeaked int
 	unexpected    int
 	recovery      time.Duration
 	recoveryKind  string
 	wakeLag       time.Duration // longest Done wake-up after the lease's ValidUntil
-	doneOverlaps  int           // overlaps had lost holds ended at their Done wake-up
-	// The election's share of overlaps and inversions.
-	electionOverlaps, electionInversions int
+	doneOverlaps  int           // overlaps (and over-K) had lost holds ended at their Done wake-up
 	// The observer's reports: of a leader, of nobody, and the ones that
 	// broke its order (checkReports).
 	reports, reportedLeaders, reportedNobody, badReports int
 }
 
 func newChaosFigures() *chaosFigures {
-	return &chaosFigures{faults: map[string]int{}, counts: map[string]int{}}
+	return &chaosFigures{faults: map[string]int{}, counts: map[string]int{}, peaks: map[string]int{}}
 }
 
 func (f *chaosFigures) add(o *chaosFigures) {
@@ -898,8 +1268,12 @@ func (f *chaosFigures) add(o *chaosFigures) {
 	for k, n := range o.counts {
 		f.counts[k] += n
 	}
+	for k, n := range o.peaks {
+		f.peaks[k] = max(f.peaks[k], n)
+	}
 	f.overlaps += o.overlaps
 	f.inversions += o.inversions
+	f.overK += o.overK
 	f.orphans += o.orphans
 	f.watchesLeaked += o.watchesLeaked
 	f.unexpected += o.unexpected
@@ -908,8 +1282,6 @@ func (f *chaosFigures) add(o *chaosFigures) {
 	}
 	f.wakeLag = max(f.wakeLag, o.wakeLag)
 	f.doneOverlaps += o.doneOverlaps
-	f.electionOverlaps += o.electionOverlaps
-	f.electionInversions += o.electionInversions
 	f.reports += o.reports
 	f.reportedLeaders += o.reportedLeaders
 	f.reportedNobody += o.reportedNobody
@@ -942,18 +1314,77 @@ func (f *chaosFigures) String() string {
 		policies = append(policies, fmt.Sprintf("%s: acquisitions %d, lost while held %d%s, lost on return %d",
 			p, c[p], c[p+" lost"], why, c[p+" stillborn"]))
 	}
-	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, write %d, leaderships %d; lost while held %d, "+
+	all, sems := 0, 0
+	for _, lock := range chaosLocks {
+		for _, r := range chaosRecipes[lock] {
+			all += c[r]
+			if strings.HasPrefix(r, "sem-") {
+				sems += c[r]
+			}
+		}
+	}
+	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, write %d, downgrades %d, leaderships %d, "+
+		"semaphore leases %d, multilocks %d, mutexes on the multilock paths %d; lost while held %d, "+
 		"lost on return %d; cancelled waits %d, try-locked %d); %s; election: leaderships %d, lost while held %d, "+
 		"lost on return %d, cancelled campaigns %d, overlaps %d, token inversions %d; observer: reports %d "+
-		"(leaders %d, nobody %d), out of order %d; overlaps %d; token inversions %d; orphans %d; watches leaked %d; "+
-		"unexpected errors %d; longest recovery %v (%s); longest wake-up on Done after ValidUntil %v "+
-		"(overlaps had holders watched Done alone: %d)",
-		strings.Join(fs, " "), c["mutex"]+c["read"]+c["write"]+c["election"], c["mutex"], c["read"], c["write"],
-		c["election"], c["lost"], c["stillborn"], c["cancelled"], c["try-locked"], strings.Join(policies, "; "),
-		c["election"], c["election lost"], c["election stillborn"], c["election cancelled"], f.electionOverlaps,
-		f.electionInversions, f.reports, f.reportedLeaders, f.reportedNobody, f.badReports,
-		f.overlaps, f.inversions, f.orphans, f.watchesLeaked,
+		"(leaders %d, nobody %d), out of order %d; overlaps %d; token inversions %d; over-K %d; orphans %d; "+
+		"watches leaked %d; unexpected errors %d; longest recovery %v (%s); longest wake-up on Done after "+
+		"ValidUntil %v (overlaps and over-K had holders watched Done alone: %d)",
+		strings.Join(fs, " "), all, c["mutex"], c["read"], c["write"], c["downgrade"], c["election"], sems,
+		c["multilock"], c["multi-mutex"], c["lost"], c["stillborn"], c["cancelled"], c["try-locked"],
+		strings.Join(policies, "; "),
+		c["election"], c["election lost"], c["election stillborn"], c["election cancelled"], c["election overlaps"],
+		c["election inversions"], f.reports, f.reportedLeaders, f.reportedNobody, f.badReports,
+		f.overlaps, f.inversions, f.overK, f.orphans, f.watchesLeaked,
 		f.unexpected, f.recovery.Round(time.Millisecond), f.recoveryKind, f.wakeLag.Round(time.Microsecond), f.doneOverlaps)
+}
+
+// recipeLines are the figures recipe by recipe, one line each: its
+// acquisitions, how many were lost, and what the checker found: overlaps
+// (with a hold of any recipe on the same lock, on any path of it) and
+// token inversions, or for a semaphore holds beyond K and the most leases
+// live at once; and the nodes left under its lock's paths (shared by the
+// recipes of one lock).
+func (f *chaosFigures) recipeLines() []string {
+	c := f.counts
+	var lines []string
+	for _, lock := range chaosLocks {
+		for _, r := range chaosRecipes[lock] {
+			name := r
+			if n, ok := chaosRecipeNames[r]; ok {
+				name = n
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "recipe %s: acquisitions %d (lost while held %d, lost on return %d, cancelled waits %d",
+				name, c[r], c[r+" lost"], c[r+" stillborn"], c[r+" cancelled"])
+			switch {
+			case r == "downgrade":
+				fmt.Fprintf(&b, "; held from the write lease on %d; a writer queued behind at %d; refused for a "+
+					"lost write lease %d, failed as the write lease was lost %d, cancelled %d", c["downgrade bridged"],
+					c["downgrade writer queued"], c["downgrade refused"], c["downgrade failed"], c["downgrade cancelled"])
+			case r == "sem-kazoo":
+				b.WriteString("; no AcquireN in kazoo's layout")
+			case strings.HasPrefix(r, "sem-"):
+				fmt.Fprintf(&b, "; leases by AcquireN %d, in %d calls", c[r+" leases by acquireN"], c[r+" acquireN"])
+			}
+			b.WriteString(")")
+			switch {
+			case c[lock+" grown"] > 0:
+				fmt.Fprintf(&b, ", over-K %d (at most %d live at once; K=%d, then %d once the SharedCount grew, in %d phase(s))",
+					c[r+" over-K"], f.peaks[lock], chaosSemSize, chaosSemSize+1, c[lock+" grown"])
+			case strings.HasPrefix(lock, "sem-"):
+				fmt.Fprintf(&b, ", over-K %d (at most %d of K=%d live at once)", c[r+" over-K"], f.peaks[lock], chaosSemSize)
+			default:
+				fmt.Fprintf(&b, ", overlaps %d, token inversions %d", c[r+" overlaps"], c[r+" inversions"])
+			}
+			fmt.Fprintf(&b, ", orphans %d", c[lock+" orphans"])
+			if len(chaosRecipes[lock]) > 1 {
+				fmt.Fprintf(&b, " (lock %s)", lock)
+			}
+			lines = append(lines, b.String())
+		}
+	}
+	return lines
 }
 
 // chaosLossReasons name the ways a lease is lost, in the figures' order.
@@ -1012,23 +1443,22 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 		}
 	}
 	for _, h := range holds {
-		switch {
-		case h.lock == "mutex", h.lock == "election":
-			f.counts[h.lock]++
-		case h.write:
-			f.counts["write"]++
-		default:
-			f.counts["read"]++
-		}
+		f.counts[h.recipe]++
 		f.counts[h.policy]++
+		if h.bridged {
+			f.counts[h.recipe+" bridged"]++
+		}
+		if strings.HasPrefix(h.recipe, "sem-") && h.acquireN {
+			f.counts[h.recipe+" leases by acquireN"]++
+		}
 		switch {
 		case h.stillborn:
 			f.counts["stillborn"]++
-			f.counts[h.lock+" stillborn"]++
+			f.counts[h.recipe+" stillborn"]++
 			f.counts[h.policy+" stillborn"]++
 		case h.lost != nil:
 			f.counts["lost"]++
-			f.counts[h.lock+" lost"]++
+			f.counts[h.recipe+" lost"]++
 			f.counts[h.policy+" lost"]++
 			f.counts[h.policy+" lost "+lossReason(h.lost)]++
 			if !h.woke.IsZero() {
@@ -1043,73 +1473,220 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 				mine = append(mine, h)
 			}
 		}
-		overlaps, inversions := checkHolds(mine)
-		for i, m := range overlaps {
-			if i == 5 {
-				t.Errorf("chaos: %s: ... %d overlaps in all", lock, len(overlaps))
-				break
+		switch {
+		case strings.HasPrefix(lock, "sem-"):
+			f.checkSemaphore(t, lock, mine)
+		case lock == "multi":
+			// A MultiLock's hold is a hold on each of its paths.
+			for _, p := range chaosMultiPaths {
+				f.checkExclusive(t, "multi path "+p, chaosOnPath(mine, p))
 			}
-			t.Errorf("chaos: %s: overlap: %s", lock, m)
+		default:
+			f.checkExclusive(t, lock, mine)
 		}
-		for i, m := range inversions {
-			if i == 5 {
-				t.Errorf("chaos: %s: ... %d token inversions in all", lock, len(inversions))
-				break
-			}
-			t.Errorf("chaos: %s: token inversion: %s", lock, m)
-		}
-		f.overlaps += len(overlaps)
-		f.inversions += len(inversions)
-		if lock == "election" {
-			f.electionOverlaps += len(overlaps)
-			f.electionInversions += len(inversions)
-		}
-
-		// The same holds, a lost one ending when its worker woke on Done
-		// rather than at its ValidUntil: what a holder that watches Done
-		// alone (as Do's context does) would have overlapped. Reported,
-		// not asserted: the lease's contract is its ValidUntil (Err says so
-		// from then on), and a wake-up includes the scheduler's delay.
-		late := slices.Clone(mine)
-		for i := range late {
-			if late[i].woke.After(late[i].end) {
-				late[i].end = late[i].woke
-			}
-		}
-		lateOverlaps, _ := checkHolds(late)
-		for i, m := range lateOverlaps {
-			if i == 3 {
-				break
-			}
-			t.Logf("chaos: %s: overlap by Done alone: %s", lock, m)
-		}
-		f.doneOverlaps += len(lateOverlaps)
 	}
+}
+
+// checkExclusive checks the holds of one lock (or one path of lock
+// "multi") with checkHolds, and counts what it finds against the recipes
+// of both holds of each conflict.
+func (f *chaosFigures) checkExclusive(t *testing.T, lock string, mine []chaosHold) {
+	t.Helper()
+	overlaps, inversions := checkHolds(mine)
+	for i, m := range overlaps {
+		if i == 5 {
+			t.Errorf("chaos: %s: ... %d overlaps in all", lock, len(overlaps))
+			break
+		}
+		t.Errorf("chaos: %s: overlap: %s", lock, m)
+	}
+	for i, m := range inversions {
+		if i == 5 {
+			t.Errorf("chaos: %s: ... %d token inversions in all", lock, len(inversions))
+			break
+		}
+		t.Errorf("chaos: %s: token inversion: %s", lock, m)
+	}
+	f.overlaps += len(overlaps)
+	f.inversions += len(inversions)
+	for _, o := range overlaps {
+		for _, r := range o.recipes() {
+			f.counts[r+" overlaps"]++
+		}
+	}
+	for _, o := range inversions {
+		for _, r := range o.recipes() {
+			f.counts[r+" inversions"]++
+		}
+	}
+
+	// The same holds, a lost one ending when its worker woke on Done
+	// rather than at its ValidUntil: what a holder that watches Done alone
+	// (as Do's context does) would have overlapped. Reported, not asserted:
+	// the lease's contract is its ValidUntil (Err says so from then on),
+	// and a wake-up includes the scheduler's delay.
+	lateOverlaps, _ := checkHolds(chaosLate(mine))
+	for i, m := range lateOverlaps {
+		if i == 3 {
+			break
+		}
+		t.Logf("chaos: %s: overlap by Done alone: %s", lock, m)
+	}
+	f.doneOverlaps += len(lateOverlaps)
+}
+
+// checkSemaphore checks the holds of one semaphore with checkOverK.
+func (f *chaosFigures) checkSemaphore(t *testing.T, lock string, mine []chaosHold) {
+	t.Helper()
+	k := func(time.Time) int { return chaosSemSize }
+	if g, ok := f.grown[lock]; ok {
+		f.counts[lock+" grown"]++
+		k = func(at time.Time) int {
+			if at.Before(g) {
+				return chaosSemSize
+			}
+			return chaosSemSize + 1
+		}
+	}
+	over, peak := checkOverK(mine, k)
+	for i, m := range over {
+		if i == 5 {
+			t.Errorf("chaos: %s: ... %d holds beyond K in all", lock, len(over))
+			break
+		}
+		t.Errorf("chaos: %s: %s", lock, m)
+	}
+	f.overK += len(over)
+	f.counts[lock+" over-K"] += len(over)
+	f.peaks[lock] = max(f.peaks[lock], peak)
+	lateOver, _ := checkOverK(chaosLate(mine), k)
+	for i, m := range lateOver {
+		if i == 3 {
+			break
+		}
+		t.Logf("chaos: %s: by Done alone: %s", lock, m)
+	}
+	f.doneOverlaps += len(lateOver)
+}
+
+// chaosOnPath returns the holds of lock "multi" that cover path p.
+func chaosOnPath(holds []chaosHold, p string) []chaosHold {
+	var on []chaosHold
+	for _, h := range holds {
+		if slices.Contains(h.paths, p) {
+			on = append(on, h)
+		}
+	}
+	return on
+}
+
+// chaosLate returns holds with each lost one ending when its worker woke on
+// Done, if that was after its ValidUntil.
+func chaosLate(holds []chaosHold) []chaosHold {
+	late := slices.Clone(holds)
+	for i := range late {
+		if late[i].woke.After(late[i].end) {
+			late[i].end = late[i].woke
+		}
+	}
+	return late
+}
+
+// chaosConflict is what the checker found wrong between two holds: an
+// overlap, or a token inversion (then earlier is the hold whose token the
+// later one's should have exceeded).
+type chaosConflict struct {
+	msg            string
+	later, earlier *chaosHold
+}
+
+func (c chaosConflict) String() string { return c.msg }
+
+// recipes are the recipes of the two holds, each once.
+func (c chaosConflict) recipes() []string {
+	if c.later.recipe == c.earlier.recipe {
+		return []string{c.later.recipe}
+	}
+	return []string{c.later.recipe, c.earlier.recipe}
+}
+
+// describe says what a hold was, for the checker's messages.
+func (h *chaosHold) describe() string {
+	kind := h.recipe
+	switch {
+	case h.lock == "election":
+		kind = "leadership"
+	case h.recipe == "":
+		kind = "read"
+		if h.write {
+			kind = "write"
+		}
+	case h.bridged:
+		kind += " (held from its write lease)"
+	}
+	if len(h.paths) > 0 {
+		kind += " of " + strings.Join(h.paths, ",")
+	}
+	reason := "released"
+	if h.lost != nil {
+		reason = h.lost.Error()
+	}
+	return fmt.Sprintf("%s by client %d (%s), token %#x, held %v from +%v (%s), %s", kind, h.client, h.policy,
+		h.token, h.end.Sub(h.start).Round(time.Microsecond), h.start.Sub(chaosEpoch).Round(time.Microsecond), reason, h.node)
+}
+
+// checkOverK checks the holds of one semaphore of k(t) leases at time t (k
+// never decreases): never more than k live at once. A hold that ends at the
+// moment another starts is not live with it. It returns a message for
+// every hold that began while k others were live, and the most holds live
+// at once.
+func checkOverK(holds []chaosHold, k func(time.Time) int) (over []string, peak int) {
+	type event struct {
+		at    time.Time
+		start bool
+		h     *chaosHold
+	}
+	events := make([]event, 0, 2*len(holds))
+	for i := range holds {
+		events = append(events, event{holds[i].start, true, &holds[i]}, event{holds[i].end, false, &holds[i]})
+	}
+	sort.SliceStable(events, func(i, j int) bool {
+		if !events[i].at.Equal(events[j].at) {
+			return events[i].at.Before(events[j].at)
+		}
+		return !events[i].start && events[j].start // ends first
+	})
+	live := map[*chaosHold]bool{}
+	for _, e := range events {
+		if !e.start {
+			delete(live, e.h)
+			continue
+		}
+		live[e.h] = true
+		peak = max(peak, len(live))
+		if k := k(e.at); len(live) > k {
+			var others []string
+			for h := range live {
+				if h != e.h {
+					others = append(others, h.describe())
+				}
+			}
+			sort.Strings(others)
+			over = append(over, fmt.Sprintf("%d leases of %d live: %s began while live were: %s",
+				len(live), k, e.h.describe(), strings.Join(others, "; ")))
+		}
+	}
+	return over, peak
 }
 
 // checkHolds checks the holds of one lock: no write overlaps anything, no
 // read overlaps a write, and each token is greater than the token of every
 // conflicting hold that began before it. A sweep in order of start finds
 // every overlapping pair at the later of the two.
-func checkHolds(holds []chaosHold) (overlaps, inversions []string) {
+func checkHolds(holds []chaosHold) (overlaps, inversions []chaosConflict) {
 	sort.Slice(holds, func(i, j int) bool { return holds[i].start.Before(holds[j].start) })
 	var lastAll, lastWrite *chaosHold // the earlier hold that ends last
 	var topAll, topWrite *chaosHold   // the earlier hold with the greatest token
-	describe := func(h *chaosHold) string {
-		kind := "read"
-		switch {
-		case h.lock == "election":
-			kind = "leadership"
-		case h.write:
-			kind = "write"
-		}
-		reason := "released"
-		if h.lost != nil {
-			reason = h.lost.Error()
-		}
-		return fmt.Sprintf("%s by client %d (%s), token %#x, held %v (%s), %s",
-			kind, h.client, h.policy, h.token, h.end.Sub(h.start).Round(time.Microsecond), reason, h.node)
-	}
 	for i := range holds {
 		h := &holds[i]
 		ending, top := lastWrite, topWrite
@@ -1117,11 +1694,11 @@ func checkHolds(holds []chaosHold) (overlaps, inversions []string) {
 			ending, top = lastAll, topAll
 		}
 		if ending != nil && h.start.Before(ending.end) {
-			overlaps = append(overlaps, fmt.Sprintf("%s began %v before the end of %s",
-				describe(h), ending.end.Sub(h.start), describe(ending)))
+			overlaps = append(overlaps, chaosConflict{fmt.Sprintf("%s began %v before the end of %s",
+				h.describe(), ending.end.Sub(h.start), ending.describe()), h, ending})
 		}
 		if top != nil && h.token <= top.token {
-			inversions = append(inversions, fmt.Sprintf("%s after %s", describe(h), describe(top)))
+			inversions = append(inversions, chaosConflict{fmt.Sprintf("%s after %s", h.describe(), top.describe()), h, top})
 		}
 		if lastAll == nil || h.end.After(lastAll.end) {
 			lastAll = h
@@ -1322,6 +1899,35 @@ func chaosWatches(ctx context.Context, nodes []chaosNode) (int, error) {
 	return total, nil
 }
 
+// chaosGrow writes n into the SharedCount at path, retrying for up to
+// chaosRecovery, and returns when it first tried.
+func chaosGrow(ctx context.Context, rec *chaosRecorder, conn *zk.Conn, path string, n int) time.Time {
+	data := binary.BigEndian.AppendUint32(nil, uint32(n))
+	first := time.Now()
+	var err error
+	for time.Since(first) < chaosRecovery {
+		if _, err = conn.Set(path, data, -1); err == nil {
+			return first
+		}
+		if !chaosSleep(ctx, 100*time.Millisecond) {
+			return first
+		}
+	}
+	rec.fail("grow the SharedCount %s to %d: %v", path, n, err)
+	return first
+}
+
+// chaosLeftovers waits up to chaosDrain for path to have no children, and
+// returns those it still has.
+func chaosLeftovers(ctx context.Context, t *testing.T, conn *zk.Conn, path string) []string {
+	var kids []string
+	chaosWait(ctx, chaosDrain, func() bool {
+		kids = chaosChildren(t, conn, path)
+		return len(kids) == 0
+	})
+	return kids
+}
+
 func chaosChildren(t *testing.T, conn *zk.Conn, path string) []string {
 	t.Helper()
 	_, _ = conn.Sync(path) // read what the leader has
@@ -1367,7 +1973,7 @@ func (chaosQuietLogger) Printf(string, ...any) {}
 // chaosWatchdog (ZKLOCK_CHAOS_DEBUG) describes a lock that nobody has held
 // for five seconds: its queue, with each node's owner session, and each
 // client's session and state.
-func chaosWatchdog(ctx context.Context, t *testing.T, observer *zk.Conn, rec *chaosRecorder, clients []*chaosClient, paths map[string]string) {
+func chaosWatchdog(ctx context.Context, t *testing.T, observer *zk.Conn, rec *chaosRecorder, clients []*chaosClient, paths map[string][]string) {
 	for chaosSleep(ctx, time.Second) {
 		holds, _ := rec.snapshot()
 		last := map[string]time.Time{}
@@ -1376,24 +1982,28 @@ func chaosWatchdog(ctx context.Context, t *testing.T, observer *zk.Conn, rec *ch
 				last[h.lock] = h.start
 			}
 		}
-		for lock, path := range paths {
+		for lock, ps := range paths {
 			if time.Since(last[lock]) < 5*time.Second {
 				continue
 			}
 			var b strings.Builder
-			fmt.Fprintf(&b, "chaos: %s not held for %v; queue:", lock, time.Since(last[lock]).Round(time.Millisecond))
-			kids, _, err := observer.Children(path)
-			slices.Sort(kids)
-			sort.Slice(kids, func(i, j int) bool { return kids[i][len(kids[i])-10:] < kids[j][len(kids[j])-10:] })
-			for _, k := range kids {
-				_, st, err := observer.Get(path + "/" + k)
-				owner := int64(0)
-				if err == nil {
-					owner = st.EphemeralOwner
+			fmt.Fprintf(&b, "chaos: %s not held for %v", lock, time.Since(last[lock]).Round(time.Millisecond))
+			for _, path := range ps {
+				fmt.Fprintf(&b, "\n\tqueue of %s:", path)
+				kids, _, err := observer.Children(path)
+				slices.Sort(kids)
+				sort.Slice(kids, func(i, j int) bool { return kids[i][max(0, len(kids[i])-10):] < kids[j][max(0, len(kids[j])-10):] })
+				for _, k := range kids {
+					_, st, err := observer.Get(path + "/" + k)
+					owner := int64(0)
+					if err == nil {
+						owner = st.EphemeralOwner
+					}
+					fmt.Fprintf(&b, "\n\t%s owner %#x (%v)", k, owner, err)
 				}
-				fmt.Fprintf(&b, "\n\t%s owner %#x (%v)", k, owner, err)
+				fmt.Fprintf(&b, "\n\tchildren err %v", err)
 			}
-			fmt.Fprintf(&b, "\n\tchildren err %v; clients:", err)
+			fmt.Fprintf(&b, "\n\tclients:")
 			for _, cl := range clients {
 				fmt.Fprintf(&b, "\n\tclient %d session %#x state %v held %d faulted %v partitioned %v",
 					cl.i, cl.c.SessionID(), cl.c.Conn().State(), cl.held.Load(), cl.busy.Load(), cl.f.Partitioned())
@@ -1417,6 +2027,10 @@ func TestChaosChecker(t *testing.T) {
 		h.lost = zklock.ErrLeaseExpired
 		return h
 	}
+	bridged := func(h chaosHold) chaosHold {
+		h.recipe, h.bridged = "downgrade", true
+		return h
+	}
 	for name, tc := range map[string]struct {
 		holds                []chaosHold
 		overlaps, inversions int
@@ -1437,11 +2051,55 @@ func TestChaosChecker(t *testing.T) {
 		// records as its end: a successor before it overlaps.
 		"successor before a lost lease's ValidUntil": {[]chaosHold{lost(w(0, 10, 1)), w(8, 20, 2)}, 1, 0},
 		"successor after a lost lease's ValidUntil":  {[]chaosHold{lost(w(0, 10, 1)), w(11, 20, 2)}, 0, 0},
+		// A downgrade's read lease, held from its write lease's end: a
+		// writer in between overlaps it, readers do not.
+		"a writer slips into a downgrade": {[]chaosHold{w(0, 10, 1), bridged(r(10, 20, 2)), w(12, 15, 3)}, 1, 0},
+		"readers join a downgrade":        {[]chaosHold{w(0, 10, 1), bridged(r(10, 20, 2)), r(12, 15, 3), w(20, 25, 4)}, 0, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			overlaps, inversions := checkHolds(slices.Clone(tc.holds))
 			require.Len(t, overlaps, tc.overlaps, "overlaps: %v", overlaps)
 			require.Len(t, inversions, tc.inversions, "inversions: %v", inversions)
+		})
+	}
+
+	// A MultiLock's hold is a hold on each of its paths: {a,b} and {b,c}
+	// overlap on b only.
+	on := func(h chaosHold, paths ...string) chaosHold {
+		h.paths = paths
+		return h
+	}
+	multi := []chaosHold{on(w(0, 10, 1), "a", "b"), on(w(5, 15, 2), "b", "c"), on(w(5, 8, 3), "c"), on(w(10, 20, 4), "a")}
+	for p, want := range map[string]int{"a": 0, "b": 1, "c": 1} {
+		overlaps, _ := checkHolds(chaosOnPath(multi, p))
+		require.Len(t, overlaps, want, "path %s: overlaps: %v", p, overlaps)
+	}
+
+	// The semaphores' checker: never more than K live at once.
+	s := func(from, to int) chaosHold { return chaosHold{recipe: "sem-zklock", start: at(from), end: at(to)} }
+	for name, tc := range map[string]struct {
+		holds      []chaosHold
+		over, peak int
+		grow       int // ms at which K grows from 2 to 3, if > 0
+	}{
+		"K at once":                 {[]chaosHold{s(0, 10), s(5, 15), s(10, 20), s(15, 25)}, 0, 2, 0},
+		"K+1 at once":               {[]chaosHold{s(0, 10), s(5, 15), s(9, 20)}, 1, 3, 0},
+		"end at the next's start":   {[]chaosHold{s(0, 10), s(0, 10), s(10, 20), s(10, 20)}, 0, 2, 0},
+		"AcquireN beyond K":         {[]chaosHold{s(0, 10), s(5, 15), s(5, 15)}, 1, 3, 0},
+		"a lost lease's ValidUntil": {[]chaosHold{lost(s(0, 10)), s(2, 12), s(9, 20)}, 1, 3, 0},
+		"one at a time":             {[]chaosHold{s(0, 10)}, 0, 1, 0},
+		"K+1 once K grew":           {[]chaosHold{s(0, 10), s(5, 15), s(9, 20)}, 0, 3, 8},
+		"K+1 before K grew":         {[]chaosHold{s(0, 10), s(5, 15), s(9, 20)}, 1, 3, 10},
+	} {
+		t.Run("semaphore "+name, func(t *testing.T) {
+			over, peak := checkOverK(slices.Clone(tc.holds), func(at time.Time) int {
+				if tc.grow > 0 && !at.Before(chaosEpoch.Add(time.Duration(tc.grow)*time.Millisecond)) {
+					return 3
+				}
+				return 2
+			})
+			require.Len(t, over, tc.over, "over K: %v", over)
+			require.Equal(t, tc.peak, peak)
 		})
 	}
 
