@@ -167,7 +167,7 @@ func TestTLS(t *testing.T) {
 		none := srv.TLSConfig("a")
 		none.Certificates = nil
 		err := connectFails(t, srv.Servers(), none)
-		require.Contains(t, err.Error(), "tls: certificate required")
+		require.Contains(t, err.Error(), "remote error: tls: ")
 
 		stranger := srv.TLSConfig("a")
 		stranger.Certificates = []tls.Certificate{selfSigned(t, "stranger")}
@@ -220,6 +220,44 @@ func TestTLS(t *testing.T) {
 	})
 }
 
+// With TLS 1.3 (the official 3.9 image's default; Debian's 3.8 speaks 1.2
+// unless told), the client's handshake ends before the server has checked
+// the client's certificate, and its refusal comes as an alert on the
+// first read: Connect must still name it, at once.
+func TestTLS13RefusedClientCertificate(t *testing.T) {
+	t.Parallel()
+	// 3.8's default cipher suites are TLS 1.2's only.
+	srv := zktest.Start(t, zktest.WithTLS(),
+		zktest.WithConfig("ssl.protocol", "TLSv1.3"), zktest.WithConfig("ssl.enabledProtocols", "TLSv1.3"),
+		zktest.WithConfig("ssl.ciphersuites", "TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384"))
+	cfg := srv.TLSConfig("a")
+	cfg.ServerName = "127.0.0.1"
+	conn, err := tls.Dial("tcp", srv.ClientEndpoint(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, uint16(tls.VersionTLS13), conn.ConnectionState().Version)
+	_ = conn.Close()
+
+	none := srv.TLSConfig("a")
+	none.Certificates = nil
+	err = connectFails(t, srv.Servers(), none)
+	require.Contains(t, err.Error(), "remote error: tls: certificate required")
+
+	stranger := srv.TLSConfig("a")
+	stranger.Certificates = []tls.Certificate{selfSigned(t, "stranger")}
+	err = connectFails(t, srv.Servers(), stranger)
+	require.Contains(t, err.Error(), "remote error: tls: ")
+
+	// And the recipes work over it.
+	c, err := zklock.Connect(ctxT(t), srv.Servers(), zklock.WithTLS(srv.TLSConfig("a")))
+	require.NoError(t, err)
+	defer c.Close()
+	m, err := zklock.NewMutex(c, lockPath(t))
+	require.NoError(t, err)
+	l, err := m.Acquire(ctxT(t))
+	require.NoError(t, err)
+	release(t, l)
+}
+
 // A Client that speaks TLS to a plaintext port fails Connect at once,
 // naming TLS.
 func TestTLSToPlaintextPort(t *testing.T) {
@@ -227,6 +265,7 @@ func TestTLSToPlaintextPort(t *testing.T) {
 	cfg := &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
 	err := connectFails(t, zktest.Servers(t), cfg)
 	require.Contains(t, err.Error(), "tls handshake with")
+	require.Contains(t, err.Error(), "plaintext port?")
 }
 
 // connectFails connects with cfg, which the server refuses or does not

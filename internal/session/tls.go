@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"time"
 )
@@ -16,7 +17,15 @@ type TLSError struct {
 	Err  error
 }
 
-func (e *TLSError) Error() string { return "tls handshake with " + e.Addr + ": " + e.Err.Error() }
+func (e *TLSError) Error() string {
+	msg := "tls handshake with " + e.Addr + ": " + e.Err.Error()
+	if errors.Is(e.Err, io.EOF) {
+		// What a plaintext ZooKeeper does with a ClientHello: it reads a
+		// length far above its jute.maxbuffer and closes the connection.
+		msg += " (the server closed the connection: is it a plaintext port?)"
+	}
+	return msg
+}
 func (e *TLSError) Unwrap() error { return e.Err }
 
 // secure runs the TLS handshake on raw, a connection just dialed to addr,
