@@ -98,6 +98,15 @@ func TestDigestACLRefusal(t *testing.T) {
 				_, err = e.Campaign(ctx)
 				return err
 			},
+			"MultiLock": func(ctx context.Context) error {
+				// The first path is open to all: the refusal on the second
+				// must undo nothing, since all are created in one
+				// multi-operation.
+				m, err := zklock.NewMultiLock(c, []string{path + "-open", path})
+				must(t, err)
+				_, err = m.Acquire(ctx)
+				return err
+			},
 			"Mutex under it": func(ctx context.Context) error {
 				_, err := newMutex(t, c, path+"/deeper/lock").Acquire(ctx)
 				return err
@@ -121,6 +130,9 @@ func TestDigestACLRefusal(t *testing.T) {
 	}
 	if got := children(t, alice, path+"-sem"); len(got) != 0 {
 		t.Fatalf("the refused semaphore acquires left nodes: %q", got)
+	}
+	if got := children(t, alice, path+"-open"); len(got) != 0 {
+		t.Fatalf("the refused MultiLock acquires left nodes on the open path: %q", got)
 	}
 	must(t, held.Err(), "the holder's lease")
 	if closed(held.Done()) || !time.Now().Before(held.ValidUntil()) {
