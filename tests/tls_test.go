@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -419,11 +418,7 @@ func serverCA(t *testing.T, srv *zktest.Container) *x509.Certificate {
 func buildCommand(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "zklock")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	out, err := exec.Command(goTool, "build", "-o", bin, "github.com/zkrecipes/zklock/cmd/zklock").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/zkrecipes/zklock/cmd/zklock").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
 }
