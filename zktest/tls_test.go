@@ -50,6 +50,14 @@ func TestWithTLS(t *testing.T) {
 	require.Equal(t, "hers", string(data))
 	_, _, err = bob.Conn().Get("/alice")
 	require.ErrorIs(t, err, zk.ErrNoAuth, "CN=bob is not named by the ACL")
+
+	// Stop and Start keep the certificates: the readiness check, and
+	// clients, speak TLS to the restarted server.
+	require.NoError(t, c.Stop(ctx, nil))
+	require.NoError(t, c.Start(ctx))
+	data, _, err = connect("alice").Conn().Get("/alice")
+	require.NoError(t, err, "after a restart")
+	require.Equal(t, "hers", string(data))
 }
 
 // TLSConfig is nil for a container not started WithTLS, and an Ensemble
