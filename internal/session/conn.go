@@ -382,12 +382,14 @@ type wire struct {
 
 	// TLS (tls.go): the user's configuration, nil for none; the servers
 	// whose TLS handshake failed since a connect response was last read;
-	// what to call once every server has failed one (set while Open
-	// waits); a context that ends when the Session closes.
-	tls       *tls.Config
-	tlsFails  map[string]bool
-	onTLSFail func(error)
-	life      context.Context
+	// the failure that made it every server, until reported; what to call
+	// with it (set while Open waits); a context that ends when the
+	// Session closes.
+	tls        *tls.Config
+	tlsFails   map[string]bool
+	tlsVerdict *TLSError
+	onTLSFail  func(error)
+	life       context.Context
 }
 
 // hosts is go-zookeeper's DNSHostProvider, except that the reconnect after
@@ -398,6 +400,7 @@ type hosts struct {
 	*zk.DNSHostProvider
 	now   atomic.Bool
 	names map[string]string // with TLS: the host each address was resolved from (see Init)
+	next  func()            // called at every Next (see wire.nextServer)
 }
 
 // Next is the provider's Next, not a new round if the wire said so.
@@ -405,6 +408,9 @@ func (h *hosts) Next() (server string, retryStart bool) {
 	server, retryStart = h.DNSHostProvider.Next()
 	if h.now.Swap(false) {
 		retryStart = false
+	}
+	if h.next != nil {
+		h.next()
 	}
 	return server, retryStart
 }
@@ -414,6 +420,7 @@ func (w *wire) newHosts() *hosts {
 	h := &hosts{DNSHostProvider: zk.NewDNSHostProvider()}
 	if w.tls != nil {
 		h.names = make(map[string]string)
+		h.next = w.nextServer
 	}
 	w.mu.Lock()
 	w.hosts = h

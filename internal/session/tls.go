@@ -127,9 +127,10 @@ func refusedTLS(err error) bool {
 
 // tlsFailed records a failed TLS handshake with addr as the last dial
 // error, and if every server has now failed one since a connect response
-// was last read, ends Open's wait for a session (see [Open]) with it: a
-// server that is not trusted, or that refuses the client's certificate,
-// will not change its mind on the next try.
+// was last read, makes it the verdict that ends Open's wait for a session
+// (see [Open] and nextServer): a server that is not trusted, or that
+// refuses the client's certificate, will not change its mind on the next
+// try.
 func (w *wire) tlsFailed(err *TLSError) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -141,8 +142,25 @@ func (w *wire) tlsFailed(err *TLSError) {
 		return // a slow or paused server: it may answer next time
 	}
 	w.tlsFails[err.Addr] = true
-	if w.hosts != nil && len(w.tlsFails) >= w.hosts.Len() && w.onTLSFail != nil {
-		w.onTLSFail(err)
+	if w.hosts != nil && len(w.tlsFails) >= w.hosts.Len() {
+		w.tlsVerdict = err
+	}
+}
+
+// nextServer reports the verdict of tlsFailed, if any, to Open. It runs
+// when go-zookeeper asks for the next server (Conn.connect, first thing),
+// not when the failure is seen: Open then closes the connection, and
+// go-zookeeper's Close waits up to a second for its close request to be
+// answered, which happens only once the loop is in connect, where
+// requests queued without a connection are failed (flushUnsentRequests).
+// Told from inside authenticate, as a TLS 1.3 refusal is, Open's Close
+// would wait that second every time.
+func (w *wire) nextServer() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v := w.tlsVerdict; v != nil && w.onTLSFail != nil {
+		w.tlsVerdict = nil
+		w.onTLSFail(v)
 	}
 }
 

@@ -142,7 +142,7 @@ func TestTLSServerNameIsTheHostNamed(t *testing.T) {
 	// ends Open's wait.
 	other := client.Clone()
 	other.ServerName = "zk.example"
-	w, _ = tlsWire(t, other, 2*time.Second, "localhost:"+port)
+	w, _ = tlsWire(t, other, 2*time.Second, addr) // one address: every server
 	var fatal error
 	w.onTLSFail = func(err error) { fatal = err }
 	_, err = dialLoopback(t, w)
@@ -154,6 +154,10 @@ func TestTLSServerNameIsTheHostNamed(t *testing.T) {
 	if !errors.Is(w.lastDialError(), te) {
 		t.Fatalf("last dial error %v, want %v", w.lastDialError(), te)
 	}
+	if fatal != nil {
+		t.Fatalf("onTLSFail called before go-zookeeper asked for the next server: %v", fatal)
+	}
+	w.hosts.Next()
 	if !errors.Is(fatal, te) {
 		t.Fatalf("onTLSFail got %v, want %v", fatal, te)
 	}
@@ -172,12 +176,12 @@ func TestTLSHandshakeBounded(t *testing.T) {
 		}
 	})
 	addr := listen(t, func(c net.Conn) { held <- c }) // never reads
-	_, port, _ := net.SplitHostPort(addr)
-	w, _ := tlsWire(t, client, time.Second, "localhost:"+port) // bound: minHandshake
+	w, _ := tlsWire(t, client, time.Second, addr)     // bound: minHandshake
 	w.onTLSFail = func(err error) { t.Errorf("a timed-out handshake ended Open's wait: %v", err) }
 	began := time.Now()
 	_, err := dialLoopback(t, w)
 	took := time.Since(began)
+	w.hosts.Next()
 	var te *TLSError
 	if !errors.As(err, &te) || !isTimeout(err) {
 		t.Fatalf("dial: %v, want a *TLSError that timed out", err)
