@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/zkrecipes/zklock"
 	"github.com/zkrecipes/zklock/zktest"
@@ -421,4 +422,31 @@ func buildCommand(t *testing.T) string {
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/zkrecipes/zklock/cmd/zklock").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
+}
+
+// A Connect that fails its TLS handshakes, each way, and a Client over TLS
+// that is closed leave no goroutine behind: the handshake under way is
+// given up, go-zookeeper's loop ends. Not parallel, so no other test's
+// goroutines are about.
+func TestTLSNoGoroutineLeaks(t *testing.T) {
+	srv := zktest.Start(t, zktest.WithTLS())
+	plain := zktest.Servers(t) // the shared server, started before the snapshot
+	opts := []goleak.Option{goleak.IgnoreCurrent()}
+	func() {
+		untrusted := srv.TLSConfig("a")
+		untrusted.RootCAs = x509.NewCertPool()
+		noCert := srv.TLSConfig("a")
+		noCert.Certificates = nil
+		connectFails(t, srv.Servers(), untrusted)
+		connectFails(t, srv.Servers(), noCert)
+		connectFails(t, plain, srv.TLSConfig("a"))
+
+		c, err := zklock.Connect(ctxT(t), srv.Servers(), zklock.WithTLS(srv.TLSConfig("a")))
+		require.NoError(t, err)
+		defer c.Close()
+		m, err := zklock.NewMutex(c, lockPath(t))
+		require.NoError(t, err)
+		require.NoError(t, zklock.Do(ctxT(t), m, func(context.Context) error { return nil }))
+	}()
+	goleak.VerifyNone(t, opts...)
 }
