@@ -44,6 +44,7 @@ func TestConnectBadInput(t *testing.T) {
 			return err
 		},
 		"nil dialer": func() error { _, err := zklock.Connect(bound(), servers, zklock.WithDialer(nil)); return err },
+		"nil TLS":    func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithTLS(nil)); return err },
 		"empty ACL":  func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithACL(nil)); return err },
 		"empty auth": func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithAuth("", nil)); return err },
 		"nil retry":  func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithRetry(nil)); return err },

@@ -38,9 +38,11 @@ type Client struct {
 // once the session is established (and any [WithAuth] credentials are
 // accepted), or when ctx is done, with an error for which
 // errors.Is(err, ctx.Err()) holds and which also names the last failed
-// dial, if any ("connection refused"). Bad arguments fail with an error
-// wrapping ErrInvalidArgument before any network I/O. On failure nothing is
-// left open.
+// dial, if any ("connection refused"). With [WithTLS], once every server
+// has failed its TLS handshake, it returns at once with an error that
+// names the TLS failure. Bad arguments fail with an error wrapping
+// ErrInvalidArgument before any network I/O. On failure nothing is left
+// open.
 //
 // If the Client then finds no server that takes its session for twice the
 // session timeout (the session is surely gone by then, or every server has
@@ -68,6 +70,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		ACL:            o.aclFor(),
 		Auth:           auth,
 		Dialer:         o.dialer,
+		TLS:            o.tls,
 		Logger:         o.logger,
 		NewBackOff:     o.newBackOff,
 		LossOnDrop:     o.lossOnDrop,

@@ -57,4 +57,14 @@
 // ZooKeeper call. An acquire that fails or is cancelled leaves no node: a
 // cleanup that does not depend on its context deletes it while the session
 // lives.
+//
+// # Security
+//
+// A lock is only as safe as the ACL on its path: whoever may delete a
+// node under it may break the lock. [WithTLS] connects to ZooKeeper's
+// secureClientPort, and a client certificate is the Client's x509
+// identity; [WithAuth] sends digest credentials; [WithACL] and
+// [WithACLProvider] set the ACL of the nodes the Client creates. An
+// acquire on a path the Client may not write fails at once with an error
+// wrapping zk.ErrNoAuth and leaves nothing behind.
 package zklock

@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"bytes"
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -19,6 +20,7 @@ type clientOptions struct {
 	aclProvider    func(path string) []zk.ACL
 	auth           []authInfo
 	dialer         zk.Dialer
+	tls            *tls.Config
 	logger         *slog.Logger
 	newBackOff     func() backoff.BackOff
 	lossOnDrop     bool
@@ -111,6 +113,34 @@ func WithDialer(d zk.Dialer) Option {
 			return invalidf("nil dialer")
 		}
 		o.dialer = d
+		return nil
+	}
+}
+
+// WithTLS makes the Client connect over TLS, to ZooKeeper's
+// secureClientPort, with cfg: its RootCAs to trust the servers and, if the
+// servers ask for one, a client certificate in Certificates, which
+// ZooKeeper's X509AuthenticationProvider takes as the Client's identity
+// (an ACL names it with Scheme "x509" and the certificate's subject as
+// ZooKeeper writes it: RFC 2253, most specific first, no spaces, such as
+// "CN=billing,O=example"). cfg is cloned at each connection, never
+// changed; an empty ServerName is the host of the server dialed, as given
+// to [Connect]. It composes with [WithDialer]: the dialer's connection is
+// wrapped in TLS. The handshake's bound (the session timeout over the
+// number of servers, at least a second) covers the TLS handshake and
+// ZooKeeper's together.
+//
+// A TLS handshake that fails (a server not trusted, a client certificate
+// refused, a plaintext port) is named in Connect's error, which wraps
+// crypto/tls's or crypto/x509's; once every server has failed one,
+// Connect returns at once rather than when ctx is done. Default: no TLS. A
+// nil cfg makes [Connect] fail with ErrInvalidArgument.
+func WithTLS(cfg *tls.Config) Option {
+	return func(o *clientOptions) error {
+		if cfg == nil {
+			return invalidf("nil TLS config")
+		}
+		o.tls = cfg
 		return nil
 	}
 }

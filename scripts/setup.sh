@@ -150,7 +150,9 @@ build_base_image() {
 	log "image: building $LOCAL_BASE_IMAGE with mmdebstrap (about a minute)"
 	local t0=$SECONDS
 	# No mirror argument: deb.debian.org plus bookworm-updates and -security.
-	$SUDO mmdebstrap --quiet --variant=apt --include=zookeeper,default-jre-headless \
+	# libnetty-java comes with zookeeper anyway; named because TLS needs three
+	# of its jars that zookeeper.jar's manifest leaves out (zkServer.sh).
+	$SUDO mmdebstrap --quiet --variant=apt --include=zookeeper,default-jre-headless,libnetty-java \
 		bookworm "$tmp/rootfs.tar" >&2
 	docker import "$tmp/rootfs.tar" "$LOCAL_BASE_IMAGE" >&2
 	rm -rf "$tmp"

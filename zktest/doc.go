@@ -99,6 +99,19 @@
 //	conn, _, err := zk.Connect(zkc.Servers(), 10*time.Second,
 //		zk.WithDialer(zktest.HandshakeDialer(5*time.Second)))
 //
+// # TLS and x509 identities
+//
+// [WithTLS] makes a container serve TLS only, with client certificates
+// required and ZooKeeper's X509AuthenticationProvider on; the certificate
+// authority and the server's certificate are made when it starts.
+// [Container.TLSConfig] returns a client configuration with a certificate
+// of subject CN=cn, whose x509 identity (for ACLs) is "CN=<cn>":
+//
+//	zkc := zktest.Start(t, zktest.WithTLS())
+//	c, err := zklock.Connect(ctx, zkc.Servers(), zklock.WithTLS(zkc.TLSConfig("billing")))
+//	// an ACL of zk.ACL{Perms: zk.PermAll, Scheme: "x509", ID: "CN=billing"}
+//	// lets this client, and no other, use a node
+//
 // # Faults without Docker
 //
 // [Faults] breaks a single client's connections instead of the server: it

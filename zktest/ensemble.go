@@ -101,6 +101,11 @@ type Ensemble struct {
 //	defer e.Terminate(context.Background()) // nil-safe
 //	if err != nil { ... }
 func RunEnsemble(ctx context.Context, img string, opts ...testcontainers.ContainerCustomizer) (*Ensemble, error) {
+	if settings, err := configOf(opts); err != nil {
+		return nil, err
+	} else if settings.tls {
+		return nil, errEnsembleTLS
+	}
 	if err := checkDocker(ctx); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package zktest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,11 +20,16 @@ import (
 // bounds the whole exchange: a paused server never answers. The server must
 // allow the command (4lw.commands.whitelist); zktest's containers allow all.
 func FourLetter(ctx context.Context, addr, cmd string) (string, error) {
+	var d net.Dialer
+	return fourLetter(ctx, addr, cmd, d.DialContext)
+}
+
+// fourLetter is FourLetter over the connections of dial.
+func fourLetter(ctx context.Context, addr, cmd string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) (string, error) {
 	if len(cmd) != 4 {
 		return "", fmt.Errorf("zktest: four-letter command %q: not four letters", cmd)
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("zktest: %s to %s: %w", cmd, addr, err)
 	}
@@ -51,6 +57,15 @@ func FourLetter(ctx context.Context, addr, cmd string) (string, error) {
 type serving struct {
 	addr    string
 	timeout time.Duration
+	tls     *tls.Config // the probe's, for a server WithTLS
+}
+
+// fourLetter asks the server, over TLS if it speaks it.
+func (s *serving) fourLetter(ctx context.Context, cmd string) (string, error) {
+	if s.tls != nil {
+		return fourLetterTLS(ctx, s.addr, cmd, s.tls)
+	}
+	return FourLetter(ctx, s.addr, cmd)
 }
 
 var _ wait.Strategy = (*serving)(nil)
@@ -72,7 +87,7 @@ func (s *serving) WaitUntilReady(ctx context.Context, target wait.StrategyTarget
 				state.Status, state.ExitCode, s.addr, logTail(target))
 		}
 		probe, cancelProbe := context.WithTimeout(ctx, time.Second)
-		out, err := FourLetter(probe, s.addr, "srvr")
+		out, err := s.fourLetter(probe, "srvr")
 		cancelProbe()
 		if err == nil && strings.Contains(out, "Mode: ") {
 			return nil

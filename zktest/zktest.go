@@ -1,6 +1,7 @@
 package zktest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,7 @@ var _ testcontainers.ContainerCustomizer = Option(nil)
 type options struct {
 	tickTime time.Duration
 	config   [][2]string // extra zoo.cfg entries, in order
+	tls      bool        // WithTLS
 }
 
 // WithTickTime sets ZooKeeper's tickTime, the unit of its timeouts. The
@@ -123,6 +125,7 @@ type Container struct {
 	testcontainers.Container
 	endpoint string
 	ready    *serving
+	tls      *authority // WithTLS; nil for plaintext
 }
 
 // Run starts a ZooKeeper container from img, an image that behaves like the
@@ -147,9 +150,15 @@ type Container struct {
 //	defer testcontainers.TerminateContainer(c) // nil-safe
 //	if err != nil { ... }
 func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustomizer) (*Container, error) {
-	cfg, err := configOf(opts)
+	settings, err := configOf(opts)
 	if err != nil {
 		return nil, err
+	}
+	var ca *authority
+	if settings.tls {
+		if ca, err = newAuthority(); err != nil {
+			return nil, fmt.Errorf("zktest: make the TLS certificates: %w", err)
+		}
 	}
 	if err := checkDocker(ctx); err != nil {
 		return nil, err
@@ -160,7 +169,7 @@ func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustom
 		if err != nil {
 			return nil, fmt.Errorf("zktest: choose a host port: %w", err)
 		}
-		c, err := run(ctx, img, cfg, port, opts)
+		c, err := run(ctx, img, zooCfg(&settings), ca, port, opts)
 		if err == nil || attempt == portAttempts || !portTaken(err) {
 			return c, err
 		}
@@ -210,30 +219,40 @@ func checkDocker(ctx context.Context) error {
 	return nil
 }
 
-// configOf renders the zoo.cfg that zktest's Options among opts ask for.
-func configOf(opts []testcontainers.ContainerCustomizer) (string, error) {
+// configOf applies zktest's Options among opts over the defaults.
+func configOf(opts []testcontainers.ContainerCustomizer) (options, error) {
 	settings := options{tickTime: defaultTickTime}
 	for _, opt := range opts {
 		if o, ok := opt.(Option); ok && o != nil {
 			if err := o(&settings); err != nil {
-				return "", fmt.Errorf("zktest: %w", err)
+				return settings, fmt.Errorf("zktest: %w", err)
 			}
 		}
 	}
-	return zooCfg(&settings), nil
+	return settings, nil
 }
 
-func run(ctx context.Context, img, cfg string, port int, opts []testcontainers.ContainerCustomizer) (*Container, error) {
+// run starts a container with zoo.cfg cfg, serving TLS if ca is set.
+func run(ctx context.Context, img, cfg string, ca *authority, port int, opts []testcontainers.ContainerCustomizer) (*Container, error) {
 	endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	ready := &serving{addr: endpoint, timeout: startupTimeout}
+	files := []testcontainers.ContainerFile{{
+		Reader:            strings.NewReader(cfg),
+		ContainerFilePath: confPath,
+		FileMode:          0o644,
+	}}
+	if ca != nil {
+		ready.tls = ca.probe
+		// Readable by the server's user: the official image's runs as
+		// zookeeper, and the key is a test's throwaway.
+		files = append(files,
+			testcontainers.ContainerFile{Reader: bytes.NewReader(ca.server), ContainerFilePath: tlsServerPath, FileMode: 0o644},
+			testcontainers.ContainerFile{Reader: bytes.NewReader(ca.caPEM), ContainerFilePath: tlsCAPath, FileMode: 0o644})
+	}
 
 	moduleOpts := []testcontainers.ContainerCustomizer{
 		testcontainers.WithExposedPorts(clientPort),
-		testcontainers.WithFiles(testcontainers.ContainerFile{
-			Reader:            strings.NewReader(cfg),
-			ContainerFilePath: confPath,
-			FileMode:          0o644,
-		}),
+		testcontainers.WithFiles(files...),
 		testcontainers.WithLabels(map[string]string{labelKey: "true"}),
 		testcontainers.WithWaitStrategy(ready),
 		testcontainers.WithAdditionalLifecycleHooks(testcontainers.ContainerLifecycleHooks{
@@ -247,7 +266,7 @@ func run(ctx context.Context, img, cfg string, port int, opts []testcontainers.C
 	ctr, err := testcontainers.Run(ctx, img, moduleOpts...)
 	var c *Container
 	if ctr != nil {
-		c = &Container{Container: ctr, endpoint: endpoint, ready: ready}
+		c = &Container{Container: ctr, endpoint: endpoint, ready: ready, tls: ca}
 	}
 	if err != nil {
 		return c, fmt.Errorf("zktest: run %s: %w", img, err)
@@ -258,7 +277,7 @@ func run(ctx context.Context, img, cfg string, port int, opts []testcontainers.C
 // rerun replaces c's terminated container with a new one from img and opts,
 // on the same client endpoint. c keeps whatever was created, for Terminate.
 func (c *Container) rerun(ctx context.Context, img string, opts []testcontainers.ContainerCustomizer) error {
-	cfg, err := configOf(opts)
+	settings, err := configOf(opts)
 	if err != nil {
 		return err
 	}
@@ -270,7 +289,11 @@ func (c *Container) rerun(ctx context.Context, img string, opts []testcontainers
 	if err != nil {
 		return err
 	}
-	nc, err := run(ctx, img, cfg, port, opts)
+	ca := c.tls // the clients' configurations stay good
+	if !settings.tls {
+		ca = nil
+	}
+	nc, err := run(ctx, img, zooCfg(&settings), ca, port, opts)
 	if nc != nil {
 		*c = *nc
 	}
@@ -318,6 +341,10 @@ func zooCfg(o *options) string {
 		{"4lw.commands.whitelist", "*"},
 		{"admin.enableServer", "false"},
 		{"standaloneEnabled", "true"},
+	}
+	if o.tls {
+		entries = slices.DeleteFunc(entries, func(e [2]string) bool { return e[0] == "clientPort" })
+		entries = append(entries, tlsConfigEntries...)
 	}
 	for _, kv := range o.config {
 		i := slices.IndexFunc(entries, func(e [2]string) bool { return e[0] == kv[0] })
@@ -454,5 +481,5 @@ func (c *Container) Terminate(ctx context.Context, opts ...testcontainers.Termin
 // still starting may answer "This ZooKeeper instance is not currently serving
 // requests" without an error.
 func (c *Container) FourLetter(ctx context.Context, cmd string) (string, error) {
-	return FourLetter(ctx, c.endpoint, cmd)
+	return c.ready.fourLetter(ctx, cmd)
 }

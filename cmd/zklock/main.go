@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -125,9 +126,11 @@ type commonFlags struct {
 	sessionTimeout time.Duration
 	connectTimeout time.Duration
 	auth           []authFlag
+	tlsFiles       tlsFlags
 	verbose        bool
 
 	serverList []string     // parsed by check
+	tls        *tls.Config  // read by check from tlsFiles; nil: plaintext
 	log        *slog.Logger // -v: debug lines on stderr; otherwise silent
 
 	// bound names the subcommand's own limit on the whole run, which
@@ -153,6 +156,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 		c.auth = append(c.auth, authFlag{scheme, []byte(cred)})
 		return nil
 	})
+	c.tlsFiles.register(fs)
 	fs.BoolVar(&c.verbose, "v", false, "log what zklock and the library do, on stderr")
 }
 
@@ -179,6 +183,10 @@ func (c *commonFlags) check() error {
 	if c.connectTimeout <= 0 {
 		return fmt.Errorf("-connect-timeout %v must be positive", c.connectTimeout)
 	}
+	var err error
+	if c.tls, err = c.tlsFiles.config(); err != nil {
+		return err
+	}
 	c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if c.verbose {
 		c.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -192,6 +200,9 @@ func (c *commonFlags) connect(ctx context.Context, extra ...zklock.Option) (*zkl
 	opts := []zklock.Option{zklock.WithSessionTimeout(c.sessionTimeout), zklock.WithLogger(c.log)}
 	for _, a := range c.auth {
 		opts = append(opts, zklock.WithAuth(a.scheme, a.cred))
+	}
+	if c.tls != nil {
+		opts = append(opts, zklock.WithTLS(c.tls))
 	}
 	opts = append(opts, extra...)
 	limit := fmt.Sprintf("-connect-timeout %v", c.connectTimeout)
@@ -293,7 +304,8 @@ const exitStatuses = `Exit status:
                       semaphore), or zklock was interrupted (SIGINT, SIGTERM, SIGHUP)
                       while waiting
   125                 zklock itself failed: a usage error, no connection (also when
-                      -timeout passed before a session was established), a ZooKeeper error
+                      -timeout passed before a session was established, or TLS failed),
+                      a ZooKeeper error (such as a path whose ACL refuses this client)
   126                 the command was found but could not be run
   127                 the command was not found
 `
@@ -322,6 +334,12 @@ Usage:
 
 The servers come from -servers or $ZKLOCK_SERVERS (host:port,...; a host
 without a port means ZooKeeper's 2181).
+
+Security: -tls-ca, -tls-cert and -tls-key (PEM files) connect over TLS, to
+ZooKeeper's secureClientPort; the client certificate is zklock's identity
+for ZooKeeper's x509 ACLs. -auth digest:user:pass authenticates for digest
+ACLs. A lock path whose ACL does not let zklock create nodes is refused at
+once (exit 125): the command does not run and nothing is left behind.
 
 Examples:
   export ZKLOCK_SERVERS=zk1:2181,zk2:2181,zk3:2181

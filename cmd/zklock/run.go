@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zklock"
 )
 
@@ -110,6 +112,10 @@ func (s holdSpec) lockUp(ctx context.Context) (*zklock.Client, []*zklock.Lease, 
 		s.reportHolders(c)
 	case errors.As(err, &conflict):
 		fmt.Fprintf(os.Stderr, "zklock %s: %v: the command did not run (give -semaphore %d to take part)\n", s.sub, conflict, conflict.recorded)
+	case errors.Is(err, zk.ErrNoAuth):
+		fmt.Fprintf(os.Stderr, "zklock %s: %s: refused by the path's ACL, which does not let this client create nodes there "+
+			"(authenticate with -auth, or a -tls-cert the ACL names): the command did not run\n", s.sub, bare(err))
+		code = exitFailed
 	case errors.Is(err, zklock.ErrUnknownNode):
 		fmt.Fprintf(os.Stderr, "zklock %s: %s is used by another kind of lock (%s): the command did not run\n", s.sub, s.path, bare(err))
 	default:

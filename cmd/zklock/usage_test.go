@@ -6,6 +6,7 @@ import (
 	"flag"
 	"net"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"runtime"
@@ -25,6 +26,12 @@ func TestUsageErrors(t *testing.T) {
 	defer ln.Close()
 	base := []string{"PATH=" + os.Getenv("PATH"), "GORACE=" + os.Getenv("GORACE")}
 	environ := append(base, "ZKLOCK_SERVERS="+ln.Addr().String())
+	// A file that holds no PEM at all, for the TLS flags.
+	junk := filepath.Join(t.TempDir(), "junk.pem")
+	if err := os.WriteFile(junk, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.pem")
 
 	for _, tc := range []struct {
 		name string
@@ -51,6 +58,12 @@ func TestUsageErrors(t *testing.T) {
 		{"empty identity", []string{"elect", "-data=", "/a", "--", "true"}, "-data is empty"},
 		{"ls with a command", []string{"ls", "/a", "--", "true"}, "runs no command"},
 		{"ls of two paths", []string{"ls", "/a", "/b"}, "one PATH"},
+		{"tls cert without key", []string{"lock", "-tls-cert", junk, "/a", "--", "true"}, "-tls-cert needs -tls-key"},
+		{"tls key without cert", []string{"lock", "-tls-key", junk, "/a", "--", "true"}, "-tls-key needs -tls-cert"},
+		{"tls ca missing", []string{"lock", "-tls-ca", missing, "/a", "--", "true"}, "-tls-ca: open " + missing + ": no such file"},
+		{"tls ca without certificates", []string{"ls", "-tls-ca", junk, "/a"}, "-tls-ca " + junk + ": no PEM certificate"},
+		{"tls cert missing", []string{"lock", "-tls-cert", missing, "-tls-key", junk, "/a", "--", "true"}, "-tls-cert " + missing + ", -tls-key " + junk + ": open " + missing},
+		{"tls cert not PEM", []string{"elect", "-tls-cert", junk, "-tls-key", junk, "/a", "--", "true"}, "failed to find any PEM data"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr := expectCode(t, exitFailed, environ, tc.args...)
@@ -96,7 +109,8 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"lock", "-h"}, {"help", "lock"}} {
 		stdout, _ := expectCode(t, 0, env(), args...)
 		for _, want := range []string{"ZKLOCK_SERVERS=zk1:2181 zklock lock /jobs/backup -- /usr/local/bin/backup.sh",
-			"Flags:", "-servers", "-semaphore", "-grace", "-timeout", "connecting included", "ZKLOCK_TOKEN", "127"} {
+			"Flags:", "-servers", "-semaphore", "-grace", "-timeout", "connecting included", "ZKLOCK_TOKEN", "127",
+			"-tls-ca FILE", "-tls-cert FILE", "-tls-key FILE"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("zklock %q does not show %q:\n%s", args, want, stdout)
 			}
@@ -113,6 +127,9 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	stdout, _ := expectCode(t, 0, env(), "help")
+	if !strings.Contains(stdout, "-tls-cert") || !strings.Contains(stdout, "x509 ACLs") {
+		t.Errorf("zklock help does not say how to connect over TLS:\n%s", stdout)
+	}
 	for _, sub := range []string{"lock", "elect", "ls", "observe", "version", "help"} {
 		if !strings.Contains(stdout, "\n  zklock "+sub+" ") {
 			t.Errorf("zklock help does not list %s:\n%s", sub, stdout)

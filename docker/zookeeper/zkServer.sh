@@ -11,7 +11,11 @@ ZOOCFG=${ZOOCFG:-$ZOOCFGDIR/zoo.cfg}
 ZOO_LOG_DIR=${ZOO_LOG_DIR:-/logs}
 # log4j.properties (with a CONSOLE appender) comes from conf_example; log4j 1.2
 # with its slf4j binding sends the server's log to stdout, like the official image.
+# zookeeper.jar's manifest names netty-handler and netty-transport but not the
+# three jars of libnetty-java that the Netty connection factory (TLS,
+# secureClientPort) also needs: without them, a TLS server fails to start.
 CLASSPATH=/etc/zookeeper/conf_example:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+CLASSPATH+=:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar
 JAVA=${JAVA:-java}
 
 usage() {

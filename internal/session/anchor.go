@@ -262,6 +262,7 @@ func (c *wireConn) handshake() {
 	ms := int32(binary.BigEndian.Uint32(r.hdr[4:8]))
 	r.session = int64(binary.BigEndian.Uint64(r.hdr[8:16]))
 	w.mu.Lock()
+	w.tlsFails, w.tlsVerdict = nil, nil // a server answered (see tlsFailed)
 	if ms > 0 {
 		w.timeout = time.Duration(ms) * time.Millisecond
 	}

@@ -3,6 +3,8 @@ package session
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -389,6 +391,17 @@ type wire struct {
 	// the reply that registered a watch: its table holds one.
 	registered int64
 	hosts      *hosts // the current go-zookeeper connection's server list
+
+	// TLS (tls.go): the user's configuration, nil for none; the servers
+	// whose TLS handshake failed since a connect response was last read;
+	// the failure that made it every server, until reported; what to call
+	// with it (set while Open waits); a context that ends when the
+	// Session closes.
+	tls        *tls.Config
+	tlsFails   map[string]bool
+	tlsVerdict *TLSError
+	onTLSFail  func(error)
+	life       context.Context
 }
 
 // hosts is go-zookeeper's DNSHostProvider, except that the reconnect after
@@ -397,7 +410,9 @@ type wire struct {
 // provider, and Conn.connect sleeps a second before each round.
 type hosts struct {
 	*zk.DNSHostProvider
-	now atomic.Bool
+	now   atomic.Bool
+	names map[string]string // with TLS: the host each address was resolved from (see Init)
+	next  func()            // called at every Next (see wire.nextServer)
 }
 
 // Next is the provider's Next, not a new round if the wire said so.
@@ -406,12 +421,19 @@ func (h *hosts) Next() (server string, retryStart bool) {
 	if h.now.Swap(false) {
 		retryStart = false
 	}
+	if h.next != nil {
+		h.next()
+	}
 	return server, retryStart
 }
 
 // newHosts makes the server list of a new go-zookeeper connection.
 func (w *wire) newHosts() *hosts {
 	h := &hosts{DNSHostProvider: zk.NewDNSHostProvider()}
+	if w.tls != nil {
+		h.names = make(map[string]string)
+		h.next = w.nextServer
+	}
 	w.mu.Lock()
 	w.hosts = h
 	w.mu.Unlock()
@@ -448,6 +470,7 @@ type wireConn struct {
 	// returned plus the bound, until the connect response has been read.
 	handshakeBy time.Time
 	shaken      atomic.Bool
+	addr        string // the server dialed
 
 	// Under w.mu: the gate and the first-watch rule (anchor.go).
 	session   int64      // named by the connect response
@@ -470,10 +493,22 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 		w.mu.Unlock()
 		return nil, err
 	}
-	wc := newWireConn(c, w)
+	var by time.Time // the handshake's bound, TLS's and ZooKeeper's together
 	if d := w.handshakeTimeout(); d > 0 {
-		wc.handshakeBy = time.Now().Add(d)
+		by = time.Now().Add(d)
 	}
+	if w.tls != nil {
+		if c, err = w.secure(c, addr, by, timeout); err != nil {
+			var te *TLSError
+			if errors.As(err, &te) {
+				w.tlsFailed(te)
+			}
+			return nil, err
+		}
+	}
+	wc := newWireConn(c, w)
+	wc.handshakeBy = by
+	wc.addr = addr
 	w.mu.Lock()
 	w.cur = wc
 	w.mu.Unlock()
@@ -638,6 +673,14 @@ func (c *wireConn) Read(p []byte) (int, error) {
 		return 0, errShut
 	}
 	n, err := c.in.Read(p)
+	if err != nil && c.w.tls != nil && !c.shaken.Load() && refusedTLS(err) {
+		// The server refused us after TLS's handshake, as TLS 1.3 does
+		// with a client certificate it does not accept: Connect's error
+		// must say so, not that the handshake timed out.
+		te := &TLSError{Addr: c.addr, Err: err}
+		c.w.tlsFailed(te)
+		err = te
+	}
 	if n > 0 && c.observe(p[:n]) && !c.wait() {
 		c.rd.dead = true // what the buffer holds after the reply dropped is no packet's start
 		return 0, net.ErrClosed

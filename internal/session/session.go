@@ -7,6 +7,7 @@ package session
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ type Options struct {
 	ACL            func(path string) []zk.ACL // the ACL of each node created
 	Auth           []Auth
 	Dialer         zk.Dialer
+	TLS            *tls.Config // nil: plaintext; else the Dialer's connections are wrapped in TLS
 	Logger         *slog.Logger
 	NewBackOff     func() backoff.BackOff
 	LossOnDrop     bool  // a lease ends at the first disconnect
@@ -74,7 +76,8 @@ type Session struct {
 	dial       dialOptions // to open a new connection
 	lossOnDrop bool
 	hooks      Hooks
-	releases   releases // deletes of released leases, sent together under load (hold.go)
+	releases   releases           // deletes of released leases, sent together under load (hold.go)
+	endLife    context.CancelFunc // gives up a TLS handshake under way (tls.go)
 
 	mu          sync.Mutex
 	zc          Conn               // the connection; only the Session sets it
@@ -103,19 +106,28 @@ type Session struct {
 // Open opens a session with the ZooKeeper ensemble and returns once the
 // session is established (and any credentials are accepted), or when ctx
 // is done, with an error for which errors.Is(err, ctx.Err()) holds, and
-// that also wraps the last dial error if a dial failed. On failure nothing
-// is left open.
+// that also wraps the last dial error if a dial failed. With TLS, once
+// every server has failed its TLS handshake (not by timing out), it
+// returns at once with that *[TLSError]. On failure nothing is left open.
 //
 // If the Session then finds no server that takes its session for twice the
 // session timeout (the session is surely gone by then, or every server has
 // forgotten it, as a rebuilt ensemble does), it opens a new connection, and
 // so a new session.
 func Open(ctx context.Context, o Options) (*Session, error) {
+	w := &wire{dial: o.Dialer, anchor: newAnchor(), requested: o.SessionTimeout, servers: len(o.Servers), tls: o.TLS}
+	var endLife context.CancelFunc
+	w.life, endLife = context.WithCancel(context.Background())
+	// Every server failed its TLS handshake (tls.go): no session will come.
+	awaitCtx, failTLS := context.WithCancelCause(ctx)
+	defer failTLS(nil)
+	w.onTLSFail = failTLS
 	c := &Session{
 		acl:         o.ACL,
 		log:         o.Logger,
 		newBackOff:  o.NewBackOff,
-		wire:        &wire{dial: o.Dialer, anchor: newAnchor(), requested: o.SessionTimeout, servers: len(o.Servers)},
+		wire:        w,
+		endLife:     endLife,
 		lossOnDrop:  o.LossOnDrop,
 		hooks:       o.Hooks,
 		changed:     make(chan struct{}),
@@ -137,11 +149,23 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	c.zc, c.opening = zc, true
 	c.mu.Unlock()
 	if err != nil {
+		endLife()
 		c.keeper.close()
 		c.janitor.close()
 		return nil, err
 	}
-	if _, err := c.AwaitSession(ctx); err != nil {
+	_, err = c.AwaitSession(awaitCtx)
+	c.wire.mu.Lock()
+	c.wire.onTLSFail = nil
+	c.wire.mu.Unlock()
+	var te *TLSError
+	if err != nil && ctx.Err() == nil && errors.As(context.Cause(awaitCtx), &te) {
+		// Not worth waiting out ctx for: a server that does not trust our
+		// certificate, or that we do not trust, will not change its mind.
+		_ = c.Close()
+		return nil, te
+	}
+	if err != nil {
 		if derr := c.wire.lastDialError(); derr != nil && !errors.Is(err, ErrClientClosed) {
 			// Say why no session came: "connection refused" is what the
 			// user needs to read, not only the context's deadline.
@@ -239,6 +263,7 @@ func (c *Session) Close() error {
 
 	// Closing the connection first fails any request the goroutines are
 	// waiting on, so they see the stop promptly.
+	c.endLife()
 	zc.Close()
 	c.keeper.close()
 	c.janitor.close()

@@ -1,0 +1,180 @@
+package session
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"time"
+)
+
+// TLSError is a failed TLS handshake with one server: the server was not
+// trusted, it refused the client's certificate, or it does not speak TLS
+// (a plaintext port). It wraps crypto/tls's (or crypto/x509's) error.
+type TLSError struct {
+	Addr string // the server dialed
+	Err  error
+}
+
+func (e *TLSError) Error() string {
+	msg := "tls handshake with " + e.Addr + ": " + e.Err.Error()
+	if errors.Is(e.Err, io.EOF) {
+		// What a plaintext ZooKeeper does with a ClientHello: it reads a
+		// length far above its jute.maxbuffer and closes the connection.
+		msg += " (the server closed the connection: is it a plaintext port?)"
+	}
+	return msg
+}
+func (e *TLSError) Unwrap() error { return e.Err }
+
+// secure runs the TLS handshake on raw, a connection just dialed to addr,
+// by the handshake's bound (see handshakeTimeout; by zero: none, and then
+// the dial's own timeout bounds it), and returns the TLS connection. On
+// failure raw is closed. The configuration is cloned: ServerName, when
+// the user left it empty, is the host of the server dialed, as the user
+// named it (see hosts.Init), not the address it resolved to.
+func (w *wire) secure(raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, error) {
+	cfg := w.tls.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = w.serverName(addr)
+	}
+	if by.IsZero() {
+		by = time.Now().Add(max(timeout, minHandshake))
+	}
+	ctx, cancel := context.WithDeadline(w.lifetime(), by)
+	defer cancel()
+	tc := tls.Client(raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		return nil, &TLSError{Addr: addr, Err: err}
+	}
+	return tlsConn{tc, raw}, nil
+}
+
+// tlsConn is a TLS connection whose Close closes the socket at once: TLS's
+// own would first send a close_notify alert, which can block (up to five
+// seconds) on a server that reads nothing, a paused one, and the wire
+// closes connections from the keeper (drop). go-zookeeper has sent its
+// close request already when it closes a connection for good.
+type tlsConn struct {
+	*tls.Conn
+	raw net.Conn
+}
+
+func (c tlsConn) Close() error { return c.raw.Close() }
+
+// serverName is the host the user named for addr, a resolved address.
+func (w *wire) serverName(addr string) string {
+	w.mu.Lock()
+	h := w.hosts
+	w.mu.Unlock()
+	if h != nil {
+		if name, ok := h.names[addr]; ok {
+			return name
+		}
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+// Init is the DNS provider's Init, except that with TLS it resolves the
+// servers itself first, to remember the name each address came from: TLS
+// verifies the server's certificate against that name.
+func (h *hosts) Init(servers []string) error {
+	if h.names == nil {
+		return h.DNSHostProvider.Init(servers)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	var resolved []string
+	for _, s := range servers {
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			return err
+		}
+		addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			addr := net.JoinHostPort(a, port)
+			if _, dup := h.names[addr]; !dup {
+				h.names[addr] = host
+				resolved = append(resolved, addr)
+			}
+		}
+	}
+	return h.DNSHostProvider.Init(resolved)
+}
+
+// lookupTimeout is go-zookeeper's DNSHostProvider's.
+const lookupTimeout = 3 * time.Second
+
+// refusedTLS reports a read or write error, before the connect response,
+// that is the server's TLS alert: with TLS 1.3 the client's handshake ends
+// before the server has checked the client's certificate, and a refusal
+// comes as an alert on the first read ("remote error: tls: bad
+// certificate", "certificate required"). crypto/tls returns it as a
+// net.OpError whose Op is "remote error" (Conn.readRecordOrCCS).
+func refusedTLS(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "remote error"
+}
+
+// tlsFailed records a failed TLS handshake with addr as the last dial
+// error, and if every server has now failed one since a connect response
+// was last read, makes it the verdict that ends Open's wait for a session
+// (see [Open] and nextServer): a server that is not trusted, or that
+// refuses the client's certificate, will not change its mind on the next
+// try.
+func (w *wire) tlsFailed(err *TLSError) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dialErr = err
+	if w.tlsFails == nil {
+		w.tlsFails = make(map[string]bool)
+	}
+	if isTimeout(err) {
+		return // a slow or paused server: it may answer next time
+	}
+	w.tlsFails[err.Addr] = true
+	if w.hosts != nil && len(w.tlsFails) >= w.hosts.Len() {
+		w.tlsVerdict = err
+	}
+}
+
+// nextServer reports the verdict of tlsFailed, if any, to Open. It runs
+// when go-zookeeper asks for the next server (Conn.connect, first thing),
+// not when the failure is seen: Open then closes the connection, and
+// go-zookeeper's Close waits up to a second for its close request to be
+// answered, which happens only once the loop is in connect, where
+// requests queued without a connection are failed (flushUnsentRequests).
+// Told from inside authenticate, as a TLS 1.3 refusal is, Open's Close
+// would wait that second every time.
+func (w *wire) nextServer() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v := w.tlsVerdict; v != nil && w.onTLSFail != nil {
+		w.tlsVerdict = nil
+		w.onTLSFail(v)
+	}
+}
+
+// isTimeout reports an error of a deadline, ours or the handshake's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// lifetime is a context that ends when the Session closes, to give up a
+// TLS handshake under way.
+func (w *wire) lifetime() context.Context {
+	if w.life == nil {
+		return context.Background()
+	}
+	return w.life
+}

@@ -1,0 +1,192 @@
+package session
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// localhostTLS returns a server configuration whose certificate is valid
+// for the name "localhost" only (no IP address), and a client
+// configuration that trusts it, with ServerName unset.
+func localhostTLS(t *testing.T) (server, client *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "localhost"},
+		DNSNames:              []string{"localhost"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
+		&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// listen accepts connections on 127.0.0.1 and hands each to serve, until
+// the test ends.
+func listen(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			serve(c)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// tlsWire is a wire with TLS cfg over a dialer that counts its dials, and
+// its server list, from servers.
+func tlsWire(t *testing.T, cfg *tls.Config, requested time.Duration, servers ...string) (*wire, *atomic.Int32) {
+	t.Helper()
+	var dials atomic.Int32
+	w := &wire{anchor: newAnchor(), requested: requested, servers: len(servers), tls: cfg,
+		dial: func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			dials.Add(1)
+			return net.DialTimeout(network, addr, timeout)
+		}}
+	if err := w.newHosts().Init(servers); err != nil {
+		t.Fatal(err)
+	}
+	return w, &dials
+}
+
+// dialLoopback dials the server list's 127.0.0.1 address ("localhost" may
+// also resolve to ::1, where nothing listens).
+func dialLoopback(t *testing.T, w *wire) (net.Conn, error) {
+	t.Helper()
+	for i := 0; i < w.hosts.Len(); i++ {
+		if addr, _ := w.hosts.Next(); strings.HasPrefix(addr, "127.0.0.1:") {
+			return w.dialer("tcp", addr, time.Second)
+		}
+	}
+	t.Fatal("localhost did not resolve to 127.0.0.1")
+	return nil, nil
+}
+
+// The TLS handshake verifies the server's certificate against the host
+// the user named ("localhost"), not the address it resolved to, over the
+// user's dialer, without changing the user's configuration.
+func TestTLSServerNameIsTheHostNamed(t *testing.T) {
+	server, client := localhostTLS(t)
+	addr := listen(t, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			_ = tls.Server(c, server).Handshake()
+			var b [1]byte
+			_, _ = c.Read(b[:]) // until the client closes
+		}()
+	})
+	_, port, _ := net.SplitHostPort(addr)
+
+	w, dials := tlsWire(t, client, 2*time.Second, "localhost:"+port)
+	c, err := dialLoopback(t, w)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	tc, ok := c.(*wireConn).Conn.(tlsConn)
+	if !ok {
+		t.Fatalf("the wire's connection is %T, not TLS", c.(*wireConn).Conn)
+	}
+	if got := tc.ConnectionState().ServerName; got != "localhost" {
+		t.Fatalf("ServerName %q, want the host named, localhost", got)
+	}
+	if client.ServerName != "" {
+		t.Fatalf("the user's configuration was changed: ServerName %q", client.ServerName)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials through the user's dialer, want 1", n)
+	}
+
+	// A ServerName the certificate does not name fails, as a *TLSError
+	// that is the last dial error, and that every server (one) failed
+	// ends Open's wait.
+	other := client.Clone()
+	other.ServerName = "zk.example"
+	w, _ = tlsWire(t, other, 2*time.Second, addr) // one address: every server
+	var fatal error
+	w.onTLSFail = func(err error) { fatal = err }
+	_, err = dialLoopback(t, w)
+	var te *TLSError
+	var invalid x509.HostnameError
+	if !errors.As(err, &te) || !errors.As(err, &invalid) {
+		t.Fatalf("dial: %v, want a *TLSError wrapping x509.HostnameError", err)
+	}
+	if !errors.Is(w.lastDialError(), te) {
+		t.Fatalf("last dial error %v, want %v", w.lastDialError(), te)
+	}
+	if fatal != nil {
+		t.Fatalf("onTLSFail called before go-zookeeper asked for the next server: %v", fatal)
+	}
+	w.hosts.Next()
+	if !errors.Is(fatal, te) {
+		t.Fatalf("onTLSFail got %v, want %v", fatal, te)
+	}
+}
+
+// The handshake's bound covers TLS's: a server that accepts but never
+// answers the ClientHello fails the dial by then, with a timeout that
+// does not end Open's wait (the server may answer next time).
+func TestTLSHandshakeBounded(t *testing.T) {
+	_, client := localhostTLS(t)
+	held := make(chan net.Conn, 16)
+	t.Cleanup(func() {
+		close(held)
+		for c := range held {
+			c.Close()
+		}
+	})
+	addr := listen(t, func(c net.Conn) { held <- c }) // never reads
+	w, _ := tlsWire(t, client, time.Second, addr)     // bound: minHandshake
+	w.onTLSFail = func(err error) { t.Errorf("a timed-out handshake ended Open's wait: %v", err) }
+	began := time.Now()
+	_, err := dialLoopback(t, w)
+	took := time.Since(began)
+	w.hosts.Next()
+	var te *TLSError
+	if !errors.As(err, &te) || !isTimeout(err) {
+		t.Fatalf("dial: %v, want a *TLSError that timed out", err)
+	}
+	if took > 10*minHandshake {
+		t.Fatalf("gave up after %v: the bound is %v", took, minHandshake)
+	}
+}
