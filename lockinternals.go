@@ -38,6 +38,8 @@ type Lock struct {
 	persistent bool     // the lock path itself is persistent, as kazoo's ensure_path makes it
 	count      liveSize // the size, when it may change while participants wait
 
+	untraced bool // a shared read node's lock: its sub-leases are traced instead (rwlock_shared.go)
+
 	// queued: the latest first look on this lock found its participant
 	// queued behind others, so the next first look is sent without a
 	// children watch ([participant.startLooks]).
@@ -104,6 +106,9 @@ func newLock(c *Client, path string, d Driver, opts []LockOption) (*Lock, error)
 	}
 	if _, sem := d.(semaphoreDriver); o.sem != nil && !sem {
 		return nil, invalidf("WithSemaphoreLayout and WithSharedCount apply to a Semaphore only")
+	}
+	if _, read := d.(readDriver); o.shared && !read {
+		return nil, invalidf("WithSharedReads applies to an RWMutex only")
 	}
 	data := c.identity
 	if o.set {

@@ -21,6 +21,7 @@ import (
 // [NewRWMutex].
 type RWMutex struct {
 	read, write *Lock
+	shared      *sharedReads // WithSharedReads: the read side (rwlock_shared.go)
 }
 
 // NewRWMutex returns a reader/writer lock on path. It validates its
@@ -31,12 +32,22 @@ func NewRWMutex(c *Client, path string, opts ...LockOption) (*RWMutex, error) {
 		return nil, fmt.Errorf("zklock: new rwmutex: %w", err)
 	}
 	w := &Lock{c: r.c, path: r.path, driver: exclusiveDriver{KindWrite}, data: r.data}
-	return &RWMutex{read: r, write: w}, nil
+	rw := &RWMutex{read: r, write: w}
+	if sharedReadsOpt(opts) {
+		rw.shared = newSharedReads(r)
+	}
+	return rw, nil
 }
 
 // ReadLock returns the read side: a lease held alongside other readers, as
-// long as no writer queued ahead of it.
-func (rw *RWMutex) ReadLock() Locker { return rw.read }
+// long as no writer queued ahead of it. With [WithSharedReads], the
+// goroutines reading through rw share one node.
+func (rw *RWMutex) ReadLock() Locker {
+	if rw.shared != nil {
+		return rw.shared
+	}
+	return rw.read
+}
 
 // WriteLock returns the write side: a lease held alone.
 func (rw *RWMutex) WriteLock() Locker { return rw.write }
