@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkrecipes/zklock/internal/session"
@@ -100,6 +101,33 @@ type claim struct {
 	subs   map[*subLease]bool // live sub-leases, once granted
 	closed bool               // no more joins: a writer is queued behind, the node is gone, or its last lease went
 	exited chan struct{}      // the claim's goroutine has returned
+
+	until atomic.Int64 // a deadline of base read earlier, in Unix nanoseconds ([claim.live])
+}
+
+// live returns nil while the node's lease is live, as base.Err does, but
+// without the session's mutex while a deadline of base read earlier is
+// still ahead: so that readers at memory speed do not contend with the
+// session's own goroutines. That is exact: every other way a lease ends
+// (its session, its node, the Client) closes base's Done at once, and a
+// deadline is a time before which no leader can have expired the session
+// (internal/session/keeper.go), which stays true of that session once
+// read; past it, base.Err compares the clock with the current deadline
+// itself.
+func (cl *claim) live(now time.Time) error {
+	select {
+	case <-cl.base.Done():
+		return cl.base.Err()
+	default:
+	}
+	if now.UnixNano() < cl.until.Load() {
+		return nil
+	}
+	if err := cl.base.Err(); err != nil {
+		return err
+	}
+	cl.until.Store(cl.base.ValidUntil().UnixNano())
+	return nil
 }
 
 // waiter is an acquire waiting for a queued claim; the claim's goroutine
@@ -141,7 +169,7 @@ func (s *sharedReads) acquire(ctx context.Context, op string, try bool) (*Lease,
 	for {
 		s.mu.Lock()
 		cl := s.cur
-		if cl != nil && cl.base != nil && !cl.closed && cl.base.Err() != nil {
+		if cl != nil && cl.base != nil && !cl.closed && cl.live(start) != nil {
 			cl.closed = true // lost: its goroutine is ending its leases
 		}
 		if cl == nil || cl.closed {
@@ -256,6 +284,7 @@ func (cl *claim) run(ctx context.Context) {
 		return
 	}
 	cl.base = leases[0]
+	cl.until.Store(cl.base.ValidUntil().UnixNano())
 	for _, w := range cl.joined {
 		w.lease = cl.addLocked(w.start)
 	}
@@ -341,7 +370,10 @@ func (cl *claim) lost() {
 // was live.
 func (sub *subLease) end(err error) bool {
 	now := time.Now()
-	deadline := sub.cl.base.ValidUntil()
+	deadline := now // ValidUntil is the earlier of the deadline and the end
+	if now.UnixNano() >= sub.cl.until.Load() {
+		deadline = sub.cl.base.ValidUntil()
+	}
 	sub.mu.Lock()
 	if sub.err != nil {
 		sub.mu.Unlock()
@@ -375,7 +407,7 @@ func (sub *subLease) Err() error {
 	if err != nil {
 		return err
 	}
-	if err := sub.cl.base.Err(); err != nil {
+	if err := sub.cl.live(time.Now()); err != nil {
 		sub.end(err)
 		sub.mu.Lock()
 		defer sub.mu.Unlock()
