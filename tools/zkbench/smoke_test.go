@@ -116,3 +116,34 @@ func TestSmokeW5(t *testing.T) {
 	require.Equal(t, 3.0, m)
 	require.Equal(t, []float64{3, 2, 3}, rs)
 }
+
+// TestSmokeW6 runs W6 (read-heavy service) briefly for zklock with and
+// without shared reads: the readers read, the writer writes, none of its
+// acquires times out, no read is seen held while it holds; and W6 runs
+// zklock's run without the option beside zklock's.
+func TestSmokeW6(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := fmt.Sprintf("/zkbench-test/w6-%d", time.Now().UnixNano())
+	for _, sys := range []string{sysZklock, sysZklockUnshared} {
+		t.Run(sys, func(t *testing.T) {
+			r := runW6(ctx, sys, runSpec{
+				workload:       "W6",
+				path:           base + "/" + sys,
+				servers:        servers,
+				duration:       time.Second,
+				acquireTimeout: 10 * time.Second,
+				serverCPU:      noCPU,
+			})
+			require.Empty(t, r.Error)
+			require.Positive(t, r.ReadOps)
+			require.Positive(t, r.WriteOps)
+			require.Equal(t, r.Ops, r.ReadOps+r.WriteOps)
+			require.Zero(t, r.Violations)
+			require.Zero(t, r.Timeouts)
+			require.LessOrEqual(t, r.AcquireP50Ms, r.AcquireP99Ms)
+		})
+	}
+	require.Equal(t, []string{sysCurator, sysZklock, sysZklockUnshared}, w6Systems([]string{sysZklock, sysGozk, sysCurator, sysKazoo}))
+}
