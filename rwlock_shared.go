@@ -65,18 +65,28 @@ func sharedReadsOpt(opts []LockOption) bool {
 // node, one engine lease, base) with any number of sub-leases, the leases
 // that Acquire returns.
 //
-// Why a sub-lease is never live while its node is not held. A sub-lease is
-// live only if it has not ended and its base lease is live: Err asks the
-// base first (so a node lost, by the session, the deadline or a delete
-// from outside, ends every sub-lease on the very next Err, as the base's
-// own Err would), and Done is closed by the claim's goroutine as soon as
-// the base's Done closes. The node itself is deleted only by the base's
-// Release, which is called once the claim's count of live sub-leases is
-// zero, that is after every sub-lease ended (Release ends a sub-lease
-// before it counts down); no sub-lease can be added after that, since
-// joins and the count are under one mutex and a claim at zero is closed
-// for joining. The base lease, in turn, ends before its node is deleted
-// ([session.Hold.Release]). So every sub-lease ends before its node goes.
+// Why a sub-lease is never live while its node is not held. A sub-lease
+// is live only if it has not ended and its base lease is live: Err asks
+// the base first ([claim.live]), so a node lost by any cause (its session,
+// its deadline, a delete from outside, the Client's Close) ends every
+// sub-lease on the very next Err, as the base's own Err would; Done is
+// closed by the claim's goroutine as soon as the base's Done closes. The
+// node itself is deleted only by the base's Release, called once the
+// claim's set of live sub-leases is empty, that is after every sub-lease
+// ended (Release ends a sub-lease before it leaves the set); none can be
+// added after that, since joins and the set are under one mutex and an
+// empty claim is closed for joining. The base lease ends before its node
+// is deleted (internal/session/hold.go, Hold.Release). So every sub-lease
+// has ended before its node goes, and while the base lease is live the
+// node is held, by the engine's own argument.
+//
+// Exclusion between a writer and the readers never depends on the
+// children watch of [claim.watchWriters]: a writer's node waits, as any
+// other, until the shared node is deleted. The watch only bounds how long:
+// ZooKeeper fires a getChildren watch at the next create or delete of a
+// child of the path (DataTree.createNode and deleteNode trigger
+// NodeChildrenChanged on the parent), so the claim sees a writer's node
+// one notification after its create, and stops taking joins.
 type sharedReads struct {
 	l *Lock // the engine's read lock, untraced: the sub-leases are traced
 
