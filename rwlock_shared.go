@@ -37,7 +37,8 @@ import (
 // processes (Participants lists the node once), and a lease taken on a
 // node that is later lost ends with all the others. A read acquire that
 // arrives while the shared node is queued waits with it and is granted
-// with it. [RWMutex.Downgrade] returns a lease on a read node of its own,
+// with it; a TryAcquire then fails with ErrLocked, without a request,
+// also while the node's first look is on its way. [RWMutex.Downgrade] returns a lease on a read node of its own,
 // outside the shared node, as without the option.
 //
 // Default: off, each read acquire is a participant with its own node. On
@@ -437,7 +438,8 @@ func (sub *subLease) ValidUntil() time.Time {
 }
 
 // Release ends the sub-lease; the last one on its claim releases the node
-// (with ctx) and waits for the claim's goroutine to return.
+// (with ctx) and waits, while ctx allows, for the claim's goroutine to
+// return.
 func (sub *subLease) Release(ctx context.Context) error {
 	sub.mu.Lock()
 	if sub.released {
@@ -467,7 +469,12 @@ func (sub *subLease) Release(ctx context.Context) error {
 	if err := cl.base.Release(ctx); err != nil {
 		s.l.c.s.Log().Debug("zklock: shared read: release the node", "node", cl.base.node, "err", err)
 	}
-	<-cl.exited
+	// The goroutine returns once a children read in flight does; one
+	// stuck while the connection is down must not hold Release past ctx.
+	select {
+	case <-cl.exited:
+	case <-ctx.Done():
+	}
 	return nil
 }
 
