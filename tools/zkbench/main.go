@@ -106,6 +106,9 @@ type config struct {
 var allWorkloads = []string{"W0", "W1", "W2", "W3", "W4", "W5", "W6", "scale"}
 
 func main() {
+	if os.Getenv(w6RoleEnv) == "reader" {
+		os.Exit(w6ReaderMain())
+	}
 	os.Exit(run())
 }
 

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,9 +27,11 @@ import (
 // sharing one CuratorFramework per process, w6Clients processes; the
 // writer is a thread with its own CuratorFramework in the first). The
 // result's p50 and p99 are the writer's acquire wait; Timeouts counts the
-// writer's acquires slower than the acquire timeout; Violations counts
-// reads seen held while the writer held (in-process: the Go systems see
-// every reader, a Curator process only its own).
+// writer's acquires slower than the acquire timeout. The readers of each
+// Client run in a process of their own, for every system: a writer's wait
+// then does not depend on how one Go scheduler shares two cores among 64
+// goroutines busy at memory speed (BenchmarkW6ReadHeavy, the Go benchmark,
+// runs them all in one process).
 const (
 	w6Clients = 4
 	w6Readers = 16
@@ -32,102 +39,82 @@ const (
 	w6Hold    = time.Millisecond
 )
 
-// runW6 runs W6 for zklock, with shared reads or without.
+// runW6 runs W6 for zklock, with shared reads or without: each of the
+// w6Clients reading Clients in a process of its own (this program again,
+// as w6ReaderMain), as Curator's readers are, and the writer in this
+// process, on a Client of its own. Every process starts its clock at one
+// wall-clock time. Violations counts reads seen held while the writer
+// held in the Go benchmark only (BenchmarkW6ReadHeavy, one process); here
+// the processes cannot see each other's leases, and the tests check
+// exclusion (TestSharedReadsWriterNotStarved).
 func runW6(ctx context.Context, sys string, spec runSpec) Result {
-	shared := sys == sysZklock
 	res := Result{System: sys, Workload: "W6", Clients: w6Clients * w6Readers,
-		Note: fmt.Sprintf("%d Clients × %d readers, a writer every %v", w6Clients, w6Readers, w6Period)}
-	var opts []zklock.LockOption
-	if shared {
-		opts = append(opts, zklock.WithSharedReads())
-	}
-	var clients []*zklock.Client
-	defer func() {
-		for _, c := range clients {
-			_ = c.Close()
-		}
-	}()
-	connect := func() (*zklock.Client, error) {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		c, err := zklock.Connect(cctx, spec.servers)
-		if err == nil {
-			clients = append(clients, c)
-		}
-		return c, err
-	}
-	wc, err := connect()
+		Note: fmt.Sprintf("%d processes × %d goroutines on one Client each, a writer every %v", w6Clients, w6Readers, w6Period)}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wc, err := zklock.Connect(cctx, spec.servers)
+	cancel()
 	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
+	defer func() { _ = wc.Close() }()
 	writer, err := zklock.NewRWMutex(wc, spec.path)
 	if err != nil {
 		res.Error = err.Error()
 		return res
 	}
-	readers := make([]*zklock.RWMutex, w6Clients)
-	for i := range readers {
-		c, err := connect()
-		if err == nil {
-			readers[i], err = zklock.NewRWMutex(c, spec.path, opts...)
-		}
-		if err != nil {
+	exe, err := os.Executable()
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	startAt := time.Now().Add(3 * time.Second) // process start and connect
+	pctx, stop := context.WithTimeout(ctx, spec.duration+spec.acquireTimeout+60*time.Second)
+	defer stop()
+	readers := make([]w6ReaderResult, w6Clients)
+	cpus := make([]time.Duration, w6Clients)
+	var wg sync.WaitGroup
+	for i := range w6Clients {
+		cmd := exec.CommandContext(pctx, exe)
+		cmd.Env = append(os.Environ(), w6RoleEnv+"=reader",
+			"ZKBENCH_W6_SERVERS="+strings.Join(spec.servers, ","),
+			"ZKBENCH_W6_PATH="+spec.path,
+			"ZKBENCH_W6_SHARED="+strconv.FormatBool(sys == sysZklock),
+			"ZKBENCH_W6_START_NS="+strconv.FormatInt(startAt.UnixNano(), 10),
+			"ZKBENCH_W6_DURATION="+spec.duration.String())
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
 			res.Error = err.Error()
+			stop()
+			wg.Wait()
 			return res
 		}
-	}
-
-	var (
-		reads, violations atomic.Int64
-		writing           atomic.Bool
-		errMu             sync.Mutex
-		firstErr          error
-	)
-	fail := func(err error) {
-		errMu.Lock()
-		defer errMu.Unlock()
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	rctx, stopReaders := context.WithCancel(ctx)
-	defer stopReaders()
-	var wg sync.WaitGroup
-	for _, rw := range readers {
-		for range w6Readers {
-			wg.Go(func() {
-				for {
-					l, err := rw.ReadLock().Acquire(rctx)
-					if err != nil {
-						if rctx.Err() == nil {
-							fail(err)
-						}
-						return
-					}
-					if writing.Load() {
-						violations.Add(1)
-					}
-					reads.Add(1)
-					if err := l.Release(context.Background()); err != nil {
-						fail(err)
-						return
-					}
-				}
-			})
-		}
+		wg.Go(func() {
+			err := cmd.Wait()
+			if cmd.ProcessState != nil {
+				cpus[i] = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			}
+			line, perr := lastJSONLine(stdout.Bytes())
+			if perr == nil {
+				perr = json.Unmarshal(line, &readers[i])
+			}
+			if perr != nil {
+				readers[i].Error = fmt.Sprintf("%v: %v; stderr: %s", err, perr, tail(stderr.Bytes()))
+			}
+		})
 	}
 
 	p0 := takeProbe(ctx, spec.servers[0], spec.serverCPU)
 	cpu0 := selfCPU()
-	r0 := reads.Load()
-	start := time.Now()
-	deadline := start.Add(spec.duration)
+	time.Sleep(time.Until(startAt))
+	deadline := startAt.Add(spec.duration)
 	var waits []time.Duration
-	tick := time.NewTicker(w6Period)
-	for {
-		<-tick.C
-		if !time.Now().Before(deadline) || ctx.Err() != nil {
+	next := startAt
+	for ctx.Err() == nil {
+		next = next.Add(w6Period)
+		time.Sleep(time.Until(next))
+		if !time.Now().Before(deadline) {
 			break
 		}
 		actx, cancel := context.WithTimeout(ctx, spec.acquireTimeout)
@@ -140,37 +127,136 @@ func runW6(ctx context.Context, sys string, spec runSpec) Result {
 				res.Timeouts++
 				continue
 			}
-			fail(err)
+			res.Error = err.Error()
 			break
 		}
 		waits = append(waits, wait)
-		writing.Store(true)
 		time.Sleep(w6Hold) // the writer's work
-		writing.Store(false)
 		if err := w.Release(context.Background()); err != nil {
-			fail(err)
+			res.Error = err.Error()
 			break
 		}
 		res.WriteOps++
 	}
-	tick.Stop()
-	res.Seconds = time.Since(start).Seconds()
-	res.ReadOps = reads.Load() - r0
+	wg.Wait()
 	cpu1 := selfCPU()
 	p1 := takeProbe(ctx, spec.servers[0], spec.serverCPU)
-	stopReaders()
-	wg.Wait()
-	if firstErr != nil {
-		res.Error = firstErr.Error()
+	var cpu time.Duration
+	for i, r := range readers {
+		cpu += cpus[i]
+		if r.Error != "" && res.Error == "" {
+			res.Error = fmt.Sprintf("reader process %d: %s", i, r.Error)
+		}
+		res.ReadOps += r.Reads
+		if r.Seconds > 0 {
+			res.ReadOpsPerSec += float64(r.Reads) / r.Seconds
+		}
 	}
+	res.Seconds = spec.duration.Seconds()
 	res.Ops = res.ReadOps + res.WriteOps
+	rr := res.ReadOpsPerSec
 	slices.Sort(waits)
 	res.finish(waits)
+	res.ReadOpsPerSec = rr
 	res.lat = waits
-	if c, ok := between(p0, p1, cpu1-cpu0); ok {
+	res.WriterP50Ms, res.WriterP99Ms = res.AcquireP50Ms, res.AcquireP99Ms
+	// The reader processes' whole lives (start, connect, the wait for the
+	// common start) are in these counts: per-op costs are upper bounds.
+	if c, ok := between(p0, p1, cpu1-cpu0+cpu); ok {
 		res.setPerOp(c)
 	}
-	res.Violations = violations.Load()
+	return res
+}
+
+// w6RoleEnv makes this program one of W6's reading processes.
+const w6RoleEnv = "ZKBENCH_W6_ROLE"
+
+// w6ReaderResult is what a reading process prints.
+type w6ReaderResult struct {
+	Reads   int64   `json:"reads"`
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// w6ReaderMain is one of W6's reading processes: one Client, w6Readers
+// goroutines reading one RWMutex in a loop from the common start for the
+// duration (the environment says which), then one JSON line.
+func w6ReaderMain() int {
+	res := w6Reader()
+	b, _ := json.Marshal(res)
+	fmt.Println(string(b))
+	if res.Error != "" {
+		return 1
+	}
+	return 0
+}
+
+func w6Reader() (res w6ReaderResult) {
+	servers := strings.Split(os.Getenv("ZKBENCH_W6_SERVERS"), ",")
+	path := os.Getenv("ZKBENCH_W6_PATH")
+	shared, err1 := strconv.ParseBool(os.Getenv("ZKBENCH_W6_SHARED"))
+	startNs, err2 := strconv.ParseInt(os.Getenv("ZKBENCH_W6_START_NS"), 10, 64)
+	duration, err3 := time.ParseDuration(os.Getenv("ZKBENCH_W6_DURATION"))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, err := zklock.Connect(ctx, servers)
+	cancel()
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer func() { _ = c.Close() }()
+	var opts []zklock.LockOption
+	if shared {
+		opts = append(opts, zklock.WithSharedReads())
+	}
+	rw, err := zklock.NewRWMutex(c, path, opts...)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	start := time.Unix(0, startNs)
+	deadline := start.Add(duration)
+	ctx, cancel = context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	time.Sleep(time.Until(start))
+	var reads atomic.Int64
+	var errMu sync.Mutex
+	var wg sync.WaitGroup
+	for range w6Readers {
+		wg.Go(func() {
+			for {
+				l, err := rw.ReadLock().Acquire(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errMu.Lock()
+						if res.Error == "" {
+							res.Error = err.Error()
+						}
+						errMu.Unlock()
+					}
+					return
+				}
+				if err := l.Release(context.Background()); err != nil {
+					errMu.Lock()
+					if res.Error == "" {
+						res.Error = err.Error()
+					}
+					errMu.Unlock()
+					return
+				}
+				if time.Now().Before(deadline) {
+					reads.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	res.Reads = reads.Load()
+	res.Seconds = duration.Seconds()
 	return res
 }
 
