@@ -48,7 +48,8 @@ func (l *Lease) Node() string { return l.node }
 // participant only holds after every conflicting participant queued ahead
 // of it has gone, so tokens strictly increase across successive
 // conflicting holders of a path (the proof is in docs/design.md,
-// "Tokens"). The leases of one [Semaphore.AcquireN] share a token; a
+// "Tokens"). The leases on one shared read node ([WithSharedReads]) and
+// the leases of one [Semaphore.AcquireN] share a token; a
 // [MultiLock]'s lease has one, the zxid of the one transaction that
 // created all its nodes.
 func (l *Lease) Token() int64 { return l.token }
@@ -102,7 +103,9 @@ func (l *Lease) ValidUntil() time.Time {
 // before the node is deleted, so it never outlives its node. If ctx ends
 // before the node is deleted, the Client's janitor keeps deleting it in the
 // background, while the session lasts. A [MultiLock]'s lease deletes its
-// nodes on every path, in one multi-operation when it can.
+// nodes on every path, in one multi-operation when it can. A lease on a
+// shared read node ([WithSharedReads]) ends alone, with no request; the
+// last one on the node deletes it.
 //
 // Release returns nil, or, if the lease had been lost already, an error
 // wrapping the reason (the janitor deletes its node, if the session still

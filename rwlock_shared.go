@@ -180,7 +180,7 @@ func (s *sharedReads) acquire(ctx context.Context, op string, try bool) (*Lease,
 	for {
 		s.mu.Lock()
 		cl := s.cur
-		if cl != nil && cl.base != nil && !cl.closed && cl.live(start) != nil {
+		if cl != nil && cl.base != nil && !cl.closed && cl.live(time.Now()) != nil {
 			cl.closed = true // lost: its goroutine is ending its leases
 		}
 		if cl == nil || cl.closed {
