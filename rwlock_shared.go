@@ -112,6 +112,8 @@ type claim struct {
 	subs   map[*subLease]bool // live sub-leases, once granted
 	closed bool               // no more joins: a writer is queued behind, the node is gone, or its last lease went
 	exited chan struct{}      // the claim's goroutine has returned
+	paused bool               // a children notification came: its read is on its way ([claim.watchWriters])
+	resume chan struct{}      // closed when the pause ends
 
 	until atomic.Int64 // a deadline of base read earlier, in Unix nanoseconds ([claim.live])
 }
@@ -186,6 +188,22 @@ func (s *sharedReads) acquire(ctx context.Context, op string, try bool) (*Lease,
 		if cl == nil || cl.closed {
 			cl = s.open(try)
 		}
+		if cl.base != nil && cl.paused && !try {
+			// Wait for the children read, unless the connection is down
+			// (the read then waits for it): a read would otherwise join
+			// a node that a writer may be queued behind.
+			if st := s.l.c.s.State(); st.Connected {
+				resume := cl.resume
+				s.mu.Unlock()
+				select {
+				case <-resume:
+				case <-st.Changed:
+				case <-ctx.Done():
+					return nil, s.failed(op, start, ctx.Err())
+				}
+				continue
+			}
+		}
 		if cl.base != nil {
 			l := cl.addLocked(start)
 			s.mu.Unlock()
@@ -227,7 +245,7 @@ func (s *sharedReads) acquire(ctx context.Context, op string, try bool) (*Lease,
 func (s *sharedReads) open(try bool) *claim {
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &claim{s: s, try: try, cancel: cancel, ready: make(chan struct{}), subs: map[*subLease]bool{},
-		exited: make(chan struct{})}
+		exited: make(chan struct{}), resume: make(chan struct{})}
 	s.cur = cl
 	go cl.run(ctx)
 	return cl
@@ -313,6 +331,14 @@ func (cl *claim) run(ctx context.Context) {
 // Any node that is not a reader's, with a greater sequence, is such a
 // writer: a writer ahead of the node would keep it from holding, and a
 // mutex or kazoo's `__lock__` node excludes readers as a writer does.
+//
+// From a children notification until the read that follows it returns,
+// the claim is paused: new reads wait instead of joining (while the
+// connection is up; see [sharedReads.acquire]). So the leases on the node
+// stop growing from the moment ZooKeeper's notification of a writer's
+// create arrives, not one read later; a change that is not a writer (a
+// reader's node, another process's) costs the process's new reads one
+// round trip.
 func (cl *claim) watchWriters() {
 	c, path := cl.s.l.c, cl.s.l.path
 	mine, ok, _ := parseChild(strings.TrimPrefix(cl.base.node, path+"/"))
@@ -323,15 +349,22 @@ func (cl *claim) watchWriters() {
 	for {
 		st := c.s.State()
 		names, ch, err := c.s.Conn().ChildrenW(path)
+		writer := err == nil && writerBehind(names, mine.seq)
+		cl.s.mu.Lock()
+		if writer {
+			cl.closeLocked()
+		}
+		cl.resumeLocked()
+		cl.s.mu.Unlock()
+		if writer {
+			return
+		}
 		if err == nil {
-			if writerBehind(names, mine.seq) {
-				cl.s.mu.Lock()
-				cl.closeLocked()
-				cl.s.mu.Unlock()
-				return
-			}
 			select {
 			case <-ch:
+				cl.s.mu.Lock()
+				cl.paused = true
+				cl.s.mu.Unlock()
 			case <-done:
 				return
 			}
@@ -345,6 +378,15 @@ func (cl *claim) watchWriters() {
 		case <-done:
 			return
 		}
+	}
+}
+
+// resumeLocked ends a pause: the reads waiting for it go on. s.mu is held.
+func (cl *claim) resumeLocked() {
+	if cl.paused {
+		cl.paused = false
+		close(cl.resume)
+		cl.resume = make(chan struct{})
 	}
 }
 
