@@ -25,10 +25,13 @@ import (
 // once a writer's node (any client's: zklock's, Apache Curator's
 // `__WRIT__`, kazoo's `__lock__`) is queued behind it, new reads stop
 // joining it and queue as they would without the option: behind that
-// writer, on a fresh shared node. So a writer waits at most for the leases
-// on the node when it queued, plus those taken before its node was
-// noticed (one watch notification, a round trip to ZooKeeper), each for as
-// long as its holder holds it.
+// writer, on a fresh shared node. New reads wait from the moment the
+// children notification arrives until the read that follows it says
+// whether a writer came (one round trip). So a writer waits at most for
+// the leases on the node when it queued, plus those taken before
+// ZooKeeper's notification of its node reached the process, each for as
+// long as its holder holds it. While the connection is down, reads join
+// without waiting for that read.
 //
 // When to use it: many goroutines of one process taking the read side of
 // one lock for short stretches (a request handler that reads a config
