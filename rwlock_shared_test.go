@@ -72,7 +72,7 @@ func TestSharedReadsOneNode(t *testing.T) {
 		must(t, err, "a shared read")
 	}
 	d := rc.snapshot().minus(before)
-	if n := d[1] + d[2] + d[14] + d[15]; n != 0 { // create, delete, multi, create2
+	if n := d[1] + d[2] + d[14] + d[15] + d[19]; n != 0 { // create, delete, multi, create2, createContainer
 		t.Fatalf("reads on a held shared node sent %d creates, deletes or multis: %s", n, d.per(1))
 	}
 
