@@ -347,3 +347,37 @@ func TestSharedReadsOnlyOnRWMutex(t *testing.T) {
 		t.Fatalf("constructors made nodes: %v", kids)
 	}
 }
+
+// Reads that arrive while the shared node is queued wait with it, on that
+// one node, and are granted with it.
+func TestSharedReadsQueuedTogether(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	w, err := newRW(t, connect(t), path).WriteLock().Acquire(ctxT(t))
+	must(t, err)
+	c := connect(t)
+	rw := newSharedRW(t, c, path)
+	var waiting []<-chan result
+	for i := 0; i < 4; i++ {
+		waiting = append(waiting, async(rw.ReadLock().Acquire, ctxT(t)))
+	}
+	queued(t, c, path, 2)
+	for _, ch := range waiting {
+		pending(t, ch)
+	}
+	release(t, w)
+	var node string
+	for i, ch := range waiting {
+		l := await(t, ch)
+		if i == 0 {
+			node = l.Node()
+		}
+		if l.Node() != node {
+			t.Fatalf("waiters granted on %s and %s", node, l.Node())
+		}
+		defer release(t, l)
+	}
+	if kids := children(t, c, path); len(kids) != 1 || path+"/"+kids[0] != node {
+		t.Fatalf("want the shared node alone, got %v", kids)
+	}
+}
