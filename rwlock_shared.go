@@ -41,8 +41,9 @@ import (
 // node that is later lost ends with all the others. A read acquire that
 // arrives while the shared node is queued waits with it and is granted
 // with it; a TryAcquire then fails with ErrLocked, without a request,
-// also while the node's first look is on its way. [RWMutex.Downgrade] returns a lease on a read node of its own,
-// outside the shared node, as without the option.
+// also while the node's first look is on its way. [RWMutex.Downgrade]
+// returns a lease on a read node of its own, outside the shared node, as
+// without the option.
 //
 // Default: off, each read acquire is a participant with its own node. On
 // any lock other than an RWMutex it makes the constructor fail with
@@ -89,8 +90,9 @@ func sharedReadsOpt(opts []LockOption) bool {
 // other, until the shared node is deleted. The watch only bounds how long:
 // ZooKeeper fires a getChildren watch at the next create or delete of a
 // child of the path (DataTree.createNode and deleteNode trigger
-// NodeChildrenChanged on the parent), so the claim sees a writer's node
-// one notification after its create, and stops taking joins.
+// NodeChildrenChanged on the parent), so the claim pauses joins when the
+// notification of a writer's create arrives, and closes for them once the
+// read that follows shows the writer.
 type sharedReads struct {
 	l *Lock // the engine's read lock, untraced: the sub-leases are traced
 
