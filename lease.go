@@ -25,6 +25,7 @@ type Lease struct {
 	node  string
 	token int64
 	meta  leaseMeta // path and kind, for traces
+	sub   *subLease // a lease on a shared read node (rwlock_shared.go); h is nil then
 
 	mu      sync.Mutex
 	revoked chan struct{} // made by the first Revoked call
@@ -46,7 +47,8 @@ func (l *Lease) Node() string { return l.node }
 // read that no longer lists any conflicting node ahead of it, so tokens
 // strictly increase across successive conflicting holders of a path (the
 // proof is in docs/design.md, "Tokens"). The leases of one
-// [Semaphore.AcquireN] share a token; a [MultiLock]'s lease has the
+// [Semaphore.AcquireN] share a token, and so do the leases on one shared
+// read node ([WithSharedReads]); a [MultiLock]'s lease has the
 // largest of its paths' tokens; a lease of [RWMutex.Downgrade] (and of
 // kazoo's semaphore layout) has its node's czxid, which falls between the
 // write lease's token and the next writer's.
@@ -54,7 +56,12 @@ func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: released, or
 // lost. [Lease.Err] says why, and says the same from then on.
-func (l *Lease) Done() <-chan struct{} { return l.h.Done() }
+func (l *Lease) Done() <-chan struct{} {
+	if l.sub != nil {
+		return l.sub.Done()
+	}
+	return l.h.Done()
+}
 
 // Err returns nil while the lease is held. Once the lease has ended it
 // returns the one reason, an error wrapping ErrReleased, ErrLeaseExpired
@@ -68,7 +75,12 @@ func (l *Lease) Done() <-chan struct{} { return l.h.Done() }
 // process that was paused past the deadline sees ErrLeaseExpired on its
 // first call, before any event or goroutine has told it; Done is closed by
 // then too.
-func (l *Lease) Err() error { return l.h.Err() }
+func (l *Lease) Err() error {
+	if l.sub != nil {
+		return l.sub.Err()
+	}
+	return l.h.Err()
+}
 
 // ValidUntil returns the lease's deadline: the time before which no
 // ZooKeeper leader can have expired its session, by what the quorum has
@@ -79,21 +91,34 @@ func (l *Lease) Err() error { return l.h.Err() }
 // resource cannot fence with [Lease.Token] should finish before it. After
 // the lease has ended it returns the deadline the lease had then, or the
 // time it ended, whichever came first.
-func (l *Lease) ValidUntil() time.Time { return l.h.ValidUntil() }
+func (l *Lease) ValidUntil() time.Time {
+	if l.sub != nil {
+		return l.sub.ValidUntil()
+	}
+	return l.h.ValidUntil()
+}
 
 // Release ends the lease and deletes its node, retrying connection errors
 // with backoff until ctx is done. The lease counts as ended (Done is closed)
 // before the node is deleted, so it never outlives its node. If ctx ends
 // before the node is deleted, the Client's janitor keeps deleting it in the
 // background, while the session lasts. A [MultiLock]'s lease deletes its
-// nodes on every path, in one multi-operation when it can.
+// nodes on every path, in one multi-operation when it can. A lease on a
+// shared read node ([WithSharedReads]) ends alone, with no request; the
+// last one on the node deletes it.
 //
 // Release returns nil, or, if the lease had been lost already, an error
 // wrapping the reason (the janitor deletes its node, if the session still
 // has it). A second call returns an error wrapping ErrReleased.
 func (l *Lease) Release(ctx context.Context) error {
-	if err := l.h.Release(ctx); err != nil {
+	release := l.releaseHold
+	if l.sub != nil {
+		release = l.sub.Release
+	}
+	if err := release(ctx); err != nil {
 		return nodeError("release", l.meta.path, l.node, err)
 	}
 	return nil
 }
+
+func (l *Lease) releaseHold(ctx context.Context) error { return l.h.Release(ctx) }

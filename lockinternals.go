@@ -50,6 +50,8 @@ type lockConfig struct {
 	kazoo      bool     // nodes named as kazoo's Lock names them: <32 hex>__lock__<seq>
 	persistent bool     // the lock path itself is persistent, as kazoo's ensure_path makes it
 	count      liveSize // the size, when it may change while participants wait
+
+	untraced bool // a shared read node's lock: its sub-leases are traced instead (rwlock_shared.go)
 }
 
 func (cfg lockConfig) build() *Lock { return &Lock{lockConfig: cfg} }
@@ -129,6 +131,9 @@ func newLockConfig(c *Client, path string, d Driver, opts []LockOption) (lockCon
 	}
 	if _, sem := d.(semaphoreDriver); o.sem != nil && !sem {
 		return lockConfig{}, o, invalidf("WithSemaphoreLayout and WithSharedCount apply to a Semaphore only")
+	}
+	if _, read := d.(readDriver); o.shared && !read {
+		return lockConfig{}, o, invalidf("WithSharedReads applies to an RWMutex only")
 	}
 	data := c.identity
 	if o.set {

@@ -174,9 +174,10 @@ func WithLossOnDisconnect() Option {
 type LockOption func(*lockOptions) error
 
 type lockOptions struct {
-	data []byte
-	set  bool
-	sem  *semOptions // WithSemaphoreLayout, WithSharedCount (semaphore_layout.go)
+	data   []byte
+	set    bool
+	sem    *semOptions // WithSemaphoreLayout, WithSharedCount (semaphore_layout.go)
+	shared bool        // WithSharedReads (rwlock_shared.go)
 }
 
 // maxNodeData bounds node data well below ZooKeeper's default 1 MiB packet

@@ -52,10 +52,14 @@ func Revoke(ctx context.Context, c *Client, node string) error {
 //
 // The first call starts watching the node (one getData watch, set again
 // after any other change of its data); a goroutine waits on it until the
-// lease ends. A lease that is never asked for Revoked costs nothing. A
+// lease ends. A lease that is never asked for Revoked costs nothing. The
+// leases on a shared read node ([WithSharedReads]) share one watch. A
 // [MultiLock]'s lease watches its node on the first path, the one
 // [Lease.Node] names.
 func (l *Lease) Revoked() <-chan struct{} {
+	if l.sub != nil {
+		return l.sub.cl.base.Revoked() // the node's: every lease on it is revoked with it
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.revoked == nil {

@@ -20,21 +20,32 @@ import (
 // [NewRWMutex].
 type RWMutex struct {
 	read, write *Lock
+	shared      *sharedReads // WithSharedReads: the read side (rwlock_shared.go)
 }
 
 // NewRWMutex returns a reader/writer lock on path. It validates its
 // arguments (errors wrap ErrInvalidArgument) and makes no ZooKeeper call.
 func NewRWMutex(c *Client, path string, opts ...LockOption) (*RWMutex, error) {
-	cfg, _, err := newLockConfig(c, path, readDriver{}, opts)
+	cfg, o, err := newLockConfig(c, path, readDriver{}, opts)
 	if err != nil {
 		return nil, opError("new rwmutex", path, err)
 	}
-	return &RWMutex{read: cfg.build(), write: cfg.on(path, exclusiveDriver{KindWrite}).build()}, nil
+	rw := &RWMutex{read: cfg.build(), write: cfg.on(path, exclusiveDriver{KindWrite}).build()}
+	if o.shared {
+		rw.shared = newSharedReads(cfg)
+	}
+	return rw, nil
 }
 
 // ReadLock returns the read side: a lease held alongside other readers, as
-// long as no writer queued ahead of it.
-func (rw *RWMutex) ReadLock() Locker { return rw.read }
+// long as no writer queued ahead of it. With [WithSharedReads], the
+// goroutines reading through rw share one node.
+func (rw *RWMutex) ReadLock() Locker {
+	if rw.shared != nil {
+		return rw.shared
+	}
+	return rw.read
+}
 
 // WriteLock returns the write side: a lease held alone.
 func (rw *RWMutex) WriteLock() Locker { return rw.write }

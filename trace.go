@@ -116,12 +116,13 @@ var noTrace = &Trace{}
 
 // leaseMeta is what a lease keeps for its traces.
 type leaseMeta struct {
-	path string // the lock path (a MultiLock's paths, joined by commas)
-	kind Kind
+	path     string // the lock path (a MultiLock's paths, joined by commas)
+	kind     Kind
+	untraced bool // a shared read node's lease: its sub-leases are traced instead
 }
 
 func (p *participant) leaseMeta() leaseMeta {
-	return leaseMeta{path: p.what, kind: p.ws[0].l.driver.Kind()}
+	return leaseMeta{path: p.what, kind: p.ws[0].l.driver.Kind(), untraced: p.ws[0].l.untraced}
 }
 
 // info is the AcquireInfo of the participant as it stands.
@@ -135,7 +136,7 @@ func (p *participant) queued() {
 		return
 	}
 	p.waited = true
-	if f := p.c.trace.Queued; f != nil {
+	if f := p.c.trace.Queued; f != nil && !p.ws[0].l.untraced {
 		info := p.info(p.node, p.created)
 		f(info)
 	}
@@ -144,7 +145,7 @@ func (p *participant) queued() {
 // acquired reports each lease granted.
 func (p *participant) acquired(leases []*Lease) {
 	f := p.c.trace.Acquired
-	if f == nil {
+	if f == nil || p.ws[0].l.untraced {
 		return
 	}
 	now := time.Now()
@@ -159,7 +160,7 @@ func (p *participant) acquired(leases []*Lease) {
 // what failed and where.
 func (p *participant) failed(op string, err error) error {
 	err = opError(op, p.what, err)
-	if f := p.c.trace.Failed; f != nil {
+	if f := p.c.trace.Failed; f != nil && !p.ws[0].l.untraced {
 		info := p.info(p.node, time.Now())
 		info.Err, info.Queued = err, p.waited
 		f(info)
@@ -182,12 +183,12 @@ func (c *Client) hooks(log *slog.Logger) session.Hooks {
 		Lost: func(h *session.Hold, err error) {
 			m, _ := h.Meta.(leaseMeta)
 			log.Warn("zklock: lease lost", "path", m.path, "node", h.Nodes()[0], "cause", err)
-			if t.Lost != nil {
+			if t.Lost != nil && !m.untraced {
 				t.Lost(leaseInfo(h, err, time.Now()))
 			}
 		},
 		Released: func(h *session.Hold) {
-			if t.Released != nil {
+			if m, _ := h.Meta.(leaseMeta); t.Released != nil && !m.untraced {
 				t.Released(leaseInfo(h, ErrReleased, time.Now()))
 			}
 		},

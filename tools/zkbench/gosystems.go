@@ -27,12 +27,14 @@ const (
 	sysGozk    = "gozk"
 	sysCurator = "curator"
 	sysKazoo   = "kazoo"
+
+	sysZklockUnshared = "zklock-unshared" // W6 only: zklock without WithSharedReads
 )
 
 var allSystems = []string{sysZklock, sysGozk, sysCurator, sysKazoo}
 
 // knownSystems adds what -systems accepts beyond the default comparison.
-var knownSystems = append(append([]string(nil), allSystems...), sysRawGet, sysRawMult)
+var knownSystems = append(append([]string(nil), allSystems...), sysRawGet, sysRawMult, sysZklockUnshared)
 
 // systemLabel is how tables and the chart name a system.
 func systemLabel(sys string) string {
@@ -49,6 +51,8 @@ func systemLabel(sys string) string {
 		return "Curator 5.4"
 	case sysKazoo:
 		return "kazoo 2.8"
+	case sysZklockUnshared:
+		return "zklock, unshared"
 	}
 	return sys
 }

@@ -19,6 +19,10 @@
 //	W5     one client (one session), 64 goroutines, 1,000 paths, a mutex per
 //	       path (zklock, zk.Lock, Curator; kazoo's peer does not run it); its
 //	       ratios are the medians of the per-round ratios
+//	W6     read-heavy service: 4 clients × 16 goroutines reading one RW lock
+//	       in a loop, a writer every 100 ms holding 1 ms (zklock with
+//	       WithSharedReads, zklock without it, Curator); reads/s and the
+//	       writer's wait, its targets the medians of per-round figures
 //	scale  N waiters queued on one mutex (8, 64, 256): ZooKeeper requests per
 //	       handoff from the server's mntr counters, client heap and goroutines
 //	       per waiting Acquire (zklock and zk.Lock)
@@ -99,9 +103,12 @@ type config struct {
 	python         string
 }
 
-var allWorkloads = []string{"W0", "W1", "W2", "W3", "W4", "W5", "scale"}
+var allWorkloads = []string{"W0", "W1", "W2", "W3", "W4", "W5", "W6", "scale"}
 
 func main() {
+	if os.Getenv(w6RoleEnv) == "reader" {
+		os.Exit(w6ReaderMain())
+	}
 	os.Exit(run())
 }
 
@@ -331,7 +338,11 @@ func schedule(workloads, systems []string, round int) [][]entry {
 				g = g[:0]
 			}
 		}
-		if w != "W0" {
+		if w == "W6" {
+			for _, s := range w6Systems(systems) {
+				g = append(g, entry{w, s})
+			}
+		} else if w != "W0" {
 			for _, s := range systems {
 				if s == sysGozk && w != "W1" && w != "W2" && w != "W5" {
 					continue // zk.Lock has no RW lock and no semaphore
@@ -339,7 +350,7 @@ func schedule(workloads, systems []string, round int) [][]entry {
 				if s == sysKazoo && w == "W5" {
 					continue // kazoo's peer has no W5
 				}
-				if s == sysRawGet || s == sysRawMult {
+				if s == sysRawGet || s == sysRawMult || s == sysZklockUnshared {
 					continue
 				}
 				g = append(g, entry{w, s})
@@ -447,15 +458,15 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 				}
 				fmt.Fprintf(out, "  %-6s %-22s ", e.workload, systemLabel(e.sys))
 				var r Result
-				switch e.sys {
-				case sysCurator, sysKazoo:
+				switch {
+				case e.workload == "W6" && e.sys == sysCurator:
+					r = p.runW6(ctx, spec)
+				case e.workload == "W6":
+					r = runW6(ctx, e.sys, spec)
+				case e.sys == sysCurator || e.sys == sysKazoo:
 					r = p.run(ctx, e.sys, spec)
-				case sysZklock, sysGozk:
-					if e.workload == "W5" {
-						r = runW5(ctx, e.sys, spec)
-						break
-					}
-					r = runGo(ctx, e.sys, spec)
+				case e.workload == "W5" && (e.sys == sysZklock || e.sys == sysGozk):
+					r = runW5(ctx, e.sys, spec)
 				default:
 					r = runGo(ctx, e.sys, spec)
 				}
@@ -471,7 +482,7 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 			}
 		}
 	}
-	rep.Medians = w5Medians(runs)
+	rep.Medians = append(w5Medians(runs), w6Medians(runs)...)
 	// Report in workload order, systems in the order they first ran.
 	for _, w := range cfg.workloads {
 		for _, e := range order {

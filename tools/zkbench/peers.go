@@ -37,6 +37,9 @@ type Result struct {
 	MaxConcurrentReaders int     `json:"max_concurrent_readers"`
 	MaxConcurrentHolders int     `json:"max_concurrent_holders"`
 	Timeouts             int64   `json:"timeouts"`
+	// W6: the writer's acquire wait.
+	WriterP50Ms float64 `json:"writer_p50_ms,omitempty"`
+	WriterP99Ms float64 `json:"writer_p99_ms,omitempty"`
 
 	// What the server received per acquire+release, from mntr deltas:
 	// every request (zk_packets_received), reads (zk_cnt_readlatency, pings
@@ -188,6 +191,11 @@ func (p *peers) run(ctx context.Context, sys string, spec runSpec) Result {
 
 // exec runs the peer once and returns its result and the CPU time it used.
 func (p *peers) exec(ctx context.Context, sys string, spec runSpec) (res Result, cpu time.Duration) {
+	return p.execArgs(ctx, sys, spec, nil)
+}
+
+// execArgs is exec with extra arguments for the peer.
+func (p *peers) execArgs(ctx context.Context, sys string, spec runSpec, extra []string) (res Result, cpu time.Duration) {
 	res = Result{System: sys, Workload: spec.workload, Clients: spec.clients}
 	args := []string{"bench",
 		"--servers", strings.Join(spec.servers, ","),
@@ -204,6 +212,7 @@ func (p *peers) exec(ctx context.Context, sys string, spec runSpec) (res Result,
 	if spec.workload == "W5" {
 		args = append(args, "--paths", strconv.Itoa(spec.paths))
 	}
+	args = append(args, extra...)
 	var cmd *exec.Cmd
 	// Peers connect every client before the clock starts; give them time
 	// for that, the run itself and a timed-out last acquire.

@@ -122,6 +122,7 @@ func printReport(w io.Writer, rep *report) {
 		rep.Machine.NumCPU, rep.Machine.CPU, rep.Machine.Go, rep.Server.Version, rep.Server.Source, rep.Date, rep.Commit,
 		time.Duration(rep.Config.DurationMs)*time.Millisecond, rep.Config.Rounds, rep.Config.Clients, rep.Config.HoldUs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "(W6: p50 and p99 are the writer's acquire wait, timeouts its acquires over the acquire timeout)")
 	fmt.Fprintln(tw, "workload\tsystem\tclients\tops/s\tp50 ms\tp99 ms\tviolations\tread ops/s\twrite ops/s\tmax readers\ttimeouts\t")
 	for _, r := range rep.Results {
 		if r.Error != "" {
@@ -129,7 +130,7 @@ func printReport(w io.Writer, rep *report) {
 			continue
 		}
 		rw, wr, mr := "", "", ""
-		if r.Workload == "W3" {
+		if r.Workload == "W3" || r.Workload == "W6" {
 			rw = fmt.Sprintf("%.1f", r.ReadOpsPerSec)
 			wr = fmt.Sprintf("%.1f", r.WriteOpsPerSec)
 			mr = fmt.Sprint(r.MaxConcurrentReaders)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,14 @@ import (
 	"github.com/zkrecipes/zklock/zktest"
 )
 
-// One ZooKeeper for the test binary (or ZKLOCK_TEST_SERVERS).
-func TestMain(m *testing.M) { zktest.Main(m) }
+// One ZooKeeper for the test binary (or ZKLOCK_TEST_SERVERS). W6 runs
+// this binary again as its reading processes.
+func TestMain(m *testing.M) {
+	if os.Getenv(w6RoleEnv) == "reader" {
+		os.Exit(w6ReaderMain())
+	}
+	zktest.Main(m)
+}
 
 // TestSmoke runs every workload of the Go systems briefly against a real
 // server. It checks that they run, count and exclude; never how fast.
@@ -115,4 +122,34 @@ func TestSmokeW5(t *testing.T) {
 	m, rs := medianRatio([]Result{{OpsPerSec: 3}, {OpsPerSec: 2}, {OpsPerSec: 9}}, []Result{{OpsPerSec: 1}, {OpsPerSec: 1}, {OpsPerSec: 3}})
 	require.Equal(t, 3.0, m)
 	require.Equal(t, []float64{3, 2, 3}, rs)
+}
+
+// TestSmokeW6 runs W6 (read-heavy service) briefly for zklock with and
+// without shared reads, its readers in processes of their own: the
+// readers read, the writer writes, none of its acquires times out; and W6
+// runs zklock's run without the option beside zklock's.
+func TestSmokeW6(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := fmt.Sprintf("/zkbench-test/w6-%d", time.Now().UnixNano())
+	for _, sys := range []string{sysZklock, sysZklockUnshared} {
+		t.Run(sys, func(t *testing.T) {
+			r := runW6(ctx, sys, runSpec{
+				workload:       "W6",
+				path:           base + "/" + sys,
+				servers:        servers,
+				duration:       time.Second,
+				acquireTimeout: 10 * time.Second,
+				serverCPU:      noCPU,
+			})
+			require.Empty(t, r.Error)
+			require.Positive(t, r.ReadOps)
+			require.Positive(t, r.WriteOps)
+			require.Equal(t, r.Ops, r.ReadOps+r.WriteOps)
+			require.Zero(t, r.Timeouts)
+			require.LessOrEqual(t, r.AcquireP50Ms, r.AcquireP99Ms)
+		})
+	}
+	require.Equal(t, []string{sysCurator, sysZklock, sysZklockUnshared}, w6Systems([]string{sysZklock, sysGozk, sysCurator, sysKazoo}))
 }

@@ -172,6 +172,9 @@ func TestSchedule(t *testing.T) {
 		{e("W4", sysZklock), e("W4", sysCurator), e("W4", sysKazoo)},
 		// W5 has no kazoo (see w5.go).
 		{e("W5", sysGozk), e("W5", sysCurator), e("W5", sysZklock)},
+		// W6: zklock brings its run without WithSharedReads; no zk.Lock,
+		// no kazoo.
+		{e("W6", sysZklockUnshared), e("W6", sysCurator), e("W6", sysZklock)},
 	}, got)
 	odd := schedule(allWorkloads, allSystems, 1)
 	require.Equal(t, []entry{e("W0", sysRaw), e("W1", sysKazoo), e("W1", sysCurator), e("W1", sysGozk), e("W1", sysZklock), e("W0", sysRaw)}, odd[0])

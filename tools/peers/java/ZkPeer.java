@@ -11,9 +11,10 @@
 //   zkpeer revoke --servers H:P --node /p/_c_...-lock-0000000000 [--id NAME] [--session-ms 10000]
 //   zkpeer latch --servers H:P --path /p --id NAME [--count 1] [--lead-ms 0] [--once-then-wait]
 //                [--print-leader] [--session-ms 10000] [--acquire-timeout-ms 0] [--start-file F]
-//   zkpeer bench --servers H:P --path /p --workload W1|W2|W3|W4|W5 --clients C --duration-ms D
+//   zkpeer bench --servers H:P --path /p --workload W1|W2|W3|W4|W5|W6 --clients C --duration-ms D
 //                [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
 //                [--hold-us 0] [--paths 1000]
+//                [--writer-ms 0] [--writer-hold-us 1000] [--start-at-ms 0]   (W6)
 //
 // hold prints "ACQ <id> <recipe> <unix_nanos>" right after acquire returns, "REL <id> <recipe>
 // <unix_nanos>" right before release, "DONE <id> <count>" at the end, or "ERR <id> <message>"
@@ -687,8 +688,11 @@ public class ZkPeer {
                     throw new UsageException("--paths must be at least 1");
                 }
                 break;
+            case "W6":
+                benchW6(args, servers, path, clients, durationMs, sessionMs, timeoutMs);
+                return;
             default:
-                throw new UsageException("--workload wants W1, W2, W3, W4 or W5, got " + workload);
+                throw new UsageException("--workload wants W1, W2, W3, W4, W5 or W6, got " + workload);
         }
         if (clients < 1) {
             throw new UsageException("--clients must be at least 1");
@@ -868,6 +872,130 @@ public class ZkPeer {
         sb.append(",\"max_concurrent_readers\":").append(occ.maxReaders.get());
         sb.append(",\"max_concurrent_holders\":").append(occ.maxHolders.get());
         sb.append(",\"timeouts\":").append(tmo);
+        sb.append('}');
+        emit(sb.toString());
+    }
+
+    /**
+     * W6, "read-heavy service", one process of it: --clients threads share one CuratorFramework
+     * (one session) and one InterProcessReadWriteLock, and take its read side in a loop; with
+     * --writer-ms P > 0, a writer thread on a CuratorFramework of its own takes the write side
+     * every P ms and holds it --writer-hold-us. zkbench runs several such processes on one path,
+     * one of them with the writer, all starting their clocks at --start-at-ms (Unix ms, the wall
+     * clock), so that their spans coincide. The JSON line adds the writer's acquire wait
+     * (writer_p50_ms, writer_p99_ms); timeouts are the writer's acquires that took over
+     * --acquire-timeout-ms.
+     */
+    private static void benchW6(Args args, String servers, String path, int threads, int durationMs,
+            int sessionMs, int timeoutMs) throws Exception {
+        int writerMs = args.integer("writer-ms", 0);
+        long writerHoldNs = TimeUnit.MICROSECONDS.toNanos(args.integer("writer-hold-us", 1000));
+        long startAt = Long.parseLong(args.str("start-at-ms", "0"));
+        if (threads < 1) {
+            throw new UsageException("--clients must be at least 1");
+        }
+        final Occupancy occ = new Occupancy();
+        final long[] reads = new long[threads];
+        final Throwable[] errors = new Throwable[threads + 1];
+        final CuratorFramework shared = newClient(servers, sessionMs);
+        final CuratorFramework wcf = writerMs > 0 ? newClient(servers, sessionMs) : null;
+        final InterProcessReadWriteLock rw = new InterProcessReadWriteLock(shared, path);
+        final InterProcessReadWriteLock wrw = wcf != null ? new InterProcessReadWriteLock(wcf, path) : null;
+        final Samples waits = new Samples();
+        final long[] writes = new long[1];
+        final long[] wtimeouts = new long[1];
+        long sleepMs = startAt - System.currentTimeMillis();
+        if (sleepMs > 0) {
+            Thread.sleep(sleepMs);
+        }
+        final long start = System.nanoTime();
+        final long deadline = start + TimeUnit.MILLISECONDS.toNanos(durationMs);
+        Thread[] ts = new Thread[threads + 1];
+        for (int c = 0; c < threads; c++) {
+            final int ci = c;
+            ts[c] = new Thread(() -> {
+                try {
+                    InterProcessLock lock = rw.readLock();
+                    while (System.nanoTime() < deadline) {
+                        if (!lock.acquire(timeoutMs, TimeUnit.MILLISECONDS)) {
+                            continue;
+                        }
+                        occ.enter('r', 1);
+                        occ.leave('r');
+                        lock.release();
+                        reads[ci]++;
+                    }
+                } catch (Throwable t) {
+                    errors[ci] = t;
+                }
+            }, "w6-reader-" + c);
+        }
+        if (wrw != null) {
+            ts[threads] = new Thread(() -> {
+                try {
+                    InterProcessLock lock = wrw.writeLock();
+                    long next = start + TimeUnit.MILLISECONDS.toNanos(writerMs);
+                    while (true) {
+                        long now = System.nanoTime();
+                        if (next > now) {
+                            TimeUnit.NANOSECONDS.sleep(next - now);
+                        }
+                        next += TimeUnit.MILLISECONDS.toNanos(writerMs);
+                        if (System.nanoTime() >= deadline) {
+                            break;
+                        }
+                        long t0 = System.nanoTime();
+                        boolean got = lock.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+                        long t1 = System.nanoTime();
+                        if (!got) {
+                            wtimeouts[0]++;
+                            continue;
+                        }
+                        waits.add(t1 - t0);
+                        occ.enter('w', 1);
+                        pause(writerHoldNs);
+                        occ.leave('w');
+                        lock.release();
+                        writes[0]++;
+                    }
+                } catch (Throwable t) {
+                    errors[threads] = t;
+                }
+            }, "w6-writer");
+        }
+        for (Thread t : ts) {
+            if (t != null) t.start();
+        }
+        for (Thread t : ts) {
+            if (t != null) t.join();
+        }
+        long end = System.nanoTime();
+        closeAll(new CuratorFramework[] {shared, wcf});
+        for (int c = 0; c <= threads; c++) {
+            if (errors[c] != null) {
+                throw new IllegalStateException((c == threads ? "writer" : "reader " + c) + ": " + errors[c], errors[c]);
+            }
+        }
+        long r = 0;
+        for (long n : reads) r += n;
+        long[] all = Arrays.copyOf(waits.v, waits.n);
+        Arrays.sort(all);
+        double seconds = (end - start) / 1e9;
+        StringBuilder sb = new StringBuilder();
+        sb.append('{');
+        sb.append("\"system\":\"curator\"");
+        sb.append(",\"workload\":\"W6\"");
+        sb.append(",\"clients\":").append(threads);
+        sb.append(",\"ops\":").append(r + writes[0]);
+        sb.append(",\"read_ops\":").append(r);
+        sb.append(",\"write_ops\":").append(writes[0]);
+        sb.append(",\"seconds\":").append(fmt(seconds));
+        sb.append(",\"ops_per_sec\":").append(fmt(seconds > 0 ? (r + writes[0]) / seconds : 0));
+        sb.append(",\"writer_p50_ms\":").append(fmt(percentileMs(all, 0.50)));
+        sb.append(",\"writer_p99_ms\":").append(fmt(percentileMs(all, 0.99)));
+        sb.append(",\"violations\":").append(occ.violations.get());
+        sb.append(",\"max_concurrent_readers\":").append(occ.maxReaders.get());
+        sb.append(",\"timeouts\":").append(wtimeouts[0]);
         sb.append('}');
         emit(sb.toString());
     }
