@@ -105,7 +105,7 @@ type sharedClaim struct {
 	ready  chan struct{}      // closed once base or err is set
 	base   *Lease
 	err    error
-	joined []*sharedWaiter          // the acquires waiting for a queued sharedClaim
+	joined []*sharedWaiter    // the acquires waiting for a queued sharedClaim
 	subs   map[*subLease]bool // live sub-leases, once granted
 	closed bool               // no more joins: a writer is queued behind, the node is gone, or its last lease went
 	exited chan struct{}      // the sharedClaim's goroutine has returned
