@@ -72,6 +72,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		NewBackOff:     o.newBackOff,
 		LossOnDrop:     o.lossOnDrop,
 		Hooks:          c.hooks(o.logger),
+		Connect:        o.connect,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect %v: %w", o.servers, err)

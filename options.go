@@ -7,6 +7,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zklock/internal/session"
 )
 
 // Option configures a [Client].
@@ -23,6 +25,9 @@ type clientOptions struct {
 	newBackOff     func() backoff.BackOff
 	lossOnDrop     bool
 	trace          *Trace
+	// connect, if set, replaces the dial: tests run a Client on
+	// internal/zkfake through it (export_test.go's WithFakeForTest).
+	connect func(events func(zk.Event)) (session.Conn, error)
 }
 
 type authInfo struct {

@@ -196,7 +196,7 @@ func (s *Semaphore) checkFree(ctx context.Context) (exists bool, err error) {
 		var kazoo bool
 		err := c.s.Retry(ctx, func(zc session.Conn) error {
 			var err error
-			kazoo, _, err = zc.Raw().Exists(path + "-" + kazooLock)
+			kazoo, err = zc.Exists(path + "-" + kazooLock)
 			return err
 		})
 		if err != nil {
@@ -549,9 +549,5 @@ func permanent(c *Client, err error) error {
 
 // createPersistent makes a persistent node; one that exists is fine.
 func createPersistent(zc session.Conn, path string, data []byte, acl []zk.ACL) error {
-	_, err := zc.Raw().Create(path, data, 0, acl)
-	if errors.Is(err, zk.ErrNodeExists) {
-		return nil
-	}
-	return err
+	return zc.CreatePersistent(path, data, acl)
 }
