@@ -105,7 +105,10 @@ func (s sentConn) ChildrenStat(path string) ([]string, ParentStat, error) {
 
 func (s sentConn) Get(path string) ([]byte, Stat, error) { s.send(path); return s.Conn.Get(path) }
 
-func (s sentConn) GetW(path string) (Stat, <-chan Event, error) { s.send(path); return s.Conn.GetW(path) }
+func (s sentConn) GetW(path string) (Stat, <-chan Event, error) {
+	s.send(path)
+	return s.Conn.GetW(path)
+}
 
 func (s sentConn) Check(paths []string) error { s.send(paths...); return s.Conn.Check(paths) }
 

@@ -80,7 +80,7 @@ type Session struct {
 	lossOnDrop bool
 	hooks      Hooks
 	connect    func(events func(zk.Event)) (Conn, error) // Options.Connect
-	releases   releases // deletes of released leases, sent together under load (hold.go)
+	releases   releases                                  // deletes of released leases, sent together under load (hold.go)
 
 	mu          sync.Mutex
 	zc          Conn               // the connection; only the Session sets it
