@@ -140,3 +140,15 @@ func (s sentConn) AddAuth(scheme string, auth []byte) error {
 	s.send()
 	return s.Conn.AddAuth(scheme, auth)
 }
+
+// Dial opens a go-zookeeper connection with no Session around it, and
+// reports every event to events, as go-zookeeper's callback has it: for
+// tests that hold another Conn to this one (internal/zkfake's
+// conformance test).
+func Dial(servers []string, timeout time.Duration, events func(zk.Event)) (Conn, error) {
+	c, _, err := zk.Connect(servers, timeout, zk.WithEventCallback(events), zk.WithLogInfo(false))
+	if err != nil {
+		return nil, err
+	}
+	return zkConn{c}, nil
+}

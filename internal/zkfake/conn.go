@@ -59,14 +59,18 @@ var _ session.Conn = (*Conn)(nil)
 
 // emitLocked queues a session or watch event (srv.mu held): a watch event
 // takes the watchers' channels of its path and types now, as
-// go-zookeeper's recvLoop does when it reads the notification.
+// go-zookeeper's recvLoop does when it reads the notification
+// (Conn.notifyWatches: a data change reaches exists and data watchers,
+// not children watchers; found by the conformance test).
 func (c *Conn) emitLocked(ev zk.Event) {
 	it := item{ev: ev, callback: true}
 	var types []watchType
 	switch ev.Type {
 	case zk.EventNodeCreated:
 		types = []watchType{watchExist}
-	case zk.EventNodeDeleted, zk.EventNodeDataChanged:
+	case zk.EventNodeDataChanged:
+		types = []watchType{watchExist, watchData}
+	case zk.EventNodeDeleted:
 		types = []watchType{watchExist, watchData, watchChild}
 	case zk.EventNodeChildrenChanged:
 		types = []watchType{watchChild}

@@ -157,6 +157,7 @@ func (s *Server) Dial(events func(zk.Event), timeout time.Duration) *Conn {
 
 func (s *Server) newSessionLocked(c *Conn, timeout time.Duration) {
 	s.nextID++
+	s.zxid++ // createSession is a transaction
 	se := &sess{id: s.nextID, timeout: timeout, conn: c, dataW: map[string]bool{}, childW: map[string]bool{}, lastHeard: time.Now()}
 	s.sessions[se.id] = se
 	c.sid, c.connected = se.id, true
@@ -230,17 +231,15 @@ func (s *Server) endSessionLocked(se *sess) {
 			eph = append(eph, p)
 		}
 	}
-	if len(eph) > 0 {
-		// Deepest first: an ephemeral cannot have children, but keep
-		// the order stable.
-		sort.Strings(eph)
-		s.zxid++
-		var evs []firing
-		for _, p := range eph {
-			evs = s.deleteLocked(p, evs)
-		}
-		s.fireLocked(evs)
+	// closeSession is one transaction, which deletes the ephemerals (in
+	// path order here; ZooKeeper's is its set's).
+	sort.Strings(eph)
+	s.zxid++
+	var evs []firing
+	for _, p := range eph {
+		evs = s.deleteLocked(p, evs)
 	}
+	s.fireLocked(evs)
 	se.dataW, se.childW, se.pending = map[string]bool{}, map[string]bool{}, nil
 }
 
