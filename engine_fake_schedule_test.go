@@ -487,7 +487,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 		}
 		r := rng.Intn(100)
 		switch {
-		case r < 70:
+		case r < 72:
 			calls := sch.quiet(-1)
 			if len(calls) == 0 {
 				// Everyone waits or holds: a holder lets go.
@@ -497,9 +497,9 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 			c := calls[rng.Intn(len(calls))]
 			sch.run(c)
 			st.ops++
-		case r < 82:
+		case r < 86:
 			releaseOne(parts, rng, logs, st.steps)
-		case r < 88:
+		case r < 90:
 			p := parts[rng.Intn(len(parts))]
 			p.mu.Lock()
 			if p.cancel != nil {
@@ -507,7 +507,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 				p.cancel()
 			}
 			p.mu.Unlock()
-		case r < 91 && recipe == "rwmutex":
+		case r < 93 && recipe == "rwmutex":
 			p := parts[rng.Intn(len(parts))]
 			if p.kind == kindW {
 				select {
@@ -515,7 +515,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 				default:
 				}
 			}
-		case r < 95:
+		case r < 96:
 			p := parts[rng.Intn(len(parts))]
 			id := p.c.SessionID()
 			if id == 0 || !f.Expire(id) {
