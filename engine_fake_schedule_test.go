@@ -164,12 +164,13 @@ func (s *scheduler) quiet(who int) []*call {
 		s.mu.Lock()
 		var out []*call
 		for _, c := range s.pending {
-			if who < 0 || c.who == who {
+			// A disconnected connection's requests wait in its queue.
+			if (who < 0 || c.who == who) && c.op.Conn.Connected() {
 				out = append(out, c)
 			}
 		}
 		s.mu.Unlock()
-		if len(out) > 0 || waited > 20 {
+		if len(out) > 0 || waited > 5 {
 			sort.SliceStable(out, func(i, j int) bool {
 				a, b := out[i], out[j]
 				if a.who != b.who {
@@ -507,7 +508,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 				p.cancel()
 			}
 			p.mu.Unlock()
-		case r < 93 && recipe == "rwmutex":
+		case r < 91 && recipe == "rwmutex":
 			p := parts[rng.Intn(len(parts))]
 			if p.kind == kindW {
 				select {
@@ -515,7 +516,20 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 				default:
 				}
 			}
-		case r < 96:
+		case r < 94:
+			// The connection drops, or comes back: the session lives on,
+			// and what was read before the drop decides nothing after.
+			p := parts[rng.Intn(len(parts))]
+			if p.conn.Connected() {
+				if st.faults++; logf != nil {
+					logs("step %d: participant %d's connection drops", st.steps, p.idx)
+				}
+				p.conn.Disconnect()
+			} else {
+				logs("step %d: participant %d reconnects", st.steps, p.idx)
+				p.conn.Reconnect()
+			}
+		case r < 97:
 			p := parts[rng.Intn(len(parts))]
 			id := p.c.SessionID()
 			if id == 0 || !f.Expire(id) {
