@@ -61,6 +61,7 @@ func TestFakePredecessorGoneBetweenReadAndWatch(t *testing.T) {
 
 func TestFakeSessionExpiredMidAcquire(t *testing.T) {
 	for _, step := range []string{"CreateEach", "ChildrenStatW", "GetW"} {
+		step := step // go.mod's go 1.21: one variable for every iteration, which the hooks read
 		t.Run(step, func(t *testing.T) {
 			f := zkfake.New()
 			ca, cb := fakeClient(t, f), fakeClient(t, f)
@@ -98,6 +99,7 @@ func TestFakeSessionExpiredMidAcquire(t *testing.T) {
 // engine finds its node by its id and goes on with exactly one.
 func TestFakeCreateReplyLost(t *testing.T) {
 	for _, recipe := range []string{"mutex", "multilock", "semaphore-n"} {
+		recipe := recipe
 		t.Run(recipe, func(t *testing.T) {
 			f := zkfake.New()
 			c := fakeClient(t, f)

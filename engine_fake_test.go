@@ -184,6 +184,7 @@ func TestFakeSemaphoreLayouts(t *testing.T) {
 		{"curator-sharedcount", []zklock.LockOption{zklock.WithSemaphoreLayout(zklock.LayoutCurator), zklock.WithSharedCount("/sem-count")}, true},
 		{"kazoo", []zklock.LockOption{zklock.WithSemaphoreLayout(zklock.LayoutKazoo)}, false},
 	} {
+		tc := tc
 		t.Run(tc.name, func(t *testing.T) {
 			f := zkfake.New()
 			ca, cb := fakeClient(t, f), fakeClient(t, f)
