@@ -86,17 +86,18 @@ func TestSchedules(t *testing.T) {
 		total.ops += st.ops
 		total.grants += st.grants
 		total.faults += st.faults
+		total.idle += st.idle
 	}
-	t.Logf("%d schedules (seeds %d..%d; %v), %d steps, %d operations, %d grants, %d faults, no conflict",
-		n, base, base+int64(n)-1, perRecipe, total.steps, total.ops, total.grants, total.faults)
+	t.Logf("%d schedules (seeds %d..%d; %v), %d steps (%d found nothing to run), %d operations, %d grants, %d faults, no conflict",
+		n, base, base+int64(n)-1, perRecipe, total.steps, total.idle, total.ops, total.grants, total.faults)
 	if n == 0 || total.grants == 0 {
 		t.Fatal("no schedule ran to a grant")
 	}
 }
 
 type schedStats struct {
-	recipe                     string
-	steps, ops, grants, faults int
+	recipe                           string
+	steps, ops, grants, faults, idle int
 }
 
 // call is one operation waiting for the scheduler.
@@ -491,7 +492,10 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 		case r < 72:
 			calls := sch.quiet(-1)
 			if len(calls) == 0 {
-				// Everyone waits or holds: a holder lets go.
+				// Everyone waits or holds, or is cut off: one comes
+				// back, or a holder lets go.
+				st.idle++
+				reconnectOne(parts, rng, logs, st.steps)
 				releaseOne(parts, rng, logs, st.steps)
 				continue
 			}
@@ -547,6 +551,9 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 			if len(nodes) == 0 {
 				continue
 			}
+			sort.SliceStable(nodes, func(i, j int) bool { // not by their random ids
+				return idRe.ReplaceAllString(nodes[i], "") < idRe.ReplaceAllString(nodes[j], "")
+			})
 			node := nodes[rng.Intn(len(nodes))]
 			if f.Delete(node) != nil {
 				continue
@@ -584,6 +591,21 @@ func slicesDeleteLeases(live []*liveLease, ended []*zklock.Lease) []*liveLease {
 		}
 	}
 	return out
+}
+
+// reconnectOne brings back a connection that dropped, if one did.
+func reconnectOne(parts []*schedPart, rng *rand.Rand, logs func(string, ...any), step int) {
+	var down []*schedPart
+	for _, p := range parts {
+		if !p.conn.Connected() {
+			down = append(down, p)
+		}
+	}
+	if len(down) > 0 {
+		p := down[rng.Intn(len(down))]
+		logs("step %d: participant %d reconnects", step, p.idx)
+		p.conn.Reconnect()
+	}
 }
 
 // releaseOne tells a holder, picked by rng, to let go.
