@@ -128,12 +128,18 @@ func (s *scheduler) before(op zkfake.Op) error {
 	c := &call{op: op, who: who, go_: make(chan struct{}), done: make(chan struct{})}
 	s.pending = append(s.pending, c)
 	s.mu.Unlock()
+	s.poke()
+	<-c.go_
+	return nil
+}
+
+// poke tells the scheduler that something happened: its quiet spell
+// starts again.
+func (s *scheduler) poke() {
 	select {
 	case s.arrived <- struct{}{}:
 	default:
 	}
-	<-c.go_
-	return nil
 }
 
 func (s *scheduler) after(op zkfake.Op, err error) error {
@@ -337,7 +343,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 	sch.mu.Unlock()
 	for _, p := range parts {
 		wg.Add(1)
-		go p.loop(&wg, quit, results)
+		go p.loop(&wg, quit, results, sch.poke)
 	}
 	for _, p := range parts { // every one is in its first acquire
 		for {
@@ -481,6 +487,9 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 	}
 	steps := 150 + rng.Intn(150)
 	for st.steps = 0; st.steps < steps; st.steps++ {
+		// A quiet spell first: what the last step set off (an acquire
+		// returning, a request sent) is seen before the next choice.
+		calls := sch.quiet(-1)
 		if err := drain(); err != nil {
 			return st, err
 		}
@@ -490,7 +499,6 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 		r := rng.Intn(100)
 		switch {
 		case r < 72:
-			calls := sch.quiet(-1)
 			if len(calls) == 0 {
 				// Everyone waits or holds, or is cut off: one comes
 				// back, or a holder lets go.
@@ -701,11 +709,12 @@ func setUp(p *schedPart, recipe string, rng *rand.Rand, k int) error {
 }
 
 // loop acquires, holds until told, releases, and again.
-func (p *schedPart) loop(wg *sync.WaitGroup, quit <-chan struct{}, out chan<- schedResult) {
+func (p *schedPart) loop(wg *sync.WaitGroup, quit <-chan struct{}, out chan<- schedResult, poke func()) {
 	defer wg.Done()
 	send := func(r schedResult) bool {
 		select {
 		case out <- r:
+			poke() // the scheduler's quiet spell starts again: the driver sees r before it chooses
 			return true
 		case <-quit:
 			return false
