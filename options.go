@@ -27,7 +27,7 @@ type clientOptions struct {
 	trace          *Trace
 	// connect, if set, replaces the dial: tests run a Client on
 	// internal/zkfake through it (export_test.go's WithFakeForTest).
-	connect func(events func(zk.Event)) (session.Conn, error)
+	connect func(timeout time.Duration, events func(zk.Event)) (session.Conn, error)
 }
 
 type authInfo struct {

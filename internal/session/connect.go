@@ -34,7 +34,7 @@ func (c *Session) openConnect(o dialOptions) (Conn, error) {
 	w.mu.Lock()
 	w.timeout = w.requested
 	w.mu.Unlock()
-	zc, err := c.connect(func(ev zk.Event) {
+	zc, err := c.connect(w.requested, func(ev zk.Event) {
 		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
 			w.mu.Lock()
 			w.cur = newWireConn(nil, w) // a new connection: what went out before says nothing of it

@@ -29,10 +29,10 @@ type Options struct {
 	LossOnDrop     bool  // a lease ends at the first disconnect
 	Hooks          Hooks // never nil functions
 	// Connect, if set, opens each connection instead of dialing Servers:
-	// a Conn with no socket under it (internal/zkfake, for tests), which
-	// reports its events to events as go-zookeeper's event callback does.
-	// See connect.go.
-	Connect func(events func(zk.Event)) (Conn, error)
+	// a Conn with no socket under it (internal/zkfake, for tests), with
+	// a session of SessionTimeout, which reports its events to events as
+	// go-zookeeper's event callback does. See connect.go.
+	Connect func(timeout time.Duration, events func(zk.Event)) (Conn, error)
 }
 
 // Auth is one set of credentials.
@@ -79,8 +79,8 @@ type Session struct {
 	dial       dialOptions // to open a new connection
 	lossOnDrop bool
 	hooks      Hooks
-	connect    func(events func(zk.Event)) (Conn, error) // Options.Connect
-	releases   releases                                  // deletes of released leases, sent together under load (hold.go)
+	connect    func(time.Duration, func(zk.Event)) (Conn, error) // Options.Connect
+	releases   releases                                          // deletes of released leases, sent together under load (hold.go)
 
 	mu          sync.Mutex
 	zc          Conn               // the connection; only the Session sets it

@@ -135,11 +135,12 @@ func (s *Server) Conns() []*Conn {
 	return append([]*Conn(nil), s.conns...)
 }
 
-// Connect opens a connection with a new session, reporting its events to
-// events as go-zookeeper's event callback would (from another goroutine,
-// in order). Its signature is session.Options.Connect's.
-func (s *Server) Connect(events func(zk.Event)) (session.Conn, error) {
-	return s.Dial(events, 10*time.Second), nil
+// Connect opens a connection with a new session of the given timeout,
+// reporting its events to events as go-zookeeper's event callback would
+// (from another goroutine, in order). Its signature is
+// session.Options.Connect's.
+func (s *Server) Connect(timeout time.Duration, events func(zk.Event)) (session.Conn, error) {
+	return s.Dial(events, timeout), nil
 }
 
 // Dial is Connect with a session timeout (for the server's expiry by
