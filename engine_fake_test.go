@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -460,16 +459,4 @@ func TestFakeTrace(t *testing.T) {
 	if got != "queued,acquired,released,failed" {
 		t.Fatalf("trace %s", got)
 	}
-}
-
-// sortedNodes lists the fake's nodes under prefix.
-func sortedNodes(f *zkfake.Server, prefix string) []string {
-	var out []string
-	for _, n := range f.Nodes() {
-		if strings.HasPrefix(n, prefix) {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
