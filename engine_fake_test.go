@@ -419,10 +419,13 @@ func TestFakeParticipantsOfAPath(t *testing.T) {
 		t.Fatalf("participants %+v", parts)
 	}
 	release(t, l)
+	// A path that does not exist has no participants.
 	parts, err = zklock.Participants(ctxT(t), c, "/pp/none")
-	if err != nil && !errors.Is(err, zklock.ErrInvalidArgument) && len(parts) != 0 {
+	if err != nil || len(parts) != 0 {
 		t.Fatalf("participants of a missing path: %v %v", parts, err)
 	}
+	_, err = zklock.Participants(ctxT(t), c, "no/slash")
+	mustIs(t, err, zklock.ErrInvalidArgument, "participants of a bad path")
 }
 
 // TestFakeTrace checks what the trace hears of an acquire, a wait, a
