@@ -75,6 +75,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		NewBackOff:     o.newBackOff,
 		LossOnDrop:     o.lossOnDrop,
 		Hooks:          c.hooks(o.logger),
+		Connect:        o.connect,
 	})
 	if err != nil {
 		return nil, opError("connect", strings.Join(o.servers, ","), err)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zklock/internal/session"
 )
 
 // Option configures a [Client].
@@ -25,6 +27,9 @@ type clientOptions struct {
 	newBackOff     func() backoff.BackOff
 	lossOnDrop     bool
 	trace          *Trace
+	// connect, if set, replaces the dial: tests run a Client on
+	// internal/zkfake through it (export_test.go's WithFakeForTest).
+	connect func(timeout time.Duration, events func(zk.Event)) (session.Conn, error)
 }
 
 type authInfo struct {

@@ -150,6 +150,25 @@ type dialOptions struct {
 	hosts *hosts
 }
 
+// callback is go-zookeeper's event callback: it reports the session's
+// state to onState and watch events to onWatch.
+func (o dialOptions) callback(ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		if ev.Type != zk.EventNotWatching {
+			o.onWatch(ev)
+		}
+		return
+	}
+	switch ev.State {
+	case zk.StateHasSession:
+		o.onState(stateHasSession, ev.Server)
+	case zk.StateDisconnected, zk.StateAuthFailed:
+		o.onState(stateDisconnected, ev.Server)
+	case zk.StateExpired:
+		o.onState(stateExpired, ev.Server)
+	}
+}
+
 // dial opens a go-zookeeper connection. It returns before the session is
 // established; onState reports it.
 func dial(o dialOptions) (Conn, error) {
@@ -159,22 +178,7 @@ func dial(o dialOptions) (Conn, error) {
 	}
 	c, _, err := zk.Connect(o.servers, o.sessionTimeout,
 		zk.WithHostProvider(hp),
-		zk.WithEventCallback(func(ev zk.Event) {
-			if ev.Type != zk.EventSession {
-				if ev.Type != zk.EventNotWatching {
-					o.onWatch(ev)
-				}
-				return
-			}
-			switch ev.State {
-			case zk.StateHasSession:
-				o.onState(stateHasSession, ev.Server)
-			case zk.StateDisconnected, zk.StateAuthFailed:
-				o.onState(stateDisconnected, ev.Server)
-			case zk.StateExpired:
-				o.onState(stateExpired, ev.Server)
-			}
-		}),
+		zk.WithEventCallback(o.callback),
 		zk.WithLogger(zkLogger{o.log}),
 		zk.WithLogInfo(false),
 		zk.WithDialer(o.dialer))
@@ -343,6 +347,10 @@ type goneNode struct {
 
 func (g *goneNode) Error() string { return g.path + ": " + g.err.Error() }
 func (g *goneNode) Unwrap() error { return g.err }
+
+// GoneNodeError is the error [Conn.Check] returns when path is gone (err
+// is zk.ErrNoNode), for a Conn other than go-zookeeper's (internal/zkfake).
+func GoneNodeError(path string, err error) error { return &goneNode{path: path, err: err} }
 
 func (z zkConn) Set(path string, data []byte) error {
 	_, err := z.c.Set(path, data, -1)
@@ -585,9 +593,26 @@ func (c *wireConn) SetWriteDeadline(t time.Time) error {
 }
 
 func (c *wireConn) Write(p []byte) (int, error) {
-	now := time.Now()
 	c.w.mu.Lock()
-	connect := c.first.IsZero() // the first packet is the connect request
+	connect := c.recordLocked(time.Now())
+	c.w.mu.Unlock()
+	if !connect {
+		// Before the write: its reply may be read before this goroutine
+		// runs again, and must be known for what it answers (anchor.go).
+		c.sawRequest(p)
+	}
+	n, err := c.Conn.Write(p)
+	if err == nil {
+		c.w.sawWrite(p)
+	}
+	return n, err
+}
+
+// recordLocked records that a packet went out at now, and reports
+// whether it was the connection's first (the connect request). w.mu is
+// held.
+func (c *wireConn) recordLocked(now time.Time) (connect bool) {
+	connect = c.first.IsZero()
 	if connect {
 		c.first = now
 	}
@@ -600,17 +625,7 @@ func (c *wireConn) Write(p []byte) (int, error) {
 			c.sent = c.sent[1:]
 		}
 	}
-	c.w.mu.Unlock()
-	if !connect {
-		// Before the write: its reply may be read before this goroutine
-		// runs again, and must be known for what it answers (anchor.go).
-		c.sawRequest(p)
-	}
-	n, err := c.Conn.Write(p)
-	if err == nil {
-		c.w.sawWrite(p)
-	}
-	return n, err
+	return connect
 }
 
 // expect returns a channel that is closed once a packet that carries
@@ -741,7 +756,7 @@ func (w *wire) drop() {
 	w.mu.Lock()
 	c := w.cur
 	w.mu.Unlock()
-	if c != nil {
+	if c != nil && c.Conn != nil { // a Connect'ed connection has no socket (connect.go)
 		_ = c.Close()
 	}
 }

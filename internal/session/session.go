@@ -30,6 +30,11 @@ type Options struct {
 	NewBackOff     func() backoff.BackOff
 	LossOnDrop     bool  // a lease ends at the first disconnect
 	Hooks          Hooks // never nil functions
+	// Connect, if set, opens each connection instead of dialing Servers:
+	// a Conn with no socket under it (internal/zkfake, for tests), with
+	// a session of SessionTimeout, which reports its events to events as
+	// go-zookeeper's event callback does. See connect.go.
+	Connect func(timeout time.Duration, events func(zk.Event)) (Conn, error)
 }
 
 // Auth is one set of credentials.
@@ -76,8 +81,9 @@ type Session struct {
 	dial       dialOptions // to open a new connection
 	lossOnDrop bool
 	hooks      Hooks
-	releases   releases           // deletes of released leases, sent together under load (hold.go)
-	endLife    context.CancelFunc // gives up a TLS handshake under way (tls.go)
+	connect    func(time.Duration, func(zk.Event)) (Conn, error) // Options.Connect
+	releases   releases                                          // deletes of released leases, sent together under load (hold.go)
+	endLife    context.CancelFunc                                // gives up a TLS handshake under way (tls.go)
 
 	mu          sync.Mutex
 	zc          Conn               // the connection; only the Session sets it
@@ -130,6 +136,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		endLife:     endLife,
 		lossOnDrop:  o.LossOnDrop,
 		hooks:       o.Hooks,
+		connect:     o.Connect,
 		changed:     make(chan struct{}),
 		confirmedCh: make(chan struct{}),
 		held:        newRegister(),
@@ -199,12 +206,15 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 // open dials a connection of generation gen.
 func (c *Session) open(gen uint64) (Conn, error) {
 	o := c.dial
-	o.hosts = c.wire.newHosts()
 	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
 	o.onWatch = func(ev Event) {
 		c.wire.sawEvent(ev) // whatever the generation: the anchor is the wire's
 		c.onWatch(gen, ev)
 	}
+	if c.connect != nil {
+		return c.openConnect(o)
+	}
+	o.hosts = c.wire.newHosts()
 	return dial(o)
 }
 

@@ -1,0 +1,12 @@
+package zklock
+
+import "github.com/zkrecipes/zklock/internal/zkfake"
+
+// WithFakeForTest runs the Client on the in-memory ZooKeeper f instead of
+// dialing its servers: the real Session and engine, with no network.
+func WithFakeForTest(f *zkfake.Server) Option {
+	return func(o *clientOptions) error {
+		o.connect = f.Connect
+		return nil
+	}
+}

@@ -1,0 +1,381 @@
+package zkfake_test
+
+// The fake held to the real thing: one script of operations through the
+// session's door, run against the fake and against a real ZooKeeper
+// (ZKLOCK_TEST_SERVERS, which `make test` sets), with the results, errors,
+// watch events (the callback's and each watcher channel's, in order) and
+// stats of both written down, absolute zxids and session ids replaced by
+// their rank, and compared line by line. Like the root package's tests it
+// fails, never skips, without a server.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zklock/internal/session"
+	"github.com/zkrecipes/zklock/internal/zkfake"
+)
+
+// client is one connection of the script, with what it heard.
+type client struct {
+	name  string
+	conn  session.Conn
+	mu    sync.Mutex
+	heard []string       // watch events from the callback, in order
+	chans []watchChannel // watcher channels, in the order they were set
+}
+
+type watchChannel struct {
+	what string
+	ch   <-chan session.Event
+}
+
+func (c *client) callback(ev zk.Event) {
+	if ev.Type == zk.EventSession || ev.Type == zk.EventNotWatching {
+		return
+	}
+	c.mu.Lock()
+	c.heard = append(c.heard, fmt.Sprintf("%v %s", ev.Type, ev.Path))
+	c.mu.Unlock()
+}
+
+// world opens the script's clients.
+type world interface {
+	open(name string, heard func(zk.Event)) session.Conn
+}
+
+type fakeWorld struct{ f *zkfake.Server }
+
+func (w fakeWorld) open(name string, heard func(zk.Event)) session.Conn {
+	return w.f.Dial(heard, 10*time.Second)
+}
+
+type realWorld struct {
+	t       *testing.T
+	servers []string
+}
+
+func (w realWorld) open(name string, heard func(zk.Event)) session.Conn {
+	var once sync.Once
+	up := make(chan struct{})
+	c, err := session.Dial(w.servers, 10*time.Second, func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+			once.Do(func() { close(up) })
+		}
+		heard(ev)
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	select {
+	case <-up:
+	case <-time.After(30 * time.Second):
+		w.t.Fatalf("no session with %v", w.servers)
+	}
+	return c
+}
+
+// transcript is what a run of the script wrote down.
+type transcript struct {
+	root  string
+	lines []string
+}
+
+func (tr *transcript) add(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	tr.lines = append(tr.lines, strings.ReplaceAll(s, tr.root, "/R"))
+}
+
+func errName(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	for _, e := range []error{zk.ErrNoNode, zk.ErrNodeExists, zk.ErrBadVersion, zk.ErrNotEmpty,
+		zk.ErrNoChildrenForEphemerals, zk.ErrClosing, zk.ErrConnectionClosed, zk.ErrSessionExpired, zk.ErrInvalidPath} {
+		if errors.Is(err, e) {
+			return fmt.Sprintf("err(%v; %s)", e, err.Error())
+		}
+	}
+	return "err(" + err.Error() + ")"
+}
+
+func ps(p session.ParentStat) string {
+	// Cversion moves are seen in the sequential names the script creates.
+	return fmt.Sprintf("{pzxid z{%d}}", p.Pzxid)
+}
+
+func st(s session.Stat) string {
+	return fmt.Sprintf("{czxid z{%d} owner s{%d} version %d}", s.Czxid, s.EphemeralOwner, s.Version)
+}
+
+func sorted(names []string) []string {
+	out := append([]string(nil), names...)
+	sort.Strings(out)
+	return out
+}
+
+// settle has c make a round trip after the others' writes, so that every
+// event they caused reached c first (ZooKeeper sends a client the watch
+// event before any later reply), and writes down what c heard.
+func (tr *transcript) settle(c *client, sortEvents bool) {
+	_ = c.conn.Sync("/")
+	_, _ = c.conn.Exists("/")
+	c.mu.Lock()
+	heard := c.heard
+	c.heard = nil
+	chans := c.chans
+	c.mu.Unlock()
+	if sortEvents {
+		heard = sorted(heard)
+	}
+	for _, h := range heard {
+		tr.add("%s heard %s", c.name, h)
+	}
+	var keep []watchChannel
+	for _, w := range chans {
+		select {
+		case ev := <-w.ch:
+			tr.add("%s channel %s: %v %s err=%v", c.name, w.what, ev.Type, ev.Path, ev.Err)
+		default:
+			keep = append(keep, w)
+		}
+	}
+	c.mu.Lock()
+	c.chans = keep
+	c.mu.Unlock()
+}
+
+func (c *client) watch(what string, ch <-chan session.Event) {
+	if ch == nil {
+		return
+	}
+	c.mu.Lock()
+	c.chans = append(c.chans, watchChannel{what, ch})
+	c.mu.Unlock()
+}
+
+// script runs the operations on w, under root, and returns the transcript.
+func script(t *testing.T, w world, root string) []string {
+	tr := &transcript{root: root}
+	a := &client{name: "A"}
+	b := &client{name: "B"}
+	a.conn = w.open("A", a.callback)
+	b.conn = w.open("B", b.callback)
+	defer b.conn.Close()
+	sid := func(c *client) string { return fmt.Sprintf("s{%d}", c.conn.SessionID()) }
+	tr.add("sessions A %s B %s", sid(a), sid(b))
+	acl := zk.WorldACL(zk.PermAll)
+	aclf := func(string) []zk.ACL { return acl }
+	R, P := root, root+"/p"
+	settle := func(sortEvents bool) { tr.settle(a, sortEvents); tr.settle(b, sortEvents) }
+
+	tr.add("container R: %s", errName(a.conn.CreateContainer(R, nil, acl)))
+	tr.add("container R again: %s", errName(a.conn.CreateContainer(R, nil, acl)))
+	tr.add("persistent P: %s", errName(a.conn.CreatePersistent(P, []byte("x"), acl)))
+	tr.add("persistent P again: %s", errName(a.conn.CreatePersistent(P, []byte("x"), acl)))
+	ok, err := a.conn.Exists(P)
+	tr.add("exists P: %v %s", ok, errName(err))
+	ok, err = a.conn.Exists(R + "/q")
+	tr.add("exists q: %v %s", ok, errName(err))
+
+	names, p, err := b.conn.ChildrenStatW(R)
+	tr.add("B childrenStatW R: %v %s %s", sorted(names), ps(p), errName(err))
+	ok, ch, err := b.conn.ExistsW(R + "/e")
+	b.watch("exists e", ch)
+	tr.add("B existsW e: %v %s", ok, errName(err))
+	tr.add("A ephemeral e: %s", errName(a.conn.CreateEphemeral(R+"/e", []byte("d"), acl)))
+	settle(false)
+	tr.add("A ephemeral e again: %s", errName(a.conn.CreateEphemeral(R+"/e", nil, acl)))
+	tr.add("A ephemeral under e: %s", errName(a.conn.CreateEphemeral(R+"/e/x", nil, acl)))
+	tr.add("A ephemeral under missing: %s", errName(a.conn.CreateEphemeral(R+"/missing/x", nil, acl)))
+
+	made, err := a.conn.CreateEach([]string{P + "/s-", P + "/s-"}, []byte("m"), aclf)
+	tr.add("A createEach s-,s-: %v %s", made, errName(err))
+	made, err = a.conn.CreateEach([]string{P + "/s-", R + "/missing/s-"}, nil, aclf)
+	tr.add("A createEach s-,missing: %v %s", made, errName(err))
+	made, err = a.conn.CreateEach([]string{P + "/s-", P + "/x-", P + "/s-"}, nil, aclf)
+	tr.add("A createEach s-,x-,s-: %v %s", made, errName(err))
+	names, p, err = a.conn.ChildrenStat(P)
+	tr.add("A childrenStat P: %v %s %s", sorted(names), ps(p), errName(err))
+	made, err = a.conn.CreateEach([]string{P + "/t-"}, nil, aclf)
+	tr.add("A createEach t-: %v %s", made, errName(err))
+	tnode := ""
+	if len(made) == 1 {
+		tnode = made[0]
+	}
+
+	s0 := P + "/s-0000000000"
+	stt, ch, err := b.conn.GetW(s0)
+	b.watch("getW s0", ch)
+	tr.add("B getW s0: %s %s", st(stt), errName(err))
+	stt, ch, err = b.conn.GetW(s0)
+	b.watch("getW s0 again", ch)
+	tr.add("B getW s0 again: %s %s", st(stt), errName(err))
+	ok, ch, err = b.conn.ExistsW(s0)
+	b.watch("existsW s0", ch)
+	tr.add("B existsW s0: %v %s", ok, errName(err))
+	data, stt, ch, err := b.conn.GetDataW(P)
+	b.watch("getDataW P", ch)
+	tr.add("B getDataW P: %q %s %s", data, st(stt), errName(err))
+	names, ch, err = b.conn.ChildrenW(P)
+	b.watch("childrenW P", ch)
+	tr.add("B childrenW P: %v %s", sorted(names), errName(err))
+	_, ch, err = b.conn.GetW(R + "/none")
+	b.watch("getW none", ch)
+	tr.add("B getW none: %s", errName(err))
+	_, ch, err = b.conn.ChildrenW(R + "/none")
+	b.watch("childrenW none", ch)
+	tr.add("B childrenW none: %s", errName(err))
+
+	tr.add("A setIf P v0: %s", errName(a.conn.SetIf(P, []byte("y"), 0)))
+	tr.add("A setIf P v0 again: %s", errName(a.conn.SetIf(P, []byte("z"), 0)))
+	settle(false)
+	tr.add("A set P: %s", errName(a.conn.Set(P, []byte("w"))))
+	tr.add("A set missing: %s", errName(a.conn.Set(R+"/none", nil)))
+	settle(false)
+	data, stt, err = b.conn.Get(P)
+	tr.add("B get P: %q %s %s", data, st(stt), errName(err))
+
+	tr.add("A delete P: %s", errName(a.conn.Delete(P)))
+	tr.add("A delete missing: %s", errName(a.conn.Delete(R+"/none")))
+	tr.add("A deleteAll s0,missing: %s", errName(a.conn.DeleteAll([]string{s0, P + "/none"})))
+	names, p, err = b.conn.ChildrenStat(P)
+	tr.add("B childrenStat P: %v %s %s", sorted(names), ps(p), errName(err))
+	tr.add("A deleteAll s0,s1: %s", errName(a.conn.DeleteAll([]string{s0, P + "/s-0000000001"})))
+	settle(false)
+	names, p, err = b.conn.ChildrenStat(P)
+	tr.add("B childrenStat P: %v %s %s", sorted(names), ps(p), errName(err))
+
+	err = a.conn.Check([]string{P, tnode})
+	tr.add("A check P,t: %s", errName(err))
+	err = a.conn.Check([]string{P, R + "/gone", tnode})
+	tr.add("A check P,gone,t: %s is-nonode=%v", errName(err), errors.Is(err, zk.ErrNoNode))
+
+	data, stt, err = a.conn.Get(R + "/e")
+	tr.add("A get e: %q %s %s", data, st(stt), errName(err))
+	_, ch, err = b.conn.GetW(R + "/e")
+	b.watch("getW e", ch)
+	tr.add("B getW e: %s", errName(err))
+	_, p, err = b.conn.ChildrenStatW(R)
+	tr.add("B childrenStatW R: %s %s", ps(p), errName(err))
+	names, ch, err = b.conn.ChildrenW(P)
+	b.watch("childrenW P", ch)
+	tr.add("B childrenW P: %v %s", sorted(names), errName(err))
+	tr.add("A sync: %s", errName(a.conn.Sync(R)))
+
+	// A's session ends: its ephemerals go, in one transaction.
+	a.conn.Close()
+	settle(true)
+	ok, err = b.conn.Exists(R + "/e")
+	tr.add("B exists e: %v %s", ok, errName(err))
+	names, p, err = b.conn.ChildrenStat(P)
+	tr.add("B childrenStat P: %v %s %s", sorted(names), ps(p), errName(err))
+	names, p, err = b.conn.ChildrenStat(R)
+	tr.add("B childrenStat R: %v %s %s", sorted(names), ps(p), errName(err))
+	// go-zookeeper picks at random between failing it with ErrClosing and
+	// queueing it to be flushed with ErrConnectionClosed (queueRequest).
+	_, _, err = a.conn.Get(P)
+	tr.add("A get after close fails as closed: %v", errors.Is(err, zk.ErrClosing) || errors.Is(err, zk.ErrConnectionClosed))
+
+	// Clean up on the real server (the fake is thrown away).
+	for _, n := range sorted(names) {
+		_ = b.conn.DeleteAll(prefixAll(P, childrenOf(b.conn, P+"/"+n)))
+	}
+	_ = b.conn.DeleteAll(prefixAll(P, childrenOf(b.conn, P)))
+	_ = b.conn.Delete(P)
+	_ = b.conn.Delete(R)
+	return normalise(tr.lines)
+}
+
+func childrenOf(c session.Conn, p string) []string {
+	names, _ := c.Children(p)
+	return names
+}
+
+func prefixAll(p string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = p + "/" + n
+	}
+	return out
+}
+
+var zxidRe = regexp.MustCompile(`([zs])\{(-?\d+)\}`)
+
+// normalise replaces each zxid z{n} and session id s{n} by its rank among
+// the transcript's (0 stays 0): the servers' absolute numbers differ, and
+// a shared server's other clients add transactions in between.
+func normalise(lines []string) []string {
+	seen := map[string]map[int64]bool{"z": {}, "s": {}}
+	for _, l := range lines {
+		for _, m := range zxidRe.FindAllStringSubmatch(l, -1) {
+			n, _ := strconv.ParseInt(m[2], 10, 64)
+			seen[m[1]][n] = true
+		}
+	}
+	rank := map[string]map[int64]int{}
+	for k, set := range seen {
+		var ns []int64
+		for n := range set {
+			if n != 0 {
+				ns = append(ns, n)
+			}
+		}
+		sort.Slice(ns, func(i, j int) bool { return ns[i] < ns[j] })
+		rank[k] = map[int64]int{0: 0}
+		for i, n := range ns {
+			rank[k][n] = i + 1
+		}
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = zxidRe.ReplaceAllStringFunc(l, func(s string) string {
+			m := zxidRe.FindStringSubmatch(s)
+			n, _ := strconv.ParseInt(m[2], 10, 64)
+			return fmt.Sprintf("%s%d", m[1], rank[m[1]][n])
+		})
+	}
+	return out
+}
+
+func TestConformance(t *testing.T) {
+	env := os.Getenv("ZKLOCK_TEST_SERVERS")
+	if strings.TrimSpace(env) == "" {
+		t.Fatal("ZKLOCK_TEST_SERVERS is not set: run `make test`, or `go run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- go test ./internal/zkfake`")
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	root := "/zkfake-conformance-" + hex.EncodeToString(b[:])
+	real := script(t, realWorld{t, strings.Split(env, ",")}, root)
+	fake := script(t, fakeWorld{zkfake.New()}, root)
+	for i := 0; i < max(len(real), len(fake)); i++ {
+		var r, f string
+		if i < len(real) {
+			r = real[i]
+		}
+		if i < len(fake) {
+			f = fake[i]
+		}
+		if r != f {
+			t.Errorf("line %d:\n  zookeeper: %s\n  fake:      %s", i+1, r, f)
+		}
+	}
+	if t.Failed() {
+		t.Logf("ZooKeeper's transcript:\n%s", strings.Join(real, "\n"))
+		t.Logf("the fake's:\n%s", strings.Join(fake, "\n"))
+	} else {
+		t.Logf("%d lines alike", len(real))
+	}
+}
