@@ -368,19 +368,34 @@ func (p *participant) discardNames(l *Lock, names []string) {
 }
 
 // placeClaim is one plain ephemeral node, node, on l's path, with the
-// protected id id, in session sid only. It holds from its create: the
-// caller excluded every conflicting holder before asking (a downgrade
-// holds the write lease; kazoo's lease holds the semaphore's lock), and
-// keeps them excluded while the node exists, which the node being in that
-// caller's session ensures. The engine only reads it back: its owner
-// proves it is ours, and its czxid is its token, a zxid after the
+// protected id id, in session sid only, made only while guard exists: the
+// node of the lease the caller holds (a downgrade's write lease; kazoo's
+// semaphore lock). It holds from its create.
+//
+// Why: the caller's lease excludes every conflicting holder for as long as
+// its node exists: a holder only holds once no conflicting node is ahead
+// of it, and the guard is ahead of every node made after it. The create
+// is one transaction with a check that guard exists
+// (PrepRequestProcessor checks every op of a multi against one state, and
+// applies all or none), so at the node's zxid the guard was there and
+// nobody conflicting held; from then on the node itself excludes them (a
+// downgrade's read node sorts at its writer's place; kazoo's lease is
+// counted by every acquirer). Without the check, a guard deleted from
+// outside while the caller's lease still looked live (its Lease learns of
+// it a notification later) let a writer hold beside the new reader, or
+// kazoo's K+1st lease be made: both found by the randomized schedules on
+// the fake (TestSchedules). The engine only reads the node back: its
+// owner proves it is ours, and its czxid is its token, a zxid after the
 // caller's own grant and before the node's delete (docs/design.md,
 // "Tokens").
 type placeClaim struct {
-	l        *Lock
-	node, id string
-	sid      int64
+	l               *Lock
+	node, id, guard string
+	sid             int64
 }
+
+// errGuardGone: a place's guard was gone at its create; nothing was made.
+var errGuardGone = fmt.Errorf("the lease it rests on is gone: %w", ErrNodeDeleted)
 
 func (c placeClaim) locks() []*Lock         { return []*Lock{c.l} }
 func (c placeClaim) newID() (string, error) { return c.id, nil }
@@ -395,8 +410,11 @@ func (c placeClaim) forget(p *participant, _ *waiter) {
 // ours whose reply was lost, since only we know its name; survey checks
 // that our session owns it.
 func (c placeClaim) create(p *participant, zc session.Conn, _ []string) ([]string, error) {
-	err := zc.CreateEphemeral(c.node, p.ws[0].l.data, p.c.s.ACL(c.node))
-	if session.NodeExists(err) {
+	err := zc.CreateEphemeralIf(c.guard, c.node, p.ws[0].l.data, p.c.s.ACL(c.node))
+	switch {
+	case session.GoneAt(err, c.guard):
+		err = errGuardGone
+	case session.NodeExists(err):
 		err = nil
 	}
 	return []string{c.node}, err

@@ -300,7 +300,6 @@ type schedPart struct {
 	rw      *zklock.RWMutex
 
 	expired     atomic.Int32 // session expiries the Client heard
-	downgrading atomic.Bool  // told to downgrade, and not done yet
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // of the acquire under way
@@ -560,11 +559,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 			p.mu.Unlock()
 		case r < 91 && recipe == "rwmutex":
 			p := parts[rng.Intn(len(parts))]
-			p.mu.Lock()
-			live := len(p.holding) == 1 && f.Exists(p.holding[0].Node())
-			p.mu.Unlock()
-			if p.kind == kindW && (live || knownGaps) {
-				p.downgrading.Store(true) // until it takes a word (hold)
+			if p.kind == kindW {
 				select {
 				case p.cmd <- "downgrade":
 				default:
@@ -594,7 +589,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 		default:
 			var nodes []string
 			for _, n := range f.Nodes() {
-				if f.Owner(n) != 0 && (knownGaps || !semaphoreLockNode(n) && !downgrading(parts, f.Owner(n))) {
+				if f.Owner(n) != 0 {
 					nodes = append(nodes, n)
 				}
 			}
@@ -642,39 +637,6 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 		}
 		time.Sleep(time.Millisecond) // polling a lease's own clock-based Err, as eventually does
 	}
-}
-
-// knownGaps has the schedules make two faults the engine does not survive
-// yet (ZKLOCK_SCHEDULE_KNOWN_GAPS=1); by default they are left out:
-//
-//   - Deleting a node of the Curator and kazoo semaphore layouts' inner
-//     lock: those layouts create a lease node while the inner lock holds,
-//     and learn that its node went only from its watch, so two acquirers
-//     can both count the leases and create one (seed 570468186: K+1 kazoo
-//     leases). Creating the lease node in one multi with a check of the
-//     inner lock's node would close it.
-//   - Deleting a write node while its holder downgrades: Downgrade
-//     creates the read node if the write lease looks live, and learns
-//     that its node went only from its watch, so a writer that came in
-//     meanwhile holds with the new reader (seed 26436801). Creating the
-//     read node in one multi with a check of the write node would close
-//     it.
-var knownGaps = os.Getenv("ZKLOCK_SCHEDULE_KNOWN_GAPS") == "1"
-
-// downgrading reports whether the participant of session id is told to
-// downgrade.
-func downgrading(parts []*schedPart, id int64) bool {
-	for _, p := range parts {
-		if p.c.SessionID() == id {
-			return p.downgrading.Load()
-		}
-	}
-	return false
-}
-
-// semaphoreLockNode reports a node of a semaphore layout's inner lock.
-func semaphoreLockNode(node string) bool {
-	return strings.Contains(node, "-__lock__/") || strings.Contains(node, "/locks/")
 }
 
 // nodeID is a node's name up to its kind: `_c_<uuid>`, or kazoo's 32 hex.
@@ -865,7 +827,6 @@ func (p *schedPart) hold(ctx context.Context, cancel context.CancelFunc, quit <-
 		case cmd := <-p.cmd:
 			if cmd == "downgrade" && p.rw != nil && len(ls) == 1 {
 				rd, err := p.rw.Downgrade(ctx, ls[0])
-				p.downgrading.Store(false)
 				if err == nil {
 					p.mu.Lock()
 					p.holding = []*zklock.Lease{rd}
@@ -880,7 +841,6 @@ func (p *schedPart) hold(ctx context.Context, cancel context.CancelFunc, quit <-
 		}
 		break
 	}
-	p.downgrading.Store(false)
 	for _, l := range ls {
 		_ = l.Release(ctx)
 	}

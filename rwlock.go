@@ -111,7 +111,7 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) 
 	if err != nil {
 		return fail(err)
 	}
-	cl := placeClaim{l: rw.read, node: path + "/" + nodePrefix(id, KindRead) + seq, id: id, sid: write.h.Session()}
+	cl := placeClaim{l: rw.read, node: path + "/" + nodePrefix(id, KindRead) + seq, id: id, guard: write.node, sid: write.h.Session()}
 	leases, err := newParticipant(c, path, cl).acquire(ctx, "downgrade")
 	if err != nil {
 		return nil, err

@@ -364,8 +364,12 @@ func (l kazooLayout) lease(ctx context.Context, op string, try bool, inner *Leas
 				return nil, err
 			}
 			id = kazooID(id)
-			cl := placeClaim{l: l.leases, node: l.path + "/" + id, id: id, sid: inner.h.Session()}
-			return newParticipant(l.c, l.path, cl).acquire(ctx, op)
+			cl := placeClaim{l: l.leases, node: l.path + "/" + id, id: id, guard: inner.node, sid: inner.h.Session()}
+			leases, err := newParticipant(l.c, l.path, cl).acquire(ctx, op)
+			if errors.Is(err, errGuardGone) {
+				return nil, errInnerLost // start again from the lock
+			}
+			return leases, err
 		}
 		if try {
 			return nil, ErrLocked

@@ -39,6 +39,11 @@ type Conn interface {
 	CreatePersistent(path string, data []byte, acl []zk.ACL) error
 	// CreateEphemeral makes a plain (not sequential) ephemeral node.
 	CreateEphemeral(path string, data []byte, acl []zk.ACL) error
+	// CreateEphemeralIf makes a plain ephemeral node, in one
+	// multi-operation with a check that guard exists: if guard is gone,
+	// nothing is made and it fails with an error for which
+	// [GoneAt](err, guard) holds.
+	CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error
 	// Delete deletes a node, whatever its version.
 	Delete(path string) error
 	// DeleteAll deletes nodes, whatever their versions, in one
@@ -217,6 +222,21 @@ func (z zkConn) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
 	return err
 }
 
+func (z zkConn) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
+	res, err := z.c.Multi(&zk.CheckVersionRequest{Path: guard, Version: -1},
+		&zk.CreateRequest{Path: path, Data: data, Acl: acl, Flags: zk.FlagEphemeral})
+	if len(res) == 2 {
+		switch {
+		case errors.Is(res[0].Error, zk.ErrNoNode):
+			return &goneNode{path: guard, err: res[0].Error}
+		case res[0].Error != nil:
+			return res[0].Error
+		}
+		return res[1].Error
+	}
+	return err
+}
+
 func (z zkConn) SetIf(path string, data []byte, version int32) error {
 	_, err := z.c.Set(path, data, version)
 	return err
@@ -347,6 +367,13 @@ type goneNode struct {
 
 func (g *goneNode) Error() string { return g.path + ": " + g.err.Error() }
 func (g *goneNode) Unwrap() error { return g.err }
+
+// GoneAt reports an error of [Conn.Check] or [Conn.CreateEphemeralIf]
+// that says path is gone.
+func GoneAt(err error, path string) bool {
+	var g *goneNode
+	return errors.As(err, &g) && g.path == path
+}
 
 // GoneNodeError is the error [Conn.Check] returns when path is gone (err
 // is zk.ErrNoNode), for a Conn other than go-zookeeper's (internal/zkfake).

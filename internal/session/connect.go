@@ -87,6 +87,11 @@ func (s sentConn) CreateEphemeral(path string, data []byte, acl []zk.ACL) error 
 	return s.Conn.CreateEphemeral(path, data, acl)
 }
 
+func (s sentConn) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
+	s.send(path)
+	return s.Conn.CreateEphemeralIf(guard, path, data, acl)
+}
+
 func (s sentConn) Delete(path string) error { s.send(path); return s.Conn.Delete(path) }
 
 func (s sentConn) DeleteAll(paths []string) error { s.send(paths...); return s.Conn.DeleteAll(paths) }

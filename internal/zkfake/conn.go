@@ -365,6 +365,20 @@ func (s *Server) deleteChecked(path string, evs []firing) ([]firing, error) {
 	return s.deleteLocked(path, evs), nil
 }
 
+// CreateEphemeralIf implements [session.Conn]: one multi of a check that
+// guard exists and the create.
+func (c *Conn) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
+	return c.do("CreateEphemeralIf", []string{guard, path}, func(se *sess) error {
+		return c.srv.txn(func(evs []firing) ([]firing, error) {
+			if c.srv.nodes[guard] == nil {
+				return evs, session.GoneNodeError(guard, zk.ErrNoNode)
+			}
+			_, evs, err := c.srv.createLocked(path, data, se.id, true, false, evs)
+			return evs, err
+		})
+	})
+}
+
 // Delete implements [session.Conn].
 func (c *Conn) Delete(path string) error {
 	return c.do("Delete", []string{path}, func(se *sess) error {
