@@ -299,7 +299,7 @@ type schedPart struct {
 	acquire func(ctx context.Context) ([]*zklock.Lease, error)
 	rw      *zklock.RWMutex
 
-	expired     atomic.Int32 // session expiries the Client heard
+	expired atomic.Int32 // session expiries the Client heard
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc // of the acquire under way
