@@ -1535,6 +1535,9 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 		f.counts[h.recipe]++
 		f.counts[h.policy]++
 		f.waits[h.recipe] = max(f.waits[h.recipe], h.wait)
+		if h.lock == "rw" && h.write && h.wait > 5*time.Second {
+			chaosSlowWrite(t, h, faults, origin)
+		}
 		if h.bridged {
 			f.counts[h.recipe+" bridged"]++
 		}
@@ -1588,6 +1591,29 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 			f.checkExclusive(t, lock, mine)
 		}
 	}
+}
+
+// chaosSlowWrite logs a write acquire of the RWMutex that took long, with
+// the faults that overlapped its wait: a figure, not an assertion (the
+// assertions are writeAfter's progress after every fault, and no write
+// acquire waiting 30s).
+func chaosSlowWrite(t *testing.T, h chaosHold, faults []chaosFault, origin time.Time) {
+	t.Helper()
+	from := h.start.Add(-h.wait)
+	var during []string
+	for _, fl := range faults {
+		if fl.at.Before(h.start) && fl.healed.After(from.Add(-chaosSession)) {
+			who := "servers"
+			if fl.victim >= 0 {
+				who = fmt.Sprintf("client %d", fl.victim)
+			}
+			during = append(during, fmt.Sprintf("%s of %s +%v..+%v", fl.kind, who,
+				fl.at.Sub(origin).Round(time.Millisecond), fl.healed.Sub(origin).Round(time.Millisecond)))
+		}
+	}
+	t.Logf("chaos: slow write: client %d waited %v, from +%v to +%v (%s); faults then: %s", h.client,
+		h.wait.Round(time.Millisecond), from.Sub(origin).Round(time.Millisecond), h.start.Sub(origin).Round(time.Millisecond),
+		h.node, strings.Join(during, "; "))
 }
 
 // checkExclusive checks the holds of one lock (or one path of lock
