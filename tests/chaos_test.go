@@ -1536,7 +1536,7 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 		f.counts[h.policy]++
 		f.waits[h.recipe] = max(f.waits[h.recipe], h.wait)
 		if h.lock == "rw" && h.write && h.wait > 5*time.Second {
-			chaosSlowWrite(t, h, faults, origin)
+			chaosSlowWrite(t, h, holds, faults, origin)
 		}
 		if h.bridged {
 			f.counts[h.recipe+" bridged"]++
@@ -1597,9 +1597,21 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 // the faults that overlapped its wait: a figure, not an assertion (the
 // assertions are writeAfter's progress after every fault, and no write
 // acquire waiting 30s).
-func chaosSlowWrite(t *testing.T, h chaosHold, faults []chaosFault, origin time.Time) {
+func chaosSlowWrite(t *testing.T, h chaosHold, holds []chaosHold, faults []chaosFault, origin time.Time) {
 	t.Helper()
 	from := h.start.Add(-h.wait)
+	// The holds of the RWMutex during the wait, the longest first.
+	var held []chaosHold
+	for _, o := range holds {
+		if o.lock == "rw" && !o.stillborn && o.start.Before(h.start) && o.end.After(from) {
+			held = append(held, o)
+		}
+	}
+	sort.Slice(held, func(i, j int) bool { return held[i].end.Sub(held[i].start) > held[j].end.Sub(held[j].start) })
+	var longest []string
+	for i := range held[:min(3, len(held))] {
+		longest = append(longest, held[i].describe())
+	}
 	var during []string
 	for _, fl := range faults {
 		if fl.at.Before(h.start) && fl.healed.After(from.Add(-chaosSession)) {
@@ -1611,9 +1623,10 @@ func chaosSlowWrite(t *testing.T, h chaosHold, faults []chaosFault, origin time.
 				fl.at.Sub(origin).Round(time.Millisecond), fl.healed.Sub(origin).Round(time.Millisecond)))
 		}
 	}
-	t.Logf("chaos: slow write: client %d waited %v, from +%v to +%v (%s); faults then: %s", h.client,
-		h.wait.Round(time.Millisecond), from.Sub(origin).Round(time.Millisecond), h.start.Sub(origin).Round(time.Millisecond),
-		h.node, strings.Join(during, "; "))
+	t.Logf("chaos: slow write: client %d waited %v, from +%v to +%v (%s); faults then: %s; %d holds meanwhile, "+
+		"the longest: %s", h.client, h.wait.Round(time.Millisecond), from.Sub(origin).Round(time.Millisecond),
+		h.start.Sub(origin).Round(time.Millisecond), h.node, strings.Join(during, "; "), len(held),
+		strings.Join(longest, "; "))
 }
 
 // checkExclusive checks the holds of one lock (or one path of lock
