@@ -40,6 +40,15 @@ package zklock_test
 // when they should be). A writer overlapping that span is a writer that
 // slipped in.
 //
+// Some clients (chaosShared) take the RWMutex's read side through an
+// RWMutex made zklock.WithSharedReads, from several goroutines at once, so
+// that their leases share one read node: each shared lease is a reader's
+// hold like any other (from its Acquire's return to its Release, or to the
+// ValidUntil it reports once it has ended), and the checker holds it
+// against every writer. Their writes and downgrades go through that
+// RWMutex too. A writer must also make progress after every fault: shared
+// readers must not starve it.
+//
 // Knobs: ZKLOCK_CHAOS_DURATION (faults per phase, default 40s),
 // ZKLOCK_CHAOS_SEED (replay a schedule), ZKLOCK_CHAOS_LOG (the clients' debug
 // logs on stderr), ZKLOCK_CHAOS_DEBUG (describe a lock nobody could take
@@ -92,7 +101,16 @@ const (
 	// chaosSemSize is every semaphore's size, K: small, so that its four
 	// clients' workers, some asking for K leases at once, queue for it.
 	chaosSemSize = 2
+	// chaosSharedReaders is how many goroutines of a shared client
+	// (chaosShared) read through its shared RWMutex at once: its RWMutex
+	// worker and chaosSharedReaders-1 that only read.
+	chaosSharedReaders = 3
 )
+
+// chaosShared reports whether client i takes the RWMutex through one made
+// WithSharedReads: clients 2, 3, 6 and 7, of both policies, candidates and
+// the observer among them.
+func chaosShared(i int) bool { return i%4 >= 2 }
 
 // chaosDuration is how long faults are injected in each phase: 40s, or
 // ZKLOCK_CHAOS_DURATION (a Go duration) for a longer soak.
@@ -309,6 +327,8 @@ type chaosHold struct {
 	// lease was last seen live (see the top of the file), not from
 	// Downgrade's return.
 	bridged bool
+	// wait: how long its Acquire took (zero for a downgrade's read lease).
+	wait time.Duration
 	// acquireN: one of the leases of a Semaphore.AcquireN.
 	acquireN bool
 }
@@ -338,7 +358,9 @@ type chaosClient struct {
 	c      *zklock.Client
 	f      *zktest.Faults
 	mutex  *zklock.Mutex
-	rw     *zklock.RWMutex
+	// rw: the RWMutex its workers take, made WithSharedReads on a shared
+	// client (chaosShared).
+	rw *zklock.RWMutex
 	// sems: the semaphores it works on (two of the four), by lock.
 	sems map[string]*zklock.Semaphore
 	// multi: the MultiLocks over {a,b}, {b,c}, {c,a} and the Mutexes on
@@ -464,7 +486,11 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		defer cl.c.Close() // before the transport: defers run last-in first-out
 		cl.mutex, err = zklock.NewMutex(cl.c, mutexPath)
 		require.NoError(t, err)
-		cl.rw, err = zklock.NewRWMutex(cl.c, rwPath)
+		var rwOpts []zklock.LockOption
+		if chaosShared(i) {
+			rwOpts = append(rwOpts, zklock.WithSharedReads())
+		}
+		cl.rw, err = zklock.NewRWMutex(cl.c, rwPath, rwOpts...)
 		require.NoError(t, err)
 		if i < chaosCandidates {
 			cl.election, err = zklock.NewElection(cl.c, electionPath, zklock.WithNodeData(chaosIdentity(i)))
@@ -500,8 +526,9 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	}
 
 	// Workers: one per client on each of its locks (the mutex, the
-	// RWMutex, two semaphores, the multilock paths), and one per
-	// candidate in the election.
+	// RWMutex, two semaphores, the multilock paths), one per candidate in
+	// the election, and on a shared client more readers of its RWMutex
+	// ("rw-shared"), so that its shared node has several leases at once.
 	work, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	var workers sync.WaitGroup
@@ -509,6 +536,12 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		for j, lock := range []string{"mutex", "rw"} {
 			rng := rand.New(rand.NewPCG(plan.seed, uint64(100+2*cl.i+j)))
 			workers.Go(func() { cl.work(work, rec, lock, rng) })
+		}
+		if chaosShared(cl.i) {
+			for k := range chaosSharedReaders - 1 {
+				rng := rand.New(rand.NewPCG(plan.seed, uint64(700+10*cl.i+k)))
+				workers.Go(func() { cl.work(work, rec, "rw-shared", rng) })
+			}
 		}
 		j := 0
 		for _, sm := range sems {
@@ -595,6 +628,9 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 				if _, ok := lockAfter(f, holds, lock); !ok {
 					return false
 				}
+			}
+			if _, ok := writeAfter(f, holds); !ok {
+				return false
 			}
 		}
 		return true
@@ -734,7 +770,9 @@ func lockerTake(l zklock.Locker) func(context.Context, bool) ([]*zklock.Lease, e
 }
 
 // pick chooses a worker's next acquisition on lock: on the RWMutex, nine
-// times in ten the read side, and half the write leases are downgraded; on
+// times in ten the read side ("shared read" through a shared client's
+// RWMutex; always, for the extra readers of "rw-shared"), and half the
+// write leases are downgraded; on
 // a semaphore, one acquire in four is an AcquireN, of one lease up to K
 // (kazoo's layout has no AcquireN); on the multilock paths, one of the
 // three MultiLocks two times in three, else a Mutex on one of the paths.
@@ -743,12 +781,16 @@ func (cl *chaosClient) pick(lock string, rng *rand.Rand) chaosTake {
 	switch lock {
 	case "mutex":
 		tk.acquire = lockerTake(cl.mutex)
-	case "rw":
-		if rng.IntN(10) == 0 {
+	case "rw", "rw-shared":
+		tk.lock = "rw"
+		if lock == "rw" && rng.IntN(10) == 0 {
 			tk.recipe, tk.downgrade = "write", rng.IntN(2) == 0
 			tk.acquire = lockerTake(cl.rw.WriteLock())
 		} else {
 			tk.recipe, tk.write = "read", false
+			if chaosShared(cl.i) {
+				tk.recipe = "shared read"
+			}
 			tk.acquire = lockerTake(cl.rw.ReadLock())
 		}
 	case "election":
@@ -789,6 +831,7 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 			timeout = time.Duration(1+rng.IntN(30)) * time.Millisecond
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
+		called := time.Now()
 		leases, err := tk.acquire(actx, lock != "election" && rng.IntN(20) == 0)
 		start := time.Now()
 		cancel()
@@ -798,6 +841,10 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 				return
 			case errors.Is(err, zklock.ErrLocked):
 				rec.count("try-locked")
+			case errors.Is(err, context.DeadlineExceeded) && tk.lock == "rw" && tk.write && timeout == 30*time.Second:
+				// No fault keeps the lock from everyone for long
+				// (chaosRecovery): a writer waiting this long was starved.
+				rec.fail("client %d: write acquire of the RWMutex still waiting after %v: %v", cl.i, timeout, err)
 			case errors.Is(err, context.DeadlineExceeded):
 				rec.count("cancelled")
 				rec.count(tk.recipe + " cancelled")
@@ -818,7 +865,8 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 		live := -1 // a lease live after Acquire returned
 		for i, l := range leases {
 			holds[i] = chaosHold{lock: tk.lock, recipe: tk.recipe, write: tk.write, paths: tk.paths, client: cl.i,
-				policy: cl.policy, start: start, token: l.Token(), node: l.Node(), acquireN: tk.acquireN}
+				policy: cl.policy, start: start, token: l.Token(), node: l.Node(), acquireN: tk.acquireN,
+				wait: start.Sub(called)}
 			// Err compares the clock with the deadline itself: a lease whose
 			// deadline passed on the way back from Acquire is over, even if
 			// the keeper has not closed Done yet.
@@ -970,6 +1018,9 @@ func (cl *chaosClient) downgrade(ctx context.Context, rec *chaosRecorder, rng *r
 	case wh.lost != nil:
 		rec.fail("client %d (%s): downgraded %s, lost before Downgrade was called (%v), into %s",
 			cl.i, cl.policy, wh.node, wh.lost, read.Node())
+	}
+	if chaosShared(cl.i) {
+		rec.count("downgrade shared") // its read node is its own, outside the shared node
 	}
 	rh := chaosHold{lock: "rw", recipe: "downgrade", client: cl.i, policy: cl.policy, start: returned,
 		token: read.Token(), node: read.Node()}
@@ -1154,7 +1205,7 @@ var chaosLocks = []string{"mutex", "rw", "election", "sem-zklock", "sem-curator"
 // their names in the figures.
 var (
 	chaosRecipes = map[string][]string{
-		"mutex": {"mutex"}, "rw": {"read", "write", "downgrade"}, "election": {"election"},
+		"mutex": {"mutex"}, "rw": {"read", "shared read", "write", "downgrade"}, "election": {"election"},
 		"sem-zklock": {"sem-zklock"}, "sem-curator": {"sem-curator"}, "sem-count": {"sem-count"},
 		"sem-kazoo": {"sem-kazoo"}, "multi": {"multilock", "multi-mutex"},
 	}
@@ -1205,9 +1256,23 @@ func chaosSemaphores(root string) []chaosSem {
 // that nobody can take any more (a node nobody deletes at the head of its
 // queue) fails here even if its victim recovered on the other lock.
 func lockAfter(f chaosFault, holds []chaosHold, lock string) (time.Duration, bool) {
+	return heldAfter(f, holds, func(h *chaosHold) bool { return h.lock == lock })
+}
+
+// writeAfter returns how long after f healed anyone next held the write
+// side of the RWMutex: readers that keep its shared nodes held, one lease
+// after another, must not starve its writers.
+func writeAfter(f chaosFault, holds []chaosHold) (time.Duration, bool) {
+	return heldAfter(f, holds, func(h *chaosHold) bool { return h.lock == "rw" && h.write })
+}
+
+// heldAfter returns how long after f healed a hold that which accepts next
+// began.
+func heldAfter(f chaosFault, holds []chaosHold, which func(*chaosHold) bool) (time.Duration, bool) {
 	best, ok := time.Duration(0), false
-	for _, h := range holds {
-		if h.stillborn || h.lock != lock || h.start.Before(f.healed) {
+	for i := range holds {
+		h := &holds[i]
+		if h.stillborn || !which(h) || h.start.Before(f.healed) {
 			continue
 		}
 		if d := h.start.Sub(f.healed); !ok || d < best {
@@ -1238,7 +1303,13 @@ type chaosFigures struct {
 	// counts: acquisitions by recipe and policy, losses, cancels, and by
 	// recipe (or lock) its overlaps, inversions, over-K and orphans.
 	counts map[string]int
-	peaks  map[string]int // most leases of each semaphore live at once
+	// peaks: most leases of each semaphore live at once, and ("shared
+	// read") most shared leases live at once on one node.
+	peaks map[string]int
+	waits map[string]time.Duration // longest Acquire by recipe
+	// writeProgress: the longest time from a fault's heal to the next
+	// write hold on the RWMutex.
+	writeProgress time.Duration
 	// grown: when each semaphore's SharedCount began to grow to K+1 (for
 	// check; not added up).
 	grown         map[string]time.Time
@@ -1258,7 +1329,8 @@ type chaosFigures struct {
 }
 
 func newChaosFigures() *chaosFigures {
-	return &chaosFigures{faults: map[string]int{}, counts: map[string]int{}, peaks: map[string]int{}}
+	return &chaosFigures{faults: map[string]int{}, counts: map[string]int{}, peaks: map[string]int{},
+		waits: map[string]time.Duration{}}
 }
 
 func (f *chaosFigures) add(o *chaosFigures) {
@@ -1271,6 +1343,10 @@ func (f *chaosFigures) add(o *chaosFigures) {
 	for k, n := range o.peaks {
 		f.peaks[k] = max(f.peaks[k], n)
 	}
+	for k, d := range o.waits {
+		f.waits[k] = max(f.waits[k], d)
+	}
+	f.writeProgress = max(f.writeProgress, o.writeProgress)
 	f.overlaps += o.overlaps
 	f.inversions += o.inversions
 	f.overK += o.overK
@@ -1323,14 +1399,14 @@ func (f *chaosFigures) String() string {
 			}
 		}
 	}
-	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, write %d, downgrades %d, leaderships %d, "+
+	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, shared read %d, write %d, downgrades %d, leaderships %d, "+
 		"semaphore leases %d, multilocks %d, mutexes on the multilock paths %d; lost while held %d, "+
 		"lost on return %d; cancelled waits %d, try-locked %d); %s; election: leaderships %d, lost while held %d, "+
 		"lost on return %d, cancelled campaigns %d, overlaps %d, token inversions %d; observer: reports %d "+
 		"(leaders %d, nobody %d), out of order %d; overlaps %d; token inversions %d; over-K %d; orphans %d; "+
 		"watches leaked %d; unexpected errors %d; longest recovery %v (%s); longest wake-up on Done after "+
 		"ValidUntil %v (overlaps and over-K had holders watched Done alone: %d)",
-		strings.Join(fs, " "), all, c["mutex"], c["read"], c["write"], c["downgrade"], c["election"], sems,
+		strings.Join(fs, " "), all, c["mutex"], c["read"], c["shared read"], c["write"], c["downgrade"], c["election"], sems,
 		c["multilock"], c["multi-mutex"], c["lost"], c["stillborn"], c["cancelled"], c["try-locked"],
 		strings.Join(policies, "; "),
 		c["election"], c["election lost"], c["election stillborn"], c["election cancelled"], c["election overlaps"],
@@ -1362,6 +1438,13 @@ func (f *chaosFigures) recipeLines() []string {
 				fmt.Fprintf(&b, "; held from the write lease on %d; a writer queued behind at %d; refused for a "+
 					"lost write lease %d, failed as the write lease was lost %d, cancelled %d", c["downgrade bridged"],
 					c["downgrade writer queued"], c["downgrade refused"], c["downgrade failed"], c["downgrade cancelled"])
+				fmt.Fprintf(&b, "; through a shared RWMutex %d", c["downgrade shared"])
+			case r == "shared read":
+				fmt.Fprintf(&b, "; on %d nodes, at most %d leases live at once on one; longest acquire %v",
+					c["shared read nodes"], f.peaks[r], f.waits[r].Round(time.Millisecond))
+			case r == "write":
+				fmt.Fprintf(&b, "; longest acquire %v, longest from a fault's heal to a write hold %v",
+					f.waits[r].Round(time.Millisecond), f.writeProgress.Round(time.Millisecond))
 			case r == "sem-kazoo":
 				b.WriteString("; no AcquireN in kazoo's layout")
 			case strings.HasPrefix(r, "sem-"):
@@ -1432,6 +1515,12 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 					lock, chaosRecovery, fl.kind, fl.healed.Sub(origin).Round(time.Millisecond))
 			}
 		}
+		if d, ok := writeAfter(fl, holds); !ok || d > chaosRecovery {
+			t.Errorf("chaos: writer starved: nobody held the rw's write side within %v after the %s that healed at +%v",
+				chaosRecovery, fl.kind, fl.healed.Sub(origin).Round(time.Millisecond))
+		} else {
+			f.writeProgress = max(f.writeProgress, d)
+		}
 		if d > 3*time.Second {
 			who := "the servers"
 			if fl.victim >= 0 {
@@ -1442,9 +1531,14 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 				d.Round(time.Millisecond))
 		}
 	}
+	var slow []chaosHold // writes of the RWMutex that waited over 5s
 	for _, h := range holds {
 		f.counts[h.recipe]++
 		f.counts[h.policy]++
+		f.waits[h.recipe] = max(f.waits[h.recipe], h.wait)
+		if h.lock == "rw" && h.write && h.wait > 5*time.Second {
+			slow = append(slow, h)
+		}
 		if h.bridged {
 			f.counts[h.recipe+" bridged"]++
 		}
@@ -1466,6 +1560,28 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 			}
 		}
 	}
+	sort.Slice(slow, func(i, j int) bool { return slow[i].wait > slow[j].wait })
+	for i, h := range slow {
+		if i == 3 {
+			t.Logf("chaos: ... %d write acquires of the RWMutex waited over 5s", len(slow))
+			break
+		}
+		chaosSlowWrite(t, h, holds, faults, origin)
+	}
+
+	// How the shared leases shared their nodes: a figure, not an
+	// assertion (whether two reads met on one node is the scheduler's).
+	shared := map[string][]chaosHold{}
+	for _, h := range holds {
+		if h.recipe == "shared read" && !h.stillborn {
+			shared[h.node] = append(shared[h.node], h)
+		}
+	}
+	f.counts["shared read nodes"] += len(shared)
+	for _, on := range shared {
+		_, peak := checkOverK(on, func(time.Time) int { return len(on) })
+		f.peaks["shared read"] = max(f.peaks["shared read"], peak)
+	}
 	for _, lock := range chaosLocks {
 		var mine []chaosHold
 		for _, h := range holds {
@@ -1485,6 +1601,42 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 			f.checkExclusive(t, lock, mine)
 		}
 	}
+}
+
+// chaosSlowWrite logs a write acquire of the RWMutex that took long, with
+// the faults that overlapped its wait: a figure, not an assertion (the
+// assertions are writeAfter's progress after every fault, and no write
+// acquire waiting 30s).
+func chaosSlowWrite(t *testing.T, h chaosHold, holds []chaosHold, faults []chaosFault, origin time.Time) {
+	t.Helper()
+	from := h.start.Add(-h.wait)
+	// The holds of the RWMutex during the wait, the longest first.
+	var held []chaosHold
+	for _, o := range holds {
+		if o.lock == "rw" && !o.stillborn && o.start.Before(h.start) && o.end.After(from) {
+			held = append(held, o)
+		}
+	}
+	sort.Slice(held, func(i, j int) bool { return held[i].end.Sub(held[i].start) > held[j].end.Sub(held[j].start) })
+	var longest []string
+	for i := range held[:min(3, len(held))] {
+		longest = append(longest, held[i].describe())
+	}
+	var during []string
+	for _, fl := range faults {
+		if fl.at.Before(h.start) && fl.healed.After(from.Add(-chaosSession)) {
+			who := "servers"
+			if fl.victim >= 0 {
+				who = fmt.Sprintf("client %d", fl.victim)
+			}
+			during = append(during, fmt.Sprintf("%s of %s +%v..+%v", fl.kind, who,
+				fl.at.Sub(origin).Round(time.Millisecond), fl.healed.Sub(origin).Round(time.Millisecond)))
+		}
+	}
+	t.Logf("chaos: slow write: client %d waited %v, from +%v to +%v (%s); faults then: %s; %d holds meanwhile, "+
+		"the longest: %s", h.client, h.wait.Round(time.Millisecond), from.Sub(origin).Round(time.Millisecond),
+		h.start.Sub(origin).Round(time.Millisecond), h.node, strings.Join(during, "; "), len(held),
+		strings.Join(longest, "; "))
 }
 
 // checkExclusive checks the holds of one lock (or one path of lock
@@ -2031,6 +2183,10 @@ func TestChaosChecker(t *testing.T) {
 		h.recipe, h.bridged = "downgrade", true
 		return h
 	}
+	shared := func(h chaosHold) chaosHold {
+		h.recipe, h.node = "shared read", "/rw/_c_read-0000000002"
+		return h
+	}
 	for name, tc := range map[string]struct {
 		holds                []chaosHold
 		overlaps, inversions int
@@ -2055,6 +2211,12 @@ func TestChaosChecker(t *testing.T) {
 		// writer in between overlaps it, readers do not.
 		"a writer slips into a downgrade": {[]chaosHold{w(0, 10, 1), bridged(r(10, 20, 2)), w(12, 15, 3)}, 1, 0},
 		"readers join a downgrade":        {[]chaosHold{w(0, 10, 1), bridged(r(10, 20, 2)), r(12, 15, 3), w(20, 25, 4)}, 0, 0},
+		// Shared leases: several holds of one node (one token), ending
+		// one by one; a writer must wait for the last.
+		"a writer after the last shared lease": {[]chaosHold{shared(r(0, 10, 2)), shared(r(2, 14, 2)), shared(r(3, 5, 2)),
+			w(14, 20, 3)}, 0, 0},
+		"a writer before the last shared lease": {[]chaosHold{shared(r(0, 10, 2)), shared(r(2, 14, 2)), w(12, 20, 3)}, 1, 0},
+		"a shared lease joins during a write":   {[]chaosHold{w(0, 10, 1), shared(r(10, 20, 2)), shared(r(9, 12, 2))}, 1, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			overlaps, inversions := checkHolds(slices.Clone(tc.holds))
@@ -2074,6 +2236,21 @@ func TestChaosChecker(t *testing.T) {
 		overlaps, _ := checkHolds(chaosOnPath(multi, p))
 		require.Len(t, overlaps, want, "path %s: overlaps: %v", p, overlaps)
 	}
+
+	// Writers must progress after a fault: readers' holds, shared or not,
+	// or a write that was stillborn, do not count.
+	fault := chaosFault{healed: at(10)}
+	after := []chaosHold{
+		{lock: "rw", recipe: "shared read", start: at(11), end: at(12)},
+		{lock: "rw", recipe: "write", write: true, start: at(5), end: at(9)},
+		{lock: "rw", recipe: "write", write: true, start: at(12), end: at(12), stillborn: true},
+		{lock: "mutex", recipe: "mutex", write: true, start: at(13), end: at(14)},
+	}
+	_, ok := writeAfter(fault, after)
+	require.False(t, ok, "only readers after the fault")
+	d, ok := writeAfter(fault, append(after, chaosHold{lock: "rw", recipe: "write", write: true, start: at(15), end: at(16)}))
+	require.True(t, ok)
+	require.Equal(t, 5*time.Millisecond, d)
 
 	// The semaphores' checker: never more than K live at once.
 	s := func(from, to int) chaosHold { return chaosHold{recipe: "sem-zklock", start: at(from), end: at(to)} }
