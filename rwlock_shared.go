@@ -167,75 +167,109 @@ func (s *sharedReads) TryAcquire(ctx context.Context) (*Lease, error) {
 	return s.acquire(ctx, "try acquire", true)
 }
 
-// acquire joins the open sharedClaim, or opens one. A sharedClaim that holds gives a
-// lease at once; a queued one is waited for (a TryAcquire does not wait:
-// ErrLocked). A sharedWaiter whose ctx ends leaves; the last to leave stops the
-// sharedClaim's acquire, which deletes its node.
+// acquire joins the open sharedClaim, or opens one. A sharedClaim that
+// holds gives a lease at once; a queued one is waited for (a TryAcquire
+// does not wait: ErrLocked). A sharedWaiter whose ctx ends leaves; the last
+// to leave stops the sharedClaim's acquire, which deletes its node.
 func (s *sharedReads) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
 	start := time.Now()
 	if err := s.l.c.usable(ctx); err != nil {
 		return nil, s.failed(op, start, err)
 	}
 	for {
-		s.mu.Lock()
-		cl := s.cur
-		if cl != nil && cl.base != nil && !cl.closed && cl.live(time.Now()) != nil {
-			cl.closed = true // lost: its goroutine is ending its leases
-		}
-		if cl == nil || cl.closed {
-			cl = s.open(try)
-		}
-		if cl.base != nil && cl.paused && !try {
-			// Wait for the children read, unless the connection is down
-			// (the read then waits for it): a read would otherwise join
-			// a node that a writer may be queued behind.
-			if st := s.l.c.s.State(); st.Connected {
-				resume := cl.resume
-				s.mu.Unlock()
-				select {
-				case <-resume:
-				case <-st.Changed:
-				case <-ctx.Done():
-					return nil, s.failed(op, start, ctx.Err())
-				}
-				continue
-			}
-		}
-		if cl.base != nil {
-			l := cl.addLocked(start)
-			s.mu.Unlock()
+		l, again, err := s.attempt(ctx, start, try)
+		switch {
+		case err != nil:
+			return nil, s.failed(op, start, err) // the engine's errors are *OpErrors already
+		case !again:
 			s.acquired(l, start)
 			return l, nil
 		}
-		if try && !cl.try {
-			s.mu.Unlock()
-			return nil, s.failed(op, start, ErrLocked) // a node of ours is queued
-		}
-		w := &sharedWaiter{start: start}
-		cl.joined = append(cl.joined, w)
-		s.mu.Unlock()
-
-		select {
-		case <-cl.ready:
-		case <-ctx.Done():
-		}
-		s.mu.Lock()
-		if w.lease != nil {
-			s.mu.Unlock()
-			s.acquired(w.lease, start)
-			return w.lease, nil
-		}
-		if err := cl.err; err != nil {
-			s.mu.Unlock()
-			if cl.try && !try && errors.Is(err, ErrLocked) {
-				continue // joined a TryAcquire's sharedClaim that could not hold: queue
-			}
-			return nil, s.traceFailed(start, err) // the engine's, wrapped already
-		}
-		cl.leaveLocked(w)
-		s.mu.Unlock()
-		return nil, s.failed(op, start, ctx.Err())
 	}
+}
+
+// attempt joins or opens a sharedClaim once: a lease, or again (a pause
+// ended; a TryAcquire's sharedClaim could not hold), or an error.
+func (s *sharedReads) attempt(ctx context.Context, start time.Time, try bool) (_ *Lease, again bool, _ error) {
+	s.mu.Lock()
+	cl := s.joinableLocked(try)
+	if wait := s.pauseLocked(cl, try); wait != nil {
+		s.mu.Unlock()
+		return nil, true, wait(ctx)
+	}
+	if cl.base != nil {
+		l := cl.addLocked(start)
+		s.mu.Unlock()
+		return l, false, nil
+	}
+	if try && !cl.try {
+		s.mu.Unlock()
+		return nil, false, ErrLocked // a node of ours is queued
+	}
+	w := &sharedWaiter{start: start}
+	cl.joined = append(cl.joined, w)
+	s.mu.Unlock()
+	return s.await(ctx, cl, w, try)
+}
+
+// joinableLocked returns the sharedClaim to join, opening one if there is
+// none or the open one is closed or lost. s.mu is held.
+func (s *sharedReads) joinableLocked(try bool) *sharedClaim {
+	cl := s.cur
+	if cl != nil && cl.base != nil && !cl.closed && cl.live(time.Now()) != nil {
+		cl.closed = true // lost: its goroutine is ending its leases
+	}
+	if cl == nil || cl.closed {
+		cl = s.open(try)
+	}
+	return cl
+}
+
+// pauseLocked returns, for a holding sharedClaim paused by a children
+// notification, a wait until the children read that follows returns; nil
+// if the read may join now. While the connection is down the read does
+// not wait (the children read waits for it): otherwise a read would join
+// a node that a writer may be queued behind. s.mu is held.
+func (s *sharedReads) pauseLocked(cl *sharedClaim, try bool) func(context.Context) error {
+	if cl.base == nil || !cl.paused || try {
+		return nil
+	}
+	st := s.l.c.s.State()
+	if !st.Connected {
+		return nil
+	}
+	resume := cl.resume
+	return func(ctx context.Context) error {
+		select {
+		case <-resume:
+		case <-st.Changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+}
+
+// await waits for a queued sharedClaim's grant, or for ctx; again: the
+// sharedClaim was a TryAcquire's, which could not hold, and w may queue.
+func (s *sharedReads) await(ctx context.Context, cl *sharedClaim, w *sharedWaiter, try bool) (_ *Lease, again bool, _ error) {
+	select {
+	case <-cl.ready:
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.lease != nil {
+		return w.lease, false, nil
+	}
+	if err := cl.err; err != nil {
+		if cl.try && !try && errors.Is(err, ErrLocked) {
+			return nil, true, nil // joined a TryAcquire's sharedClaim that could not hold: queue
+		}
+		return nil, false, err
+	}
+	cl.leaveLocked(w)
+	return nil, false, ctx.Err()
 }
 
 // open starts a sharedClaim and makes it the one to join. s.mu is held.
@@ -342,39 +376,52 @@ func (cl *sharedClaim) watchWriters() {
 	if !ok {
 		return
 	}
-	done := cl.base.Done()
 	for {
 		st := c.s.State()
 		names, ch, err := c.s.Conn().ChildrenW(path)
-		writer := err == nil && writerBehind(names, mine.seq)
-		cl.s.mu.Lock()
-		if writer {
-			cl.closeLocked()
-		}
-		cl.resumeLocked()
-		cl.s.mu.Unlock()
-		if writer {
+		if cl.sawWriter(err == nil && writerBehind(names, mine.seq)) || !cl.next(st, ch, err) {
 			return
 		}
-		if err == nil {
-			select {
-			case <-ch:
-				cl.s.mu.Lock()
-				cl.paused = true
-				cl.s.mu.Unlock()
-			case <-done:
-				return
-			}
-			continue
-		}
-		if o := c.s.Classify(err); o != session.Retry {
-			return // the path or the Client is gone: the base lease says so
-		}
+	}
+}
+
+// sawWriter ends a pause, and closes the sharedClaim for joining if a
+// writer is queued behind it; it reports writer.
+func (cl *sharedClaim) sawWriter(writer bool) bool {
+	cl.s.mu.Lock()
+	defer cl.s.mu.Unlock()
+	if writer {
+		cl.closeLocked()
+	}
+	cl.resumeLocked()
+	return writer
+}
+
+// next waits for the children watch ch to fire (the sharedClaim is then
+// paused) or, after a read that failed with err, for the session's state
+// to change; false once the node's lease ends, or after an error that
+// cannot pass (the path or the Client is gone: the base lease says so).
+func (cl *sharedClaim) next(st session.Snapshot, ch <-chan session.Event, err error) bool {
+	done := cl.base.Done()
+	if err == nil {
 		select {
-		case <-st.Changed:
+		case <-ch:
+			cl.s.mu.Lock()
+			cl.paused = true
+			cl.s.mu.Unlock()
+			return true
 		case <-done:
-			return
+			return false
 		}
+	}
+	if cl.s.l.c.s.Classify(err) != session.Retry {
+		return false
+	}
+	select {
+	case <-st.Changed:
+		return true
+	case <-done:
+		return false
 	}
 }
 
