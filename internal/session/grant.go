@@ -1,0 +1,144 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Granting: what a participant asks of the Session once it decided that it
+// holds (Grant), the record of the reads whose watches may cover what it
+// holds (Look), and how a held lease ends (lose).
+
+// Grant is what a participant asks the Session to hold.
+type Grant struct {
+	Epoch   uint64     // the epoch of the reads that decided it holds
+	Session int64      // the session of its nodes
+	Groups  [][]string // the nodes of each lease, its Node first
+	Token   int64      // the leases' fencing token
+	Meta    any        // the recipe's, kept with each lease ([Hold.Meta])
+	// Covers says, for each node in the order of Groups, what watch tells
+	// the Session if someone deletes it (see held.go).
+	Covers []Cover
+}
+
+// Grant turns a participant's nodes into leases, one per group of nodes
+// (the group's first node is the lease's Node, the others its nodes on
+// other paths: a MultiLock's lease), if nothing changed in the session
+// since epoch (when the children that decided it were read), and if the
+// session's deadline is still ahead: a lease is only handed out for a
+// decision made in the connection it was read on, in a session the quorum
+// has confirmed for a while yet. It returns nil if the decision must be
+// made again, and ErrUnconfirmed if the deadline is behind.
+//
+// What it grants, and how each node is watched, g says.
+func (c *Session) Grant(g Grant) ([]*Hold, error) {
+	epoch, session, covers := g.Epoch, g.Session, g.Covers
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClientClosed
+	}
+	if !c.connected || c.epoch != epoch || c.zc.SessionID() != session {
+		return nil, nil
+	}
+	if c.session != session || !time.Now().Before(c.deadline) {
+		c.keeperSeq++
+		c.keeper.wake()
+		return nil, ErrUnconfirmed
+	}
+	leases := make([]*Hold, len(g.Groups))
+	now := time.Now()
+	for i, nodes := range g.Groups {
+		l := &Hold{s: c, nodes: nodes, token: g.Token, session: session, done: make(chan struct{}), Meta: g.Meta, granted: now}
+		for _, node := range c.held.add(l, covers[:len(nodes)]) {
+			c.armLocked(l, node, now)
+		}
+		covers = covers[len(nodes):]
+		leases[i] = l
+	}
+	c.kickLocked() // its deadline timer now matters
+	return leases, nil
+}
+
+// ErrUnconfirmed: a grant found the session's deadline behind it.
+var ErrUnconfirmed = errors.New("session not confirmed")
+
+// AwaitConfirmed waits until the quorum confirms the session again, its
+// state changes, or ctx is done.
+func (c *Session) AwaitConfirmed(ctx context.Context, st Snapshot) error {
+	c.mu.Lock()
+	ch := c.confirmedCh
+	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-st.Changed:
+	case <-ch:
+	}
+	return nil
+}
+
+// lose ends a held lease with err and takes care of its node.
+func (c *Session) lose(l *Hold, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loseLocked(l, err)
+}
+
+// loseLocked ends a held lease with err. If the lease was live, its node is
+// handed to the janitor, unless the session is gone (and the node with it).
+// c.mu is held.
+func (c *Session) loseLocked(l *Hold, err error) {
+	if !l.end(err, c.deadline) {
+		return
+	}
+	c.held.remove(l)
+	c.hooks.Lost(l, err)
+	if err != ErrSessionExpired && err != ErrClientClosed {
+		c.janitor.enqueue(Job{Nodes: l.nodes, Session: l.session})
+	}
+}
+
+// valid reports whether a lease of session is within its deadline at now,
+// and the deadline.
+func (c *Session) valid(session int64, now time.Time) (bool, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != session {
+		return false, time.Time{}
+	}
+	return now.Before(c.deadline), c.deadline
+}
+
+// Look is a read of a lock path's children that leaves a children watch,
+// recorded with the Session before it is sent, so that a grant knows
+// whether that watch is still pending and so covers the nodes the read
+// found (see held.go). The zero Look records nothing.
+type Look struct {
+	s      *Session
+	path   string
+	events uint64 // the path's count of children events when the look began
+}
+
+// StartLook records a look about to be sent on path. End it once no
+// grant can use it.
+func (c *Session) StartLook(path string) Look {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Look{s: c, path: path, events: c.held.lookStart(path)}
+}
+
+// Active reports a look started and not ended.
+func (l *Look) Active() bool { return l.s != nil }
+
+// End drops the look; a second End does nothing.
+func (l *Look) End() {
+	if l.s == nil {
+		return
+	}
+	l.s.mu.Lock()
+	l.s.held.lookEnd(l.path)
+	l.s.mu.Unlock()
+	l.s = nil
+}
