@@ -265,9 +265,10 @@ func queueOrder(a, b child) int {
 // number, with [seqBefore]. Curator and kazoo order by sequence too (for
 // every node Curator itself writes, the text it sorts on is exactly the
 // sequence), so all three agree until the counter wraps; see
-// docs/semantics.md, "Sequence wrap", for after. Plain nodes without a sequence suffix
-// are dropped, unless refuse says they must not be there; a sequential node
-// of an unknown format is an error wrapping ErrUnknownNode.
+// docs/semantics.md, "Sequence wrap", for after. Plain nodes without a
+// sequence suffix are dropped, unless refuse says they must not be there;
+// a sequential node of an unknown format is an error wrapping
+// ErrUnknownNode.
 func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 	kids := make([]child, 0, len(names))
 	for _, name := range names {
