@@ -3,8 +3,8 @@
 # Both run scripts/setup.sh first: it installs what is missing, starts Docker
 # and chooses the ZooKeeper image (saved in .zklock-image).
 #
-# The repository holds several Go modules (see the README's "Repository
-# layout"), tied together by go.work: from the root, ./... means the library
+# The repository holds several Go modules (see docs/contributing.md,
+# "Repository layout"), tied together by go.work: from the root, ./... means the library
 # module only, and $(MODULE)/... every package of every module.
 
 SHELL := /bin/bash

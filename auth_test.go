@@ -49,7 +49,7 @@ func TestPermanentErrorReturnsAtOnce(t *testing.T) {
 
 // A lock path whose ACL lets its creator do everything and others only
 // read (zk.AuthACL with a digest identity, plus world:anyone READ), as
-// the README advises: a client authenticated as someone else, or not at
+// docs/security.md advises: a client authenticated as someone else, or not at
 // all, is refused by every recipe within refusalBound with zk.ErrNoAuth,
 // leaves no node and no retry behind, and the holder's lease lives on.
 func TestDigestACLRefusal(t *testing.T) {
@@ -150,7 +150,7 @@ func TestDigestACLRefusal(t *testing.T) {
 }
 
 // A lock path whose ACL lets others create but not read or delete (a
-// mistake the README warns of): the refused acquire fails at once with
+// mistake docs/security.md warns of): the refused acquire fails at once with
 // zk.ErrNoAuth, but the node it created cannot be deleted by its Client
 // (ZooKeeper asks for DELETE on the parent) and stays, ephemeral, until
 // that Client closes: then the server deletes it.

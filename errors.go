@@ -47,7 +47,7 @@ var (
 	// path, a child whose name is not a lock node of a format zklock
 	// understands (zklock, Apache Curator or kazoo). zklock cannot tell where
 	// such a node stands in the queue, so it refuses rather than risk two
-	// holders. See the README's section on mixed fleets.
+	// holders. See docs/interop.md, "In brief".
 	ErrUnknownNode = errors.New("unknown node under lock path")
 
 	// ErrNodeDeleted is the cause of a lease whose node someone else

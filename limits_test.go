@@ -44,8 +44,8 @@ func TestAcquireOverRequestLimitIsRefused(t *testing.T) {
 // (jute.maxbuffer) are still read: the server does not bound a response,
 // and go-zookeeper reads one of any size unless told otherwise
 // (zk.WithMaxBufferSize, which zklock does not set). Java clients do
-// bound it, and fail such a read as a connection loss, forever; see the
-// README's Limits. 18,500 Curator-format mutex nodes are a getChildren
+// bound it, and fail such a read as a connection loss, forever; see
+// docs/semantics.md, "Limits". 18,500 Curator-format mutex nodes are a getChildren
 // reply of about 1.1 MB: TryAcquire reads it and says ErrLocked,
 // Participants lists every node.
 func TestQueueOverOneMiBIsRead(t *testing.T) {

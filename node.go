@@ -10,7 +10,7 @@ import (
 
 // Lock names: the text between a node's protected prefix and its sequence
 // number. They are Apache Curator's, so that Curator and zklock read each
-// other's nodes (see the README's section on mixed fleets).
+// other's nodes (see docs/interop.md, "In brief").
 const (
 	lockNameMutex = "lock-"    // Curator's InterProcessMutex
 	lockNameRead  = "__READ__" // Curator's InterProcessReadWriteLock, read side
@@ -264,10 +264,11 @@ func queueOrder(a, b child) int {
 // sortChildren parses and orders the children of a lock path by sequence
 // number, with [seqBefore]. Curator and kazoo order by sequence too (for
 // every node Curator itself writes, the text it sorts on is exactly the
-// sequence), so all three agree until the counter wraps; see the README's
-// section on mixed fleets for after. Plain nodes without a sequence suffix
-// are dropped, unless refuse says they must not be there; a sequential node
-// of an unknown format is an error wrapping ErrUnknownNode.
+// sequence), so all three agree until the counter wraps; see
+// docs/semantics.md, "Sequence wrap", for after. Plain nodes without a
+// sequence suffix are dropped, unless refuse says they must not be there;
+// a sequential node of an unknown format is an error wrapping
+// ErrUnknownNode.
 func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 	kids := make([]child, 0, len(names))
 	for _, name := range names {

@@ -97,7 +97,7 @@ type Conn interface {
 	Close()
 }
 
-// stat is what zklock reads of a node's zk.Stat.
+// Stat is what zklock reads of a node's zk.Stat.
 type Stat struct {
 	Czxid          int64 // the zxid that created the node: a lease's token
 	EphemeralOwner int64 // the session that owns an ephemeral node
@@ -113,19 +113,19 @@ type ParentStat struct {
 // Event is a watch notification.
 type Event = zk.Event
 
-// badVersion reports a conditional write refused for the node's version.
+// BadVersion reports a conditional write refused for the node's version.
 func BadVersion(err error) bool { return errors.Is(err, zk.ErrBadVersion) }
 
-// nodeExists reports a create refused because the node exists.
+// NodeExists reports a create refused because the node exists.
 func NodeExists(err error) bool { return errors.Is(err, zk.ErrNodeExists) }
 
-// deleted reports a watch Event that says the node is gone.
+// Deleted reports a watch Event that says the node is gone.
 func Deleted(ev Event) bool { return ev.Type == zk.EventNodeDeleted }
 
-// dataChanged reports a watch Event that says the node's data changed.
+// DataChanged reports a watch Event that says the node's data changed.
 func DataChanged(ev Event) bool { return ev.Type == zk.EventNodeDataChanged }
 
-// childrenChanged reports a watch Event that says the node's children
+// ChildrenChanged reports a watch Event that says the node's children
 // changed.
 func ChildrenChanged(ev Event) bool { return ev.Type == zk.EventNodeChildrenChanged }
 

@@ -23,7 +23,7 @@ type janitor struct {
 	done chan struct{}
 }
 
-// job is a set of our nodes that must go, and the session that owns them.
+// Job is a set of our nodes that must go, and the session that owns them.
 type Job struct {
 	Nodes   []string
 	Session int64

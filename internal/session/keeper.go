@@ -26,7 +26,7 @@ const maxChecked = 64
 // horizon is what the deadline keeps in hand of the bound w + T.
 func horizon(t time.Duration) time.Duration { return t - t/20 }
 
-// confirm records that the quorum acknowledged a write of ours sent at sent,
+// Confirm records that the quorum acknowledged a write of ours sent at sent,
 // in session, and moves the deadline forward accordingly.
 func (c *Session) Confirm(sent time.Time, session int64) {
 	t := c.wire.sessionTimeout()

@@ -98,7 +98,7 @@ type Session struct {
 	waiting     map[string]*waiter // the last node of each acquire under way (see held.go)
 	session     int64              // the session that confirmed and deadline belong to
 	confirmed   time.Time          // when the latest write the quorum acknowledged went out
-	deadline    time.Time          // the leases' deadline (see confirm); zero: none
+	deadline    time.Time          // the leases' deadline (see [Session.Confirm]); zero: none
 	downSince   time.Time          // when the session was last lost; zero while connected
 	confirmedCh chan struct{}      // closed and replaced when the deadline moves
 
