@@ -240,7 +240,7 @@ func foreignSemaphore(name string) bool {
 }
 
 // sortChildren parses and orders the children of a lock path by sequence
-// number, with [seqBefore]. Curator and kazoo order by sequence too (for
+// number, with [seqOrigin]. Curator and kazoo order by sequence too (for
 // every node Curator itself writes, the text it sorts on is exactly the
 // sequence), so all three agree until the counter wraps; see the README's
 // section on mixed fleets for after. Plain nodes without a sequence suffix
@@ -260,31 +260,66 @@ func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 			kids = append(kids, ch)
 		}
 	}
-	// slices.SortFunc, not sort.Slice: no reflection, no allocation, on
-	// every read of every acquire.
-	slices.SortFunc(kids, func(a, b child) int {
-		if a.seq != b.seq {
-			if seqBefore(a.seq, b.seq) {
-				return -1
-			}
-			return 1
-		}
-		// Only a downgrade makes two nodes with one sequence: a reader
-		// (plain ephemeral) at its writer's place. It holds, so it sorts
-		// first, and everyone behind the writer is behind it too.
-		if (a.Kind == KindRead) != (b.Kind == KindRead) {
-			if a.Kind == KindRead {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	// slices.SortFunc, not sort.Slice: no reflection on every read of
+	// every acquire.
+	origin := seqOrigin(kids)
+	slices.SortFunc(kids, func(a, b child) int { return compareChildren(origin, a, b) })
 	out := make([]Child, len(kids))
 	for i, k := range kids {
 		out[i] = k.Child
 	}
 	return out, nil
+}
+
+// seqOrigin returns where the queue of kids starts on the circle of 2^32
+// sequence numbers: just after the widest gap between them (the first
+// such gap, in numeric order, if several are as wide). Ordering by the
+// distance from it is [seqBefore]'s order whenever the sequences lie
+// within 2^31 of each other (the gap outside them is then the widest), as
+// live nodes do; unlike seqBefore, it is a total order for any set, so the
+// queue depends on the set of names alone, never on the order getChildren
+// listed them in. seqBefore alone is not transitive over a wider span: a
+// client that writes a plain node named as if at sequence s+2^31 makes a
+// cycle with the nodes at s and s+1, and the participants that read the
+// children in different orders then each see their own node first (found
+// by FuzzSortChildren).
+func seqOrigin(kids []child) uint32 {
+	if len(kids) == 0 {
+		return 0
+	}
+	seqs := make([]uint32, len(kids))
+	for i, k := range kids {
+		seqs[i] = uint32(k.seq)
+	}
+	slices.Sort(seqs)
+	origin, gap := seqs[0], seqs[0]-seqs[len(seqs)-1] // the gap that wraps around
+	for i := 1; i < len(seqs); i++ {
+		if g := seqs[i] - seqs[i-1]; g > gap {
+			origin, gap = seqs[i], g
+		}
+	}
+	return origin
+}
+
+// compareChildren orders two children of a queue that starts at origin
+// (see seqOrigin): by sequence, then readers first, then by name.
+func compareChildren(origin uint32, a, b child) int {
+	if ka, kb := uint32(a.seq)-origin, uint32(b.seq)-origin; ka != kb {
+		if ka < kb {
+			return -1
+		}
+		return 1
+	}
+	// Only a downgrade makes two nodes with one sequence: a reader
+	// (plain ephemeral) at its writer's place. It holds, so it sorts
+	// first, and everyone behind the writer is behind it too.
+	if (a.Kind == KindRead) != (b.Kind == KindRead) {
+		if a.Kind == KindRead {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // nodePrefix is the name of our nodes before ZooKeeper's sequence.
