@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Lock names: the text between a node's protected prefix and its sequence
@@ -352,11 +353,12 @@ func (l *Lock) idPrefix(id string) string {
 
 // parseDecimal reads a semaphore path's data as kazoo's Semaphore does,
 // int(data.decode("utf-8")): surrounding white space, an optional sign,
-// and decimal digits, single underscores allowed between them. ok is false
+// and decimal digits, single underscores allowed between them; the digits
+// of any script count, as Python's int() reads them ("٣" is 3). ok is false
 // for anything else (empty data too): that is not a size record. A number
 // too large for an int64 reads as 0, which no semaphore's size equals.
 func parseDecimal(data []byte) (n int64, ok bool) {
-	s := strings.TrimSpace(string(data))
+	s := asciiDigits(strings.TrimSpace(string(data)))
 	digits := strings.TrimLeft(s, "+-")
 	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' ||
 		strings.Contains(digits, "__") {
@@ -372,6 +374,27 @@ func parseDecimal(data []byte) (n int64, ok bool) {
 		return 0, true // out of range: a number all the same
 	}
 	return n, true
+}
+
+// asciiDigits replaces each decimal digit of another script in s by its
+// ASCII digit, as CPython's int() does first
+// (_PyUnicode_TransformDecimalAndSpaceToASCII). Unicode encodes every
+// script's decimal digits as runs of 0 to 9, so a digit's value is its
+// distance from the start of its run of digits, modulo 10.
+func asciiDigits(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r > unicode.MaxASCII && unicode.IsDigit(r) }) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= unicode.MaxASCII || !unicode.IsDigit(r) {
+			return r
+		}
+		zero := r
+		for unicode.IsDigit(zero - 1) {
+			zero--
+		}
+		return '0' + (r-zero)%10
+	}, s)
 }
 
 // Refusals of the semaphore layouts: the plain or sequential children of a
