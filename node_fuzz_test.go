@@ -16,9 +16,10 @@ import (
 // order depends only on the set of names, never on the order in which
 // getChildren returned them (two participants that read the same children
 // see the same queue); a sequential name of no known format is refused
-// with ErrUnknownNode and never placed, a plain one ignored; and on that
-// one queue, at most one participant holds a Mutex, and a writer or mutex
-// never holds with anyone else.
+// with ErrUnknownNode and never placed, a plain one ignored (by a
+// Semaphore too, unless another library's semaphore layout names it); on
+// that one queue, at most one participant holds a Mutex, and a writer or
+// mutex never holds with anyone else.
 func FuzzSortChildren(f *testing.F) {
 	u1, u2 := "0f8fad5b-d9cb-469f-a165-70867728950e", "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 	h1, h2 := "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
@@ -31,6 +32,7 @@ func FuzzSortChildren(f *testing.F) {
 		{"_c_" + u1 + "-lock-2147483647", "_c_" + u2 + "-lock--2147483648", "_c_" + u1 + "-lock--000000001", "_c_" + u2 + "-lock-0000000000"},
 		{"_c_" + u1 + "-lock-0000000100", "_c_" + u2 + "-lock-0000000101", "_c_" + u1 + "-lock--2147483548"},
 		{"plain", "locks", h1, "foo-0000000009"},
+		{"_c_" + u1 + "-lease-0000000001", "plain", h2},
 		{"_c_" + u1 + "-lock--0999999999", "_c_" + u1 + "-lock-000000001", "_c_" + u1 + "-lock-+000000001"},
 		{"", "_c_", "__lock__0000000001", h1 + "__lock__", "_c_" + h1 + "-__READ__0000000001"},
 	} {
@@ -92,6 +94,25 @@ func FuzzSortChildren(f *testing.F) {
 		if !slices.Equal(childNames(kids), childNames(again)) {
 			t.Fatalf("the order depends on the order read:\n%q -> %q\n%q -> %q",
 				names, childNames(kids), shuffled, childNames(again))
+		}
+
+		// A Semaphore also refuses another library's semaphore layout
+		// (a plain "locks", "leases" or 32-hex name); otherwise it sees
+		// the same queue.
+		foreign := false
+		for _, name := range names {
+			if _, ok, _ := parseChild(name); !ok && foreignSemaphore(name) {
+				foreign = true
+			}
+		}
+		sem, err3 := sortChildren(shuffled, foreignSemaphore)
+		switch {
+		case unknown || foreign:
+			if !errors.Is(err3, ErrUnknownNode) {
+				t.Fatalf("a Semaphore beside %q: %v, want ErrUnknownNode", names, err3)
+			}
+		case err3 != nil || !slices.Equal(childNames(sem), childNames(kids)):
+			t.Fatalf("a Semaphore sees %q, %v; a Mutex %q", childNames(sem), err3, childNames(kids))
 		}
 
 		checkOrder(t, names)
