@@ -29,7 +29,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 ZK_ENV = ZKLOCK_ZK_IMAGE="$${ZKLOCK_ZK_IMAGE:-$$(cat .zklock-image)}" \
 	TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}"
 
-.PHONY: setup test check vet vet-oldest fmt-check mod-check staticcheck demo model
+.PHONY: setup test check vet vet-oldest fmt-check mod-check staticcheck demo model fuzz
 
 setup:
 	scripts/setup.sh
@@ -40,7 +40,7 @@ setup:
 # suite runs on its own with -v, so its figures (faults by kind, acquisitions,
 # overlaps, over-K, orphans, leaked watches, longest recovery; then a line per
 # recipe) show in CI's output; everything else runs first.
-test: setup check model
+test: setup check model fuzz
 	$(ZK_ENV) $(GO) run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- \
 		$(GO) test -race -count=1 -timeout 10m ./...
 	$(ZK_ENV) $(GO) test -race -count=1 -timeout 15m -skip '^TestChaos$$' $(OTHERS)
@@ -52,6 +52,19 @@ test: setup check model
 # Setup installs spin.
 model:
 	model/run.sh
+
+# The fuzz targets of hostile input (children names, lock paths, semaphore
+# sizes, the wire's reader of ZooKeeper frames), each for FUZZTIME, one
+# after the other: go test runs one -fuzz target at a time. Their seed
+# corpora, and every input that once failed, are in the packages'
+# testdata/fuzz and run with the ordinary tests too.
+FUZZTIME ?= 15s
+FUZZ_TARGETS := FuzzSortChildren:. FuzzValidatePath:. FuzzSemaphoreSize:. FuzzWireReader:./internal/session
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) "$${t#*:}"; \
+	done
 
 # Everything that needs no ZooKeeper.
 check: mod-check vet vet-oldest fmt-check staticcheck

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Lock names: the text between a node's protected prefix and its sequence
@@ -240,29 +241,8 @@ func foreignSemaphore(name string) bool {
 	return name == "locks" || name == "leases" || (len(name) == kazooIDLen && isHex(name))
 }
 
-// queueOrder orders two children of one lock path: by sequence number,
-// then readers first, then by name.
-func queueOrder(a, b child) int {
-	if a.seq != b.seq {
-		if seqBefore(a.seq, b.seq) {
-			return -1
-		}
-		return 1
-	}
-	// Only a downgrade makes two nodes with one sequence: a reader
-	// (plain ephemeral) at its writer's place. It holds, so it sorts
-	// first, and everyone behind the writer is behind it too.
-	if (a.Kind == KindRead) != (b.Kind == KindRead) {
-		if a.Kind == KindRead {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a.Name, b.Name)
-}
-
 // sortChildren parses and orders the children of a lock path by sequence
-// number, with [seqBefore]. Curator and kazoo order by sequence too (for
+// number, with [seqOrigin]. Curator and kazoo order by sequence too (for
 // every node Curator itself writes, the text it sorts on is exactly the
 // sequence), so all three agree until the counter wraps; see
 // docs/semantics.md, "Sequence wrap", for after. Plain nodes without a
@@ -282,14 +262,66 @@ func sortChildren(names []string, refuse func(string) bool) ([]Child, error) {
 			return nil, fmt.Errorf("%w: %q (another library's semaphore layout)", ErrUnknownNode, name)
 		}
 	}
-	// slices.SortFunc, not sort.Slice: no reflection, no allocation, on
-	// every read of every acquire.
-	slices.SortFunc(kids, queueOrder)
+	// slices.SortFunc, not sort.Slice: no reflection on every read of
+	// every acquire.
+	origin := seqOrigin(kids)
+	slices.SortFunc(kids, func(a, b child) int { return compareChildren(origin, a, b) })
 	out := make([]Child, len(kids))
 	for i, k := range kids {
 		out[i] = k.Child
 	}
 	return out, nil
+}
+
+// seqOrigin returns where the queue of kids starts on the circle of 2^32
+// sequence numbers: just after the widest gap between them (the first
+// such gap, in numeric order, if several are as wide). Ordering by the
+// distance from it is [seqBefore]'s order whenever the sequences lie
+// within 2^31 of each other (the gap outside them is then the widest), as
+// live nodes do; unlike seqBefore, it is a total order for any set, so the
+// queue depends on the set of names alone, never on the order getChildren
+// listed them in. seqBefore alone is not transitive over a wider span: a
+// client that writes a plain node named as if at sequence s+2^31 makes a
+// cycle with the nodes at s and s+1, and the participants that read the
+// children in different orders then each see their own node first (found
+// by FuzzSortChildren).
+func seqOrigin(kids []child) uint32 {
+	if len(kids) == 0 {
+		return 0
+	}
+	seqs := make([]uint32, len(kids))
+	for i, k := range kids {
+		seqs[i] = uint32(k.seq)
+	}
+	slices.Sort(seqs)
+	origin, gap := seqs[0], seqs[0]-seqs[len(seqs)-1] // the gap that wraps around
+	for i := 1; i < len(seqs); i++ {
+		if g := seqs[i] - seqs[i-1]; g > gap {
+			origin, gap = seqs[i], g
+		}
+	}
+	return origin
+}
+
+// compareChildren orders two children of a queue that starts at origin
+// (see seqOrigin): by sequence, then readers first, then by name.
+func compareChildren(origin uint32, a, b child) int {
+	if ka, kb := uint32(a.seq)-origin, uint32(b.seq)-origin; ka != kb {
+		if ka < kb {
+			return -1
+		}
+		return 1
+	}
+	// Only a downgrade makes two nodes with one sequence: a reader
+	// (plain ephemeral) at its writer's place. It holds, so it sorts
+	// first, and everyone behind the writer is behind it too.
+	if (a.Kind == KindRead) != (b.Kind == KindRead) {
+		if a.Kind == KindRead {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // nodePrefix is the name of our nodes before ZooKeeper's sequence.
@@ -334,11 +366,12 @@ func SemaphoreSize(data []byte) (n int, ok bool) {
 
 // parseSize reads a semaphore path's data as kazoo's Semaphore does,
 // int(data.decode("utf-8")): surrounding white space, an optional sign,
-// and decimal digits, single underscores allowed between them. ok is false
+// and decimal digits, single underscores allowed between them; the digits
+// of any script count, as Python's int() reads them ("٣" is 3). ok is false
 // for anything else (empty data too): that is not a size record. A number
 // too large for an int64 reads as 0, which no semaphore's size equals.
 func parseSize(data []byte) (n int64, ok bool) {
-	s := strings.TrimSpace(string(data))
+	s := asciiDigits(strings.TrimSpace(string(data)))
 	digits := strings.TrimLeft(s, "+-")
 	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' ||
 		strings.Contains(digits, "__") {
@@ -354,6 +387,27 @@ func parseSize(data []byte) (n int64, ok bool) {
 		return 0, true // out of range: a number all the same
 	}
 	return n, true
+}
+
+// asciiDigits replaces each decimal digit of another script in s by its
+// ASCII digit, as CPython's int() does first
+// (_PyUnicode_TransformDecimalAndSpaceToASCII). Unicode encodes every
+// script's decimal digits as runs of 0 to 9, so a digit's value is its
+// distance from the start of its run of digits, modulo 10.
+func asciiDigits(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r > unicode.MaxASCII && unicode.IsDigit(r) }) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= unicode.MaxASCII || !unicode.IsDigit(r) {
+			return r
+		}
+		zero := r
+		for unicode.IsDigit(zero - 1) {
+			zero--
+		}
+		return '0' + (r-zero)%10
+	}, s)
 }
 
 // Refusals of the semaphore layouts: the plain or sequential children of a

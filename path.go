@@ -38,9 +38,12 @@ func validatePath(p string) error {
 			return invalidf("lock path %q has a relative element %q", p, el)
 		}
 	}
+	// PathUtils.validatePath checks Java chars, UTF-16 code units: a
+	// character beyond U+FFFF is two surrogates (U+D800 to U+DFFF) there,
+	// which it rejects; malformed UTF-8 reads as U+FFFD on both sides.
 	for _, r := range p {
 		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) ||
-			(r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+			(r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
 			return invalidf("lock path %q has a character ZooKeeper rejects (%U)", p, r)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -190,6 +192,7 @@ type reader struct {
 	gated   bool  // replies with a zxid wait for wireConn.gate
 	shut    bool  // a watch may have come first: the next read closes (shut)
 	dead    bool  // a held reply was dropped as the connection closed: no more reads
+	bad     error // a frame no server sends was read: the connection closes (Read)
 }
 
 // observe follows b, just read, and reports whether it ends a reply that
@@ -197,7 +200,7 @@ type reader struct {
 // watch sets rd.shut (see shut).
 func (c *wireConn) observe(b []byte) (hold bool) {
 	r := &c.rd
-	for len(b) > 0 {
+	for len(b) > 0 && r.bad == nil {
 		if r.nlen < 4 {
 			b = r.length(b)
 			continue
@@ -211,15 +214,23 @@ func (c *wireConn) observe(b []byte) (hold bool) {
 }
 
 // length takes what b has of a packet's 4-byte length, and returns the
-// rest.
+// rest. A length no server sends sets r.bad: every reply and the connect
+// response start with a 16-byte header (ReplyHeader; the protocol
+// version, timeout and session), and the length is a jute int, so never
+// negative (the Java client refuses both: ClientCnxnSocket.readLength).
+// go-zookeeper would decode a shorter packet's header from the bytes of
+// an earlier one (Conn.recvLoop), out of the gate's sight, and allocate
+// a longer one whole.
 func (r *reader) length(b []byte) []byte {
 	k := copy(r.len[r.nlen:], b)
 	r.nlen += k
 	if r.nlen == 4 {
-		r.left, r.nhdr = int(binary.BigEndian.Uint32(r.len[:])), 0
-		if r.left <= 0 {
-			r.nlen = 0 // an empty packet: the next length follows
+		n := binary.BigEndian.Uint32(r.len[:])
+		if n < replyHdrBytes || n > math.MaxInt32 {
+			r.bad = fmt.Errorf("%w: a packet of %d bytes", errBadFrame, int32(n))
+			return nil
 		}
+		r.left, r.nhdr = int(n), 0
 	}
 	return b[k:]
 }
@@ -334,6 +345,11 @@ func takeWatchReq(reqs *[]watchReq, xid int32) (int32, bool) {
 func registers(op, code int32) bool {
 	return code == 0 || op == opExists && code == zkNoNodeCode
 }
+
+// errBadFrame is what go-zookeeper's reader gets from a connection on
+// which the server sent a frame no ZooKeeper server sends (reader.length);
+// the wire closes it, and go-zookeeper reconnects.
+var errBadFrame = errors.New("zklock: closing a connection that read a malformed ZooKeeper frame")
 
 // errShut is what go-zookeeper's reader gets from a connection the wire
 // closes under the first-watch rule; it reconnects at once.

@@ -703,7 +703,8 @@ const wireReadBuffer = 32 << 10
 // Read reads for go-zookeeper's reader, through a buffer, and follows the
 // packets it hands over: the connect response's timeout and session, and
 // the replies the gate holds (see anchor.go). What the gate sees is what
-// go-zookeeper gets, not what the buffer read ahead.
+// go-zookeeper gets, not what the buffer read ahead. A frame no server
+// sends closes the connection with an error (see reader.length).
 func (c *wireConn) Read(p []byte) (int, error) {
 	if c.in == nil {
 		c.in = bufio.NewReaderSize(c.Conn, wireReadBuffer)
@@ -723,9 +724,17 @@ func (c *wireConn) Read(p []byte) (int, error) {
 		c.w.tlsFailed(te)
 		err = te
 	}
-	if n > 0 && c.observe(p[:n]) && !c.wait() {
-		c.rd.dead = true // what the buffer holds after the reply dropped is no packet's start
-		return 0, net.ErrClosed
+	if n > 0 {
+		hold := c.observe(p[:n])
+		if c.rd.bad != nil {
+			_ = c.Close()
+			c.rd.dead = true // nothing after a bad frame is a packet's start
+			return 0, c.rd.bad
+		}
+		if hold && !c.wait() {
+			c.rd.dead = true // what the buffer holds after the reply dropped is no packet's start
+			return 0, net.ErrClosed
+		}
 	}
 	return n, err
 }
