@@ -182,7 +182,7 @@ func (l *Lock) Participants(ctx context.Context) ([]Participant, error) {
 }
 
 func (l *Lock) acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {
-	p := newParticipant(l.c, l.path, queueClaim{ls: []*Lock{l}, n: n})
+	p := newQueueParticipant(l.c, l.path, []*Lock{l}, n)
 	p.try = try
 	return p.acquire(ctx, op)
 }
@@ -212,15 +212,30 @@ type participant struct {
 	node    string          // our first node, once created (for traces)
 	gone    <-chan struct{} // closed if the keeper finds our last node deleted while we wait...
 	stopped func()          // ...until this is called (nil: not waiting)
+
+	queue queueClaim // the claim, for a queue: held here, it costs no allocation of its own
+}
+
+// newQueueParticipant is a participant of a [queueClaim] of n nodes on
+// the path of each of ls.
+func newQueueParticipant(c *Client, what string, ls []*Lock, n int) *participant {
+	p := &participant{queue: queueClaim{ls: ls, n: n}}
+	p.init(c, what, &p.queue)
+	return p
 }
 
 func newParticipant(c *Client, what string, cl claim) *participant {
+	p := &participant{}
+	p.init(c, what, cl)
+	return p
+}
+
+func (p *participant) init(c *Client, what string, cl claim) {
 	ls := cl.locks()
-	p := &participant{c: c, claim: cl, what: what, ws: make([]*waiter, len(ls)), start: time.Now()}
+	p.c, p.claim, p.what, p.ws, p.start = c, cl, what, make([]*waiter, len(ls)), time.Now()
 	for i, l := range ls {
 		p.ws[i] = &waiter{l: l, guard: len(ls) > 1}
 	}
-	return p
 }
 
 // acquire runs the participant until it holds, fails, or ctx ends; op

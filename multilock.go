@@ -119,7 +119,7 @@ func (m *MultiLock) TryAcquire(ctx context.Context) (*Lease, error) {
 }
 
 func (m *MultiLock) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
-	p := newParticipant(m.c, strings.Join(m.paths, ","), queueClaim{ls: m.locks, n: 1})
+	p := newQueueParticipant(m.c, strings.Join(m.paths, ","), m.locks, 1)
 	p.try, p.whole = try, true
 	leases, err := p.acquire(ctx, op)
 	if err != nil {

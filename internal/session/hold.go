@@ -217,8 +217,13 @@ func (c *Session) deleteReleased(ctx context.Context, nodes []string, session in
 // Only ctx or the Session's close ends those retries: what is then left,
 // the caller hands to the janitor.
 func (c *Session) deleteRetried(ctx context.Context, nodes []string, session int64) deletion {
-	var failed error
-	left := nodes
+	// The first try, almost always the last, needs no closure (a release
+	// is on every acquire's path).
+	first := c.deleteAllOwned(c.Conn(), nodes, session)
+	if first.retry == nil {
+		return first
+	}
+	failed, left := first.failed, first.left
 	err := c.Retry(ctx, func(zc Conn) error {
 		d := c.deleteAllOwned(zc, left, session)
 		left = d.left
