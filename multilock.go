@@ -32,7 +32,7 @@ import (
 // MultiLock in one transaction, so creation order is one total order across
 // all paths and a cycle of waits would have to go back in it. The proof, and
 // the ZooKeeper behaviour it relies on, is in docs/design.md ("MultiLock");
-// the engine's one multi-operation create ([participant.createOp]) is what
+// the engine's one multi-operation create ([queueClaim.create]) is what
 // it rests on. It covers participants that wait for one acquire at a time: MultiLocks, and
 // ordinary locks on one path. A holder that acquires another lock while it
 // holds (Curator's InterProcessMultiLock does, and so does nesting two

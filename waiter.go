@@ -13,7 +13,7 @@ import (
 type waiter struct {
 	l *Lock
 	// guard: keep a watch on our last node while the participant decides
-	// its other paths, so that the grant knows it is still there ([quiet]).
+	// its other paths, so that the grant knows it is still there ([participant.quiet]).
 	// Set for a participant on several paths; on one path the read that
 	// decides is the last one before the grant.
 	guard bool

@@ -19,7 +19,7 @@ import (
 //     lease deadline from the calls, by the same rule as on a socket, and
 //     a call made before a reconnect says nothing of the new connection
 //     ([wire.sentByOn]).
-//   - [Session.Expect] sees the paths of each call as the packet's bytes,
+//   - [Session.Sent] sees the paths of each call as the packet's bytes,
 //     so the engine's prefetch starts once the create is made.
 //   - The setWatches gate and the first-watch rule fix a race inside
 //     go-zookeeper's reader, which is not there: the anchor is never seen
