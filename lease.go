@@ -107,9 +107,13 @@ func (l *Lease) ValidUntil() time.Time {
 // shared read node ([WithSharedReads]) ends alone, with no request; the
 // last one on the node deletes it.
 //
-// Release returns nil, or, if the lease had been lost already, an error
+// Release returns nil; or, if the lease had been lost already, an error
 // wrapping the reason (the janitor deletes its node, if the session still
-// has it). A second call returns an error wrapping ErrReleased.
+// has it); or, if a node cannot be deleted for good (the path's ACL no
+// longer lets this Client delete, say), an error naming that node and
+// wrapping ZooKeeper's (zk.ErrNoAuth): every other node of the lease is
+// deleted all the same, and that one stays until the session ends. A
+// second call returns an error wrapping ErrReleased.
 func (l *Lease) Release(ctx context.Context) error {
 	release := l.releaseHold
 	if l.sub != nil {
