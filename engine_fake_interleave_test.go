@@ -34,9 +34,7 @@ func onOp(f *zkfake.Server, conn *zkfake.Conn, prefix string, fn func(op zkfake.
 
 func TestFakePredecessorGoneBetweenReadAndWatch(t *testing.T) {
 	f := zkfake.New()
-	ca, cb := fakeClient(t, f), fakeClient(t, f)
-	ma, _ := zklock.NewMutex(ca, "/pg/lock")
-	mb, _ := zklock.NewMutex(cb, "/pg/lock")
+	_, cb, ma, mb := fakeMutexes(t, f, "/pg/lock")
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
 	var hit atomic.Int32
@@ -64,9 +62,7 @@ func TestFakeSessionExpiredMidAcquire(t *testing.T) {
 		step := step // go.mod's go 1.21: one variable for every iteration, which the hooks read
 		t.Run(step, func(t *testing.T) {
 			f := zkfake.New()
-			ca, cb := fakeClient(t, f), fakeClient(t, f)
-			ma, _ := zklock.NewMutex(ca, "/se/lock")
-			mb, _ := zklock.NewMutex(cb, "/se/lock")
+			_, cb, ma, mb := fakeMutexes(t, f, "/se/lock")
 			la, err := ma.Acquire(ctxT(t))
 			must(t, err)
 			old := cb.SessionID()
@@ -110,17 +106,20 @@ func TestFakeCreateReplyLost(t *testing.T) {
 			var leases []*zklock.Lease
 			switch recipe {
 			case "mutex":
-				m, _ := zklock.NewMutex(c, "/rl/a")
+				m, err := zklock.NewMutex(c, "/rl/a")
+				must(t, err)
 				l, err := m.Acquire(ctxT(t))
 				must(t, err)
 				leases = append(leases, l)
 			case "multilock":
-				m, _ := zklock.NewMultiLock(c, []string{"/rl/a", "/rl/b"})
+				m, err := zklock.NewMultiLock(c, []string{"/rl/a", "/rl/b"})
+				must(t, err)
 				l, err := m.Acquire(ctxT(t))
 				must(t, err)
 				leases = append(leases, l)
 			case "semaphore-n":
-				s, _ := zklock.NewSemaphore(c, "/rl/a", 3)
+				s, err := zklock.NewSemaphore(c, "/rl/a", 3)
+				must(t, err)
 				ls, err := s.AcquireN(ctxT(t), 2)
 				must(t, err)
 				leases = ls
@@ -149,12 +148,14 @@ func TestFakeCreateReplyLost(t *testing.T) {
 func TestFakeCtxEndsAtEachStep(t *testing.T) {
 	f := zkfake.New()
 	ca := fakeClient(t, f)
-	ma, _ := zklock.NewMutex(ca, "/cx/lock")
+	ma, err := zklock.NewMutex(ca, "/cx/lock")
+	must(t, err)
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
 	for k := 0; ; k++ {
 		cb := fakeClient(t, f)
-		mb, _ := zklock.NewMutex(cb, "/cx/lock")
+		mb, err := zklock.NewMutex(cb, "/cx/lock")
+		must(t, err)
 		ctx, cancel := context.WithCancel(ctxT(t))
 		var n atomic.Int32
 		waiting := make(chan struct{})
@@ -208,7 +209,8 @@ func TestFakeCtxEndsAtEachStep(t *testing.T) {
 func TestFakeHeldNodeDeleted(t *testing.T) {
 	f := zkfake.New()
 	c := fakeClient(t, f)
-	m, _ := zklock.NewMutex(c, "/hd/lock")
+	m, err := zklock.NewMutex(c, "/hd/lock")
+	must(t, err)
 	l, err := m.Acquire(ctxT(t))
 	must(t, err)
 	must(t, f.Delete(l.Node()))
@@ -221,7 +223,8 @@ func TestFakeHeldNodeDeleted(t *testing.T) {
 		t.Fatal("releasing a lost lease succeeded")
 	}
 	// A MultiLock's lease ends when any of its nodes goes.
-	ml, _ := zklock.NewMultiLock(c, []string{"/hd/x", "/hd/y"})
+	ml, err := zklock.NewMultiLock(c, []string{"/hd/x", "/hd/y"})
+	must(t, err)
 	lm, err := ml.Acquire(ctxT(t))
 	must(t, err)
 	kids := f.Children("/hd/y")
@@ -235,10 +238,9 @@ func TestFakeHeldNodeDeleted(t *testing.T) {
 
 func TestFakeSessionExpiresWhileHeld(t *testing.T) {
 	f := zkfake.New()
-	ca, cb := fakeClient(t, f), fakeClient(t, f)
-	ma, _ := zklock.NewMutex(ca, "/ex/lock")
-	mb, _ := zklock.NewMutex(cb, "/ex/lock")
-	rw, _ := zklock.NewRWMutex(ca, "/ex/rw")
+	ca, _, ma, mb := fakeMutexes(t, f, "/ex/lock")
+	rw, err := zklock.NewRWMutex(ca, "/ex/rw")
+	must(t, err)
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
 	lr, err := rw.ReadLock().Acquire(ctxT(t))
@@ -264,9 +266,7 @@ func TestFakeSessionExpiresWhileHeld(t *testing.T) {
 
 func TestFakeWaiterRidesOutADisconnect(t *testing.T) {
 	f := zkfake.New()
-	ca, cb := fakeClient(t, f), fakeClient(t, f)
-	ma, _ := zklock.NewMutex(ca, "/dc/lock")
-	mb, _ := zklock.NewMutex(cb, "/dc/lock")
+	_, cb, ma, mb := fakeMutexes(t, f, "/dc/lock")
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
 	w := async(mb.Acquire, ctxT(t))
@@ -282,7 +282,8 @@ func TestFakeWaiterRidesOutADisconnect(t *testing.T) {
 func TestFakeLossOnDisconnect(t *testing.T) {
 	f := zkfake.New()
 	c := fakeClient(t, f, zklock.WithLossOnDisconnect())
-	m, _ := zklock.NewMutex(c, "/lod/lock")
+	m, err := zklock.NewMutex(c, "/lod/lock")
+	must(t, err)
 	l, err := m.Acquire(ctxT(t))
 	must(t, err)
 	conn := connOf(t, f, c)
@@ -298,7 +299,8 @@ func TestFakeLossOnDisconnect(t *testing.T) {
 func TestFakeLeaseEndsAtItsDeadline(t *testing.T) {
 	f := zkfake.New()
 	c := fakeClient(t, f, zklock.WithSessionTimeout(400*time.Millisecond))
-	m, _ := zklock.NewMutex(c, "/dl/lock")
+	m, err := zklock.NewMutex(c, "/dl/lock")
+	must(t, err)
 	l, err := m.Acquire(ctxT(t))
 	must(t, err)
 	conn := connOf(t, f, c)
@@ -325,8 +327,10 @@ func TestFakeSessionReplacedMidAcquire(t *testing.T) {
 	f := zkfake.New()
 	ca := fakeClient(t, f)
 	cb := fakeClient(t, f, zklock.WithSessionTimeout(300*time.Millisecond))
-	ma, _ := zklock.NewMutex(ca, "/rp/lock")
-	mb, _ := zklock.NewMutex(cb, "/rp/lock")
+	ma, err := zklock.NewMutex(ca, "/rp/lock")
+	must(t, err)
+	mb, err := zklock.NewMutex(cb, "/rp/lock")
+	must(t, err)
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
 	w := async(mb.Acquire, ctxT(t))
@@ -346,13 +350,12 @@ func TestFakeSessionReplacedMidAcquire(t *testing.T) {
 
 func TestFakeCloseDuringAcquire(t *testing.T) {
 	f := zkfake.New()
-	ca, cb := fakeClient(t, f), fakeClient(t, f)
-	ma, _ := zklock.NewMutex(ca, "/cl/lock")
-	mb, _ := zklock.NewMutex(cb, "/cl/lock")
+	_, cb, ma, mb := fakeMutexes(t, f, "/cl/lock")
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
 	lb2, err := func() (*zklock.Lease, error) {
-		m, _ := zklock.NewMutex(cb, "/cl/other")
+		m, err := zklock.NewMutex(cb, "/cl/other")
+		must(t, err)
 		return m.Acquire(ctxT(t))
 	}()
 	must(t, err)
@@ -370,9 +373,12 @@ func TestFakeCloseDuringAcquire(t *testing.T) {
 func TestFakeElectionLeaderGone(t *testing.T) {
 	f := zkfake.New()
 	ca, cb, cc := fakeClient(t, f), fakeClient(t, f), fakeClient(t, f)
-	ea, _ := zklock.NewElection(ca, "/eg")
-	eb, _ := zklock.NewElection(cb, "/eg")
-	ec, _ := zklock.NewElection(cc, "/eg")
+	ea, err := zklock.NewElection(ca, "/eg")
+	must(t, err)
+	eb, err := zklock.NewElection(cb, "/eg")
+	must(t, err)
+	ec, err := zklock.NewElection(cc, "/eg")
+	must(t, err)
 	la, err := ea.Campaign(ctxT(t))
 	must(t, err)
 	wb := async(eb.Campaign, ctxT(t))
@@ -408,7 +414,8 @@ func TestFakeElectionLeaderGone(t *testing.T) {
 func TestFakeReleaseWhileDisconnected(t *testing.T) {
 	f := zkfake.New()
 	c := fakeClient(t, f)
-	m, _ := zklock.NewMutex(c, "/rd/lock")
+	m, err := zklock.NewMutex(c, "/rd/lock")
+	must(t, err)
 	l, err := m.Acquire(ctxT(t))
 	must(t, err)
 	conn := connOf(t, f, c)
@@ -442,8 +449,9 @@ func TestFakeUnknownNodes(t *testing.T) {
 	c := fakeClient(t, f)
 	must(t, f.Create("/un", nil))
 	must(t, f.Create("/un/stranger-0000000001", nil))
-	m, _ := zklock.NewMutex(c, "/un")
-	_, err := m.TryAcquire(ctxT(t))
+	m, err := zklock.NewMutex(c, "/un")
+	must(t, err)
+	_, err = m.TryAcquire(ctxT(t))
 	mustIs(t, err, zklock.ErrUnknownNode, fmt.Sprint("mutex over ", f.Children("/un")))
 	if kids := f.Children("/un"); len(kids) != 1 {
 		t.Fatalf("children after the refusal: %v", kids)

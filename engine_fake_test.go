@@ -31,6 +31,17 @@ func fakeClient(t testing.TB, f *zkfake.Server, opts ...zklock.Option) *zklock.C
 	return c
 }
 
+// fakeMutexes connects two Clients to f, each with a Mutex on path.
+func fakeMutexes(t testing.TB, f *zkfake.Server, path string) (ca, cb *zklock.Client, ma, mb *zklock.Mutex) {
+	t.Helper()
+	ca, cb = fakeClient(t, f), fakeClient(t, f)
+	ma, err := zklock.NewMutex(ca, path)
+	must(t, err)
+	mb, err = zklock.NewMutex(cb, path)
+	must(t, err)
+	return ca, cb, ma, mb
+}
+
 // connOf returns the fake connection c's session is on.
 func connOf(t testing.TB, f *zkfake.Server, c *zklock.Client) *zkfake.Conn {
 	t.Helper()
@@ -75,8 +86,10 @@ func TestFakeMutexHandsOverInOrder(t *testing.T) {
 	ca, cb, cc := fakeClient(t, f), fakeClient(t, f), fakeClient(t, f)
 	ma, err := zklock.NewMutex(ca, "/m/lock")
 	must(t, err)
-	mb, _ := zklock.NewMutex(cb, "/m/lock")
-	mc, _ := zklock.NewMutex(cc, "/m/lock")
+	mb, err := zklock.NewMutex(cb, "/m/lock")
+	must(t, err)
+	mc, err := zklock.NewMutex(cc, "/m/lock")
+	must(t, err)
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err, "a")
 	rb := async(mb.Acquire, ctxT(t))
@@ -110,9 +123,7 @@ func TestFakeMutexHandsOverInOrder(t *testing.T) {
 
 func TestFakeTryAcquire(t *testing.T) {
 	f := zkfake.New()
-	ca, cb := fakeClient(t, f), fakeClient(t, f)
-	ma, _ := zklock.NewMutex(ca, "/t/lock")
-	mb, _ := zklock.NewMutex(cb, "/t/lock")
+	_, _, ma, mb := fakeMutexes(t, f, "/t/lock")
 	la, err := ma.TryAcquire(ctxT(t))
 	must(t, err, "try on a free lock")
 	_, err = mb.TryAcquire(ctxT(t))
@@ -129,8 +140,10 @@ func TestFakeRWMutex(t *testing.T) {
 	ca, cb, cc := fakeClient(t, f), fakeClient(t, f), fakeClient(t, f)
 	rwa, err := zklock.NewRWMutex(ca, "/rw/lock")
 	must(t, err)
-	rwb, _ := zklock.NewRWMutex(cb, "/rw/lock")
-	rwc, _ := zklock.NewRWMutex(cc, "/rw/lock")
+	rwb, err := zklock.NewRWMutex(cb, "/rw/lock")
+	must(t, err)
+	rwc, err := zklock.NewRWMutex(cc, "/rw/lock")
+	must(t, err)
 
 	r1, err := rwa.ReadLock().Acquire(ctxT(t))
 	must(t, err, "read 1")
@@ -255,7 +268,8 @@ func TestFakeSemaphoreSharedCountGrows(t *testing.T) {
 	opts := []zklock.LockOption{zklock.WithSemaphoreLayout(zklock.LayoutCurator), zklock.WithSharedCount("/count")}
 	sa, err := zklock.NewSemaphore(ca, "/sc", 1, opts...)
 	must(t, err)
-	sb, _ := zklock.NewSemaphore(cb, "/sc", 1, opts...)
+	sb, err := zklock.NewSemaphore(cb, "/sc", 1, opts...)
+	must(t, err)
 	l1, err := sa.Acquire(ctxT(t))
 	must(t, err)
 	w := async(sb.Acquire, ctxT(t))
@@ -276,8 +290,10 @@ func TestFakeMultiLock(t *testing.T) {
 	ca, cb, cc := fakeClient(t, f), fakeClient(t, f), fakeClient(t, f)
 	ab, err := zklock.NewMultiLock(ca, []string{"/ml/a", "/ml/b"})
 	must(t, err)
-	ba, _ := zklock.NewMultiLock(cb, []string{"/ml/b", "/ml/a"})
-	cOnly, _ := zklock.NewMultiLock(cc, []string{"/ml/c"})
+	ba, err := zklock.NewMultiLock(cb, []string{"/ml/b", "/ml/a"})
+	must(t, err)
+	cOnly, err := zklock.NewMultiLock(cc, []string{"/ml/c"})
+	must(t, err)
 	l1, err := ab.Acquire(ctxT(t))
 	must(t, err, "a+b")
 	_, err = ba.TryAcquire(ctxT(t))
@@ -302,7 +318,8 @@ func TestFakeElection(t *testing.T) {
 	ca, cb := fakeClient(t, f), fakeClient(t, f)
 	ea, err := zklock.NewElection(ca, "/el")
 	must(t, err)
-	eb, _ := zklock.NewElection(cb, "/el")
+	eb, err := zklock.NewElection(cb, "/el")
+	must(t, err)
 	_, err = ea.Leader(ctxT(t))
 	mustIs(t, err, zklock.ErrNoLeader, "nobody campaigns")
 	octx, stop := context.WithCancel(ctxT(t))
@@ -355,7 +372,8 @@ func TestFakeElection(t *testing.T) {
 func TestFakeRevoke(t *testing.T) {
 	f := zkfake.New()
 	ca, cb := fakeClient(t, f), fakeClient(t, f)
-	m, _ := zklock.NewMutex(ca, "/rv/lock")
+	m, err := zklock.NewMutex(ca, "/rv/lock")
+	must(t, err)
 	l, err := m.Acquire(ctxT(t))
 	must(t, err)
 	rv := l.Revoked()
@@ -379,7 +397,8 @@ func TestFakeRevoke(t *testing.T) {
 func TestFakeDo(t *testing.T) {
 	f := zkfake.New()
 	c := fakeClient(t, f)
-	m, _ := zklock.NewMutex(c, "/do/lock")
+	m, err := zklock.NewMutex(c, "/do/lock")
+	must(t, err)
 	ran := false
 	must(t, zklock.Do(ctxT(t), m, func(ctx context.Context) error {
 		ran = true
@@ -395,7 +414,7 @@ func TestFakeDo(t *testing.T) {
 	boom := errors.New("boom")
 	mustIs(t, zklock.Do(ctxT(t), m, func(context.Context) error { return boom }), boom, "fn's error")
 	// A lease lost while fn runs cancels fn's context, and Do says so.
-	err := zklock.Do(ctxT(t), m, func(ctx context.Context) error {
+	err = zklock.Do(ctxT(t), m, func(ctx context.Context) error {
 		kids := f.Children("/do/lock")
 		if len(kids) != 1 {
 			return fmt.Errorf("children %v", kids)
@@ -410,7 +429,8 @@ func TestFakeDo(t *testing.T) {
 func TestFakeParticipantsOfAPath(t *testing.T) {
 	f := zkfake.New()
 	c := fakeClient(t, f)
-	m, _ := zklock.NewMutex(c, "/pp/lock", zklock.WithNodeData([]byte("me")))
+	m, err := zklock.NewMutex(c, "/pp/lock", zklock.WithNodeData([]byte("me")))
+	must(t, err)
 	l, err := m.Acquire(ctxT(t))
 	must(t, err)
 	parts, err := zklock.Participants(ctxT(t), c, "/pp/lock")
@@ -443,8 +463,10 @@ func TestFakeTrace(t *testing.T) {
 		Lost:     func(l zklock.LeaseInfo) { add("lost") },
 	}
 	ca, cb := fakeClient(t, f, zklock.WithTrace(tr)), fakeClient(t, f)
-	ma, _ := zklock.NewMutex(ca, "/tr/lock")
-	mb, _ := zklock.NewMutex(cb, "/tr/lock")
+	ma, err := zklock.NewMutex(ca, "/tr/lock")
+	must(t, err)
+	mb, err := zklock.NewMutex(cb, "/tr/lock")
+	must(t, err)
 	lb, err := mb.Acquire(ctxT(t))
 	must(t, err)
 	w := async(ma.Acquire, ctxT(t))
