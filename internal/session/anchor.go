@@ -472,7 +472,7 @@ func (k *keeper) anchoring(v keeperView, t time.Duration) (time.Time, func()) {
 	}
 	return k.anchorAt, func() {
 		c := k.c
-		exists, _, err := c.Conn().ExistsW(c.wire.anchor.path)
+		exists, _, err := unrooted(c.Conn()).ExistsW(c.wire.anchor.path)
 		switch {
 		case err != nil:
 			k.anchorAt = time.Now().Add(t / 12)

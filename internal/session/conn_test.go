@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -188,7 +189,16 @@ func TestHandshakeBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dc := &deadlineConn{r: connectResponse(4000, 7)}
-			w := &wire{anchor: newAnchor(), requested: tc.requested, servers: tc.servers, timeout: tc.grant}
+			w := &wire{anchor: newAnchor(), requested: tc.requested, timeout: tc.grant}
+			if tc.servers > 0 {
+				names := make([]string, tc.servers)
+				for i := range names {
+					names[i] = fmt.Sprintf("127.0.0.%d:2181", i+1)
+				}
+				if err := w.newHosts().Init(names); err != nil {
+					t.Fatal(err)
+				}
+			}
 			w.dial = func(string, string, time.Duration) (net.Conn, error) { return dc, nil }
 			before := time.Now()
 			nc, err := w.dialer("tcp", "127.0.0.1:2181", time.Second)

@@ -339,7 +339,7 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 			c.expireLeases(time.Now())
 			expire = nil
 		case <-stall.C:
-			if len(c.dial.servers) < 2 {
+			if c.wire.servers() < 2 {
 				continue // nowhere else to go: dropping would only cost the reconnect
 			}
 			c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")

@@ -20,7 +20,10 @@ import (
 
 // Options configures [Open]. The zklock package validates them.
 type Options struct {
-	Servers        []string
+	Servers        []string // "host:port" each, as the user named them; resolved at each dial (hosts.go)
+	Lookup         Lookup   // resolves a name; nil: net.DefaultResolver.LookupHost
+	Root           string   // the chroot every path is under, "" for none (chroot.go)
+	RootACL        []zk.ACL // the ACL of the chroot's own nodes, when they are missing
 	SessionTimeout time.Duration
 	ACL            func(path string) []zk.ACL // the ACL of each node created
 	Auth           []Auth
@@ -79,6 +82,7 @@ type Session struct {
 	keeper     *keeper
 	wire       *wire
 	dial       dialOptions // to open a new connection
+	root       rooted      // the chroot, if root.root is set
 	lossOnDrop bool
 	hooks      Hooks
 	connect    func(time.Duration, func(zk.Event)) (Conn, error) // Options.Connect
@@ -121,7 +125,8 @@ type Session struct {
 // forgotten it, as a rebuilt ensemble does), it opens a new connection, and
 // so a new session.
 func Open(ctx context.Context, o Options) (*Session, error) {
-	w := &wire{dial: o.Dialer, anchor: newAnchor(), requested: o.SessionTimeout, servers: len(o.Servers), tls: o.TLS}
+	w := &wire{dial: o.Dialer, anchor: newAnchor(), requested: o.SessionTimeout, tls: o.TLS,
+		names: names{lookup: o.Lookup}, logger: o.Logger}
 	var endLife context.CancelFunc
 	w.life, endLife = context.WithCancel(context.Background())
 	// Every server failed its TLS handshake (tls.go): no session will come.
@@ -148,6 +153,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		dialer:         c.wire.dialer,
 		log:            o.Logger,
 	}
+	c.root = rooted{root: o.Root, acl: o.RootACL}
 	c.janitor = newJanitor(c)
 	c.keeper = newKeeper(c)
 	// The connection's state callback takes c.mu, so it sees c.zc set.
@@ -173,10 +179,8 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		return nil, te
 	}
 	if err != nil {
-		if derr := c.wire.lastDialError(); derr != nil && !errors.Is(err, ErrClientClosed) {
-			// Say why no session came: "connection refused" is what the
-			// user needs to read, not only the context's deadline.
-			err = fmt.Errorf("%w; last dial error: %w", err, derr)
+		if !errors.Is(err, ErrClientClosed) {
+			err = c.wire.whyNoSession(err)
 		}
 		_ = c.Close()
 		return nil, err
@@ -203,19 +207,32 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	return c, nil
 }
 
-// open dials a connection of generation gen.
+// open dials a connection of generation gen: under the chroot, if there
+// is one, and its watch events' paths relative to it (chroot.go).
 func (c *Session) open(gen uint64) (Conn, error) {
 	o := c.dial
 	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
 	o.onWatch = func(ev Event) {
-		c.wire.sawEvent(ev) // whatever the generation: the anchor is the wire's
+		c.wire.sawEvent(ev) // whatever the generation: the anchor is the wire's, outside the chroot
+		if c.root.root != "" {
+			ev = c.root.relEvent(ev)
+		}
 		c.onWatch(gen, ev)
 	}
+	var zc Conn
+	var err error
 	if c.connect != nil {
-		return c.openConnect(o)
+		zc, err = c.openConnect(o)
+	} else {
+		o.hosts = c.wire.newHosts()
+		zc, err = dial(o)
 	}
-	o.hosts = c.wire.newHosts()
-	return dial(o)
+	if err != nil || c.root.root == "" {
+		return zc, err
+	}
+	r := c.root
+	r.Conn = zc
+	return r, nil
 }
 
 // Conn returns the connection every ZooKeeper call goes through.
@@ -226,13 +243,17 @@ func (c *Session) Conn() Conn {
 }
 
 // Raw returns the go-zookeeper connection under the Session, for zklock's
-// Client.Conn: nil if the connection is not go-zookeeper's.
+// Client.Conn, not under the chroot: nil if the connection is not
+// go-zookeeper's.
 func (c *Session) Raw() *zk.Conn {
-	if z, ok := c.Conn().(zkConn); ok {
+	if z, ok := unrooted(c.Conn()).(zkConn); ok {
 		return z.c
 	}
 	return nil
 }
+
+// Root is the chroot every path is under, "" for none.
+func (c *Session) Root() string { return c.root.root }
 
 // ID returns the id of the current session (0 while there is none).
 func (c *Session) ID() int64 { return c.Conn().SessionID() }

@@ -13,7 +13,7 @@ import (
 // trusted, it refused the client's certificate, or it does not speak TLS
 // (a plaintext port). It wraps crypto/tls's (or crypto/x509's) error.
 type TLSError struct {
-	Addr string // the server dialed
+	Addr string // the server dialed, as named in the connect string
 	Err  error
 }
 
@@ -33,11 +33,11 @@ func (e *TLSError) Unwrap() error { return e.Err }
 // the dial's own timeout bounds it), and returns the TLS connection. On
 // failure raw is closed. The configuration is cloned: ServerName, when
 // the user left it empty, is the host of the server dialed, as the user
-// named it (see hosts.Init), not the address it resolved to.
+// named it, not the address it resolved to.
 func (w *wire) secure(raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, error) {
 	cfg := w.tls.Clone()
 	if cfg.ServerName == "" {
-		cfg.ServerName = w.serverName(addr)
+		cfg.ServerName = serverName(addr)
 	}
 	if by.IsZero() {
 		by = time.Now().Add(max(timeout, minHandshake))
@@ -64,55 +64,16 @@ type tlsConn struct {
 
 func (c tlsConn) Close() error { return c.raw.Close() }
 
-// serverName is the host the user named for addr, a resolved address.
-func (w *wire) serverName(addr string) string {
-	w.mu.Lock()
-	h := w.hosts
-	w.mu.Unlock()
-	if h != nil {
-		if name, ok := h.names[addr]; ok {
-			return name
-		}
-	}
-	host, _, err := net.SplitHostPort(addr)
+// serverName is the host of server, a name as the user typed it
+// ("zk1:2181"): the wire's dialer is handed names, not the addresses they
+// resolve to (hosts.go).
+func serverName(server string) string {
+	host, _, err := net.SplitHostPort(server)
 	if err != nil {
-		return addr
+		return server
 	}
 	return host
 }
-
-// Init is the DNS provider's Init, except that with TLS it resolves the
-// servers itself first, to remember the name each address came from: TLS
-// verifies the server's certificate against that name.
-func (h *hosts) Init(servers []string) error {
-	if h.names == nil {
-		return h.DNSHostProvider.Init(servers)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
-	defer cancel()
-	var resolved []string
-	for _, s := range servers {
-		host, port, err := net.SplitHostPort(s)
-		if err != nil {
-			return err
-		}
-		addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-		if err != nil {
-			return err
-		}
-		for _, a := range addrs {
-			addr := net.JoinHostPort(a, port)
-			if _, dup := h.names[addr]; !dup {
-				h.names[addr] = host
-				resolved = append(resolved, addr)
-			}
-		}
-	}
-	return h.DNSHostProvider.Init(resolved)
-}
-
-// lookupTimeout is go-zookeeper's DNSHostProvider's.
-const lookupTimeout = 3 * time.Second
 
 // refusedTLS reports a read or write error, before the connect response,
 // that is the server's TLS alert: with TLS 1.3 the client's handshake ends

@@ -6,6 +6,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -21,21 +24,25 @@ import (
 // go-zookeeper moves to another server.
 type wire struct {
 	dial zk.Dialer
-	// The session timeout asked for and the number of servers, for the
-	// handshake's bound (handshakeTimeout); zero: no bound.
+	// The session timeout asked for, for the handshake's bound
+	// (handshakeTimeout); zero: no bound.
 	requested time.Duration
-	servers   int
 
 	mu      sync.Mutex
 	cur     *wireConn
 	timeout time.Duration // granted by the last connect response
 	dialErr error         // the last dial that failed, for Connect's error
-	expects []expectation // packets someone waits to see go out
-	anchor  anchor        // a watch that keeps setWatches coming (anchor.go)
+	// The last lookup that failed, for Connect's error, and what each
+	// name resolved to (hosts.go).
+	lookupErr error
+	names     names
+	logger    *slog.Logger
+	expects   []expectation // packets someone waits to see go out
+	anchor    anchor        // a watch that keeps setWatches coming (anchor.go)
 	// The session in which the first-watch rule closed a connection after
 	// the reply that registered a watch: its table holds one.
 	registered int64
-	hosts      *hosts // the current go-zookeeper connection's server list
+	hosts      *hosts // the current go-zookeeper connection's server list (hosts.go)
 
 	// TLS (tls.go): the user's configuration, nil for none; the servers
 	// whose TLS handshake failed since a connect response was last read;
@@ -47,42 +54,6 @@ type wire struct {
 	tlsVerdict *TLSError
 	onTLSFail  func(error)
 	life       context.Context
-}
-
-// hosts is go-zookeeper's DNSHostProvider, except that the reconnect after
-// the wire closes a connection on purpose (wireConn.shut) does not wait:
-// with one server every reconnect is a new round of the list to the
-// provider, and Conn.connect sleeps a second before each round.
-type hosts struct {
-	*zk.DNSHostProvider
-	now   atomic.Bool
-	names map[string]string // with TLS: the host each address was resolved from (see Init)
-	next  func()            // called at every Next (see wire.nextServer)
-}
-
-// Next is the provider's Next, not a new round if the wire said so.
-func (h *hosts) Next() (server string, retryStart bool) {
-	server, retryStart = h.DNSHostProvider.Next()
-	if h.now.Swap(false) {
-		retryStart = false
-	}
-	if h.next != nil {
-		h.next()
-	}
-	return server, retryStart
-}
-
-// newHosts makes the server list of a new go-zookeeper connection.
-func (w *wire) newHosts() *hosts {
-	h := &hosts{DNSHostProvider: zk.NewDNSHostProvider()}
-	if w.tls != nil {
-		h.names = make(map[string]string)
-		h.next = w.nextServer
-	}
-	w.mu.Lock()
-	w.hosts = h
-	w.mu.Unlock()
-	return h
 }
 
 // expectation is a wait for the packet that carries marker to go out.
@@ -130,12 +101,25 @@ type wireConn struct {
 // deadlines earlier.
 const wireGrain = 24
 
-func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, error) {
-	c, err := w.dial(network, addr, timeout)
+// dialer is the dialer go-zookeeper is given: it is handed a name as the
+// user typed it (hosts.Next), resolves it now (hosts.go) and dials its
+// addresses with the user's dialer, in turn until one connects; then TLS,
+// under the handshake's bound, verifies the server against the name.
+func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, error) {
+	addrs, err := w.resolve(name)
 	if err != nil {
+		return nil, err
+	}
+	var c net.Conn
+	for _, addr := range addrs {
+		if c, err = w.dial(network, addr, timeout); err == nil {
+			break
+		}
 		w.mu.Lock()
 		w.dialErr = err
 		w.mu.Unlock()
+	}
+	if err != nil {
 		return nil, err
 	}
 	var by time.Time // the handshake's bound, TLS's and ZooKeeper's together
@@ -143,7 +127,7 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 		by = time.Now().Add(d)
 	}
 	if w.tls != nil {
-		if c, err = w.secure(c, addr, by, timeout); err != nil {
+		if c, err = w.secure(c, name, by, timeout); err != nil {
 			var te *TLSError
 			if errors.As(err, &te) {
 				w.tlsFailed(te)
@@ -153,7 +137,7 @@ func (w *wire) dialer(network, addr string, timeout time.Duration) (net.Conn, er
 	}
 	wc := newWireConn(c, w)
 	wc.handshakeBy = by
-	wc.addr = addr
+	wc.addr = name
 	w.mu.Lock()
 	w.cur = wc
 	w.mu.Unlock()
@@ -171,7 +155,8 @@ const minHandshake = time.Second
 // handshakeTimeout bounds a connection's handshake, from when its dial
 // returned (the dial has go-zookeeper's own timeout, and a TLS dialer's
 // handshake is the dialer's): the session timeout (granted, else asked
-// for) over the number of servers, and at least minHandshake; as
+// for) over the number of servers (the addresses their names resolved to
+// when last dialed, hosts.servers), and at least minHandshake; as
 // ZooKeeper's Java client does (ClientCnxn: connectTimeout =
 // sessionTimeout / hostProvider.size(), after which its SendThread moves
 // to the next server).
@@ -201,7 +186,7 @@ func (w *wire) handshakeTimeout() time.Duration {
 	if t <= 0 {
 		t = w.requested
 	}
-	return max(t/time.Duration(max(w.servers, 1)), minHandshake)
+	return max(t/time.Duration(w.servers()), minHandshake)
 }
 
 // handshakeDeadline is t, or the handshake's bound if that comes first
@@ -354,6 +339,43 @@ func (w *wire) lastDialError() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.dialErr
+}
+
+// whyNoSession adds to err, the error of a wait for a session that ended
+// (the context's), why no session came: the last lookup of a name that
+// failed and the last dial that failed ("no such host", "connection
+// refused") are what the user needs to read, not only the deadline.
+func (w *wire) whyNoSession(err error) error {
+	w.mu.Lock()
+	lerr, derr := w.lookupErr, w.dialErr
+	w.mu.Unlock()
+	if lerr != nil {
+		err = fmt.Errorf("%w; last lookup error: %w", err, lerr)
+	}
+	if derr != nil {
+		err = fmt.Errorf("%w; last dial error: %w", err, derr)
+	}
+	return err
+}
+
+// servers is the number of servers to spread the handshake's bound over:
+// the addresses the names resolved to (hosts.servers), at least one.
+func (w *wire) servers() int {
+	w.mu.Lock()
+	h := w.hosts
+	w.mu.Unlock()
+	if h == nil {
+		return 1
+	}
+	return max(h.servers(), 1)
+}
+
+// log is the Session's logger, or a silent one.
+func (w *wire) log() *slog.Logger {
+	if w.logger == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return w.logger
 }
 
 // sessionTimeout is the timeout the server granted, 0 before it has.
