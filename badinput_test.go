@@ -35,6 +35,14 @@ func TestConnectBadInput(t *testing.T) {
 		t.Cleanup(cancel)
 		return ctx
 	}
+	// Chroots ZooKeeper's PathUtils.validatePath refuses, as the Java
+	// client refuses them in its constructor.
+	badChroots := []string{"/apps/", "//apps", "/apps//billing", "/apps/./b", "/apps/..", "/a\x00b", "/a\u0001", "/zookeeper"}
+	calls := map[string]func() error{}
+	for _, root := range badChroots {
+		root := root
+		calls["chroot "+root] = func() error { _, err := zklock.Connect(bound(), []string{servers[0] + root}, d); return err }
+	}
 	for name, call := range map[string]func() error{
 		"no servers":   func() error { _, err := zklock.Connect(bound(), nil, d); return err },
 		"empty server": func() error { _, err := zklock.Connect(bound(), []string{servers[0], ""}, d); return err },
@@ -49,9 +57,21 @@ func TestConnectBadInput(t *testing.T) {
 		"empty auth": func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithAuth("", nil)); return err },
 		"nil retry":  func() error { _, err := zklock.Connect(bound(), servers, d, zklock.WithRetry(nil)); return err },
 		"nil option": func() error { _, err := zklock.Connect(bound(), servers, d, nil); return err },
+		"nil host resolver": func() error {
+			_, err := zklock.Connect(bound(), servers, d, zklock.WithHostResolver(nil))
+			return err
+		},
+		"bad port": func() error { _, err := zklock.Connect(bound(), []string{"127.0.0.1:21x"}, d); return err },
+		"chroot before the last server": func() error {
+			_, err := zklock.Connect(bound(), []string{"127.0.0.1:2181/apps", "127.0.0.2:2181"}, d)
+			return err
+		},
 		//lint:ignore SA1012 a nil context is exactly the bad input under test
 		"nil context": func() error { _, err := zklock.Connect(nil, servers, d); return err },
 	} {
+		calls[name] = call
+	}
+	for name, call := range calls {
 		call := call
 		t.Run(name, func(t *testing.T) {
 			mustIs(t, call(), zklock.ErrInvalidArgument)

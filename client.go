@@ -33,16 +33,36 @@ type Client struct {
 	trace    *Trace // never nil (noTrace)
 }
 
-// Connect opens a session with the ZooKeeper ensemble at servers
-// ("host:port"; a server without a port means ZooKeeper's 2181) and returns
-// once the session is established (and any [WithAuth] credentials are
-// accepted), or when ctx is done, with an error for which
+// Connect opens a session with the ZooKeeper ensemble at servers and
+// returns once the session is established (and any [WithAuth] credentials
+// are accepted), or when ctx is done, with an error for which
 // errors.Is(err, ctx.Err()) holds and which also names the last failed
-// dial, if any ("connection refused"). With [WithTLS], once every server
-// has failed its TLS handshake, it returns at once with an error that
-// names the TLS failure. Bad arguments fail with an error wrapping
-// ErrInvalidArgument before any network I/O. On failure nothing is left
-// open.
+// lookup of a name and the last failed dial, if any ("no such host",
+// "connection refused"). With [WithTLS], once every server has failed its
+// TLS handshake, it returns at once with an error that names the TLS
+// failure. Bad arguments fail with an error wrapping ErrInvalidArgument
+// before any network I/O. On failure nothing is left open.
+//
+// servers is a connect string as ZooKeeper's Java client takes it, whole
+// or split across elements: []string{"zk1:2181,zk2:2181,zk3:2181/apps/billing"}
+// is []string{"zk1:2181", "zk2:2181", "zk3:2181/apps/billing"}. A server
+// without a port is on ZooKeeper's 2181; IPv6 addresses are bracketed
+// ("[::1]:2181"). The suffix from the first "/", after the last server,
+// is the chroot: every path the Client uses is under it, and every path it
+// returns ([Lease.Node], [Participant], [OpError], [Trace] events) is
+// relative to it, as the Java client's are; "/" is none. A chroot that
+// does not exist is created when a lock first needs it, its missing nodes
+// as container nodes (as a lock path's ancestors are) with [WithACL]'s
+// ACL. A chroot ZooKeeper would refuse (a trailing "/", an empty, "." or
+// ".." element, a character it rejects), or a chroot after any server but
+// the last, fails with ErrInvalidArgument.
+//
+// Names are resolved at every connection attempt, not once (see
+// [WithHostResolver]): a name that does not resolve is logged at Warn and
+// skipped while the others are tried (Connect waits, for ctx, until one
+// answers), and a name whose addresses change (a server moved) is dialed
+// at its new addresses at the next attempt, so a Client follows an
+// ensemble whose servers move one by one without losing its session.
 //
 // If the Client then finds no server that takes its session for twice the
 // session timeout (the session is surely gone by then, or every server has
@@ -66,6 +86,9 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 	}
 	c.s, err = session.Open(ctx, session.Options{
 		Servers:        o.servers,
+		Lookup:         o.lookup,
+		Root:           o.chroot,
+		RootACL:        o.acl,
 		SessionTimeout: o.sessionTimeout,
 		ACL:            o.aclFor(),
 		Auth:           auth,
@@ -78,7 +101,7 @@ func Connect(ctx context.Context, servers []string, opts ...Option) (*Client, er
 		Connect:        o.connect,
 	})
 	if err != nil {
-		return nil, opError("connect", strings.Join(o.servers, ","), err)
+		return nil, opError("connect", strings.Join(o.servers, ",")+o.chroot, err)
 	}
 	return c, nil
 }
@@ -92,18 +115,14 @@ func connectOptions(ctx context.Context, servers []string, opts []Option) (clien
 		newBackOff:     defaultBackOff,
 		dialer:         net.DialTimeout,
 	}
-	switch {
-	case ctx == nil:
+	if ctx == nil {
 		return o, invalidf("nil context")
-	case len(servers) == 0:
-		return o, invalidf("no servers")
 	}
-	for _, s := range servers {
-		if strings.TrimSpace(s) == "" {
-			return o, invalidf("empty server address in %q", servers)
-		}
+	cs, err := parseConnectString(servers)
+	if err != nil {
+		return o, err
 	}
-	o.servers = withPorts(servers)
+	o.servers, o.chroot = cs.servers, cs.chroot
 	for _, opt := range opts {
 		if opt == nil {
 			return o, invalidf("nil option")
@@ -118,29 +137,17 @@ func connectOptions(ctx context.Context, servers []string, opts []Option) (clien
 	return o, nil
 }
 
-// defaultPort is ZooKeeper's client port, for a server given without one.
-const defaultPort = "2181"
-
-// withPorts returns servers with ZooKeeper's port added where none is
-// given ("zk1" is "zk1:2181", "::1" is "[::1]:2181"), so that errors name
-// the address dialled. go-zookeeper would add it too, but reads any colon
-// as a port.
-func withPorts(servers []string) []string {
-	out := make([]string, len(servers))
-	for i, s := range servers {
-		s = strings.TrimSpace(s)
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			s = net.JoinHostPort(strings.Trim(s, "[]"), defaultPort)
-		}
-		out[i] = s
-	}
-	return out
-}
-
-// Conn returns the underlying go-zookeeper connection, an escape hatch.
-// Closing it directly leaves the Client's leases to find out through
-// session events. The Client may replace it (see [Connect]).
+// Conn returns the underlying go-zookeeper connection, an escape hatch. It
+// is not chrooted: its paths are the server's, so a path of the Client's
+// is [Client.Chroot] + path there. Closing it directly leaves the Client's
+// leases to find out through session events. The Client may replace it
+// (see [Connect]).
 func (c *Client) Conn() *zk.Conn { return c.s.Raw() }
+
+// Chroot returns the chroot of the connect string given to [Connect]
+// ("/apps/billing"), under which every path the Client uses lies, or ""
+// for none.
+func (c *Client) Chroot() string { return c.s.Root() }
 
 // SessionID returns the id of the current session (0 while there is none).
 func (c *Client) SessionID() int64 { return c.s.ID() }

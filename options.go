@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"time"
@@ -16,7 +17,9 @@ import (
 type Option func(*clientOptions) error
 
 type clientOptions struct {
-	servers        []string // as given to Connect, with ports
+	servers        []string // the names given to Connect, with ports (connectstring.go)
+	chroot         string   // "" for none
+	lookup         session.Lookup
 	sessionTimeout time.Duration
 	acl            []zk.ACL
 	aclProvider    func(path string) []zk.ACL
@@ -118,6 +121,26 @@ func WithDialer(d zk.Dialer) Option {
 			return invalidf("nil dialer")
 		}
 		o.dialer = d
+		return nil
+	}
+}
+
+// WithHostResolver sets the lookup that resolves the servers' names, at
+// every connection attempt (see [Connect]): it is called with a name of
+// the connect string ("zk1", never an IP address) and returns its
+// addresses (IP addresses, as net.Resolver.LookupHost does); an error, or
+// no address, skips the name for that attempt. Users with their own
+// discovery supply one, and so do tests that move a server without
+// touching /etc/hosts. Its ctx ends after 3 s, or when the Client closes.
+// It is called on the connection's goroutine, one name at a time, and must
+// be safe to call again at any time. Default: net.DefaultResolver.LookupHost.
+// A nil lookup makes [Connect] fail with ErrInvalidArgument.
+func WithHostResolver(lookup func(ctx context.Context, host string) ([]string, error)) Option {
+	return func(o *clientOptions) error {
+		if lookup == nil {
+			return invalidf("nil host resolver")
+		}
+		o.lookup = lookup
 		return nil
 	}
 }

@@ -18,24 +18,27 @@ func ValidatePath(path string) error {
 // validatePath checks a lock path the way ZooKeeper would, and more: the
 // path must be absolute, not the root, without a trailing slash, empty or
 // relative elements, and not under /zookeeper (the server's own subtree).
-func validatePath(p string) error {
+func validatePath(p string) error { return checkPath("lock path", p) }
+
+// checkPath is validatePath for a path that what names in errors.
+func checkPath(what, p string) error {
 	switch {
 	case p == "":
-		return invalidf("empty lock path")
+		return invalidf("empty %s", what)
 	case p[0] != '/':
-		return invalidf("lock path %q is relative", p)
+		return invalidf("%s %q is relative", what, p)
 	case p == "/":
-		return invalidf("lock path %q is the root", p)
+		return invalidf("%s %q is the root", what, p)
 	case strings.HasSuffix(p, "/"):
-		return invalidf("lock path %q has a trailing slash", p)
+		return invalidf("%s %q has a trailing slash", what, p)
 	case strings.Contains(p, "//"):
-		return invalidf("lock path %q has an empty element", p)
+		return invalidf("%s %q has an empty element", what, p)
 	case p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/"):
-		return invalidf("lock path %q is under /zookeeper, which the server reserves", p)
+		return invalidf("%s %q is under /zookeeper, which the server reserves", what, p)
 	}
 	for _, el := range strings.Split(p[1:], "/") {
 		if el == "." || el == ".." {
-			return invalidf("lock path %q has a relative element %q", p, el)
+			return invalidf("%s %q has a relative element %q", what, p, el)
 		}
 	}
 	// PathUtils.validatePath checks Java chars, UTF-16 code units: a
@@ -44,7 +47,7 @@ func validatePath(p string) error {
 	for _, r := range p {
 		if r <= 0x1f || (r >= 0x7f && r <= 0x9f) ||
 			(r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
-			return invalidf("lock path %q has a character ZooKeeper rejects (%U)", p, r)
+			return invalidf("%s %q has a character ZooKeeper rejects (%U)", what, p, r)
 		}
 	}
 	return nil
