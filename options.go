@@ -70,7 +70,10 @@ func WithACL(acl []zk.ACL) Option {
 // node's path, as Apache Curator's ACLProvider.getAclForPath does: lock
 // nodes (named by the path they are created with, before ZooKeeper's
 // sequence) and the container parents the Client creates for them. Where
-// it returns an empty ACL, the node gets [WithACL]'s. Default: none, every
+// it returns an empty ACL, the node gets [WithACL]'s. Under a chroot (see
+// [Connect]) it is asked with the paths as the user wrote them, relative
+// to the chroot; a missing chroot's own nodes get WithACL's ACL, not the
+// provider's. Default: none, every
 // node gets WithACL's. A nil function makes [Connect] fail with
 // ErrInvalidArgument. It is called on the goroutine of the call that
 // creates the node, and must be safe for concurrent use.
