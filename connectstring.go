@@ -23,21 +23,9 @@ type connectString struct {
 // wraps ErrInvalidArgument.
 func parseConnectString(servers []string) (connectString, error) {
 	var cs connectString
-	if len(servers) == 0 {
-		return cs, invalidf("no servers")
-	}
-	var hosts []string
-	for _, el := range servers {
-		if strings.TrimSpace(el) == "" {
-			return cs, invalidf("empty server address in %q", servers)
-		}
-		// As Java's (StringUtils.split): each host trimmed, empty ones
-		// ("zk1:2181,") left out.
-		for _, h := range strings.Split(el, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				hosts = append(hosts, h)
-			}
-		}
+	hosts, err := splitHosts(servers)
+	if err != nil {
+		return cs, err
 	}
 	for i, h := range hosts {
 		if slash := strings.IndexByte(h, '/'); slash >= 0 {
@@ -59,6 +47,27 @@ func parseConnectString(servers []string) (connectString, error) {
 		cs.servers = append(cs.servers, server)
 	}
 	return cs, nil
+}
+
+// splitHosts splits the elements of servers at commas, as Java's
+// StringUtils.split does: each host trimmed, empty ones ("zk1:2181,") left
+// out. An element that is empty is an error: a list that lost a server.
+func splitHosts(servers []string) ([]string, error) {
+	if len(servers) == 0 {
+		return nil, invalidf("no servers")
+	}
+	var hosts []string
+	for _, el := range servers {
+		if strings.TrimSpace(el) == "" {
+			return nil, invalidf("empty server address in %q", servers)
+		}
+		for _, h := range strings.Split(el, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	return hosts, nil
 }
 
 // defaultPort is ZooKeeper's client port, for a server given without one.
