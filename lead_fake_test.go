@@ -140,3 +140,24 @@ func TestFakeLeadBadInput(t *testing.T) {
 		t.Fatal("bad input made the path")
 	}
 }
+
+// Do, on the same machinery: a panicking fn releases the lease, and the
+// panic goes on.
+func TestFakeDoPanics(t *testing.T) {
+	f := zkfake.New()
+	m, err := zklock.NewMutex(fakeClient(t, f), "/do/panic")
+	must(t, err)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want fn's panic", r)
+			}
+		}()
+		_ = zklock.Do(ctxT(t), m, func(context.Context) error { panic("boom") })
+		t.Fatal("Do returned: want fn's panic")
+	}()
+	fakeQueued(t, f, "/do/panic", 0)
+	l, err := m.TryAcquire(ctxT(t))
+	must(t, err, "the lock is free again")
+	release(t, l)
+}
