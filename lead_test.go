@@ -87,8 +87,8 @@ func mustLeadError(t testing.TB, err error, path string) {
 	if !errors.As(err, &oe) || oe.Op != "lead" || oe.Path != path {
 		t.Fatalf("error %v (%T): want an *OpError of op \"lead\" on %s", err, err, path)
 	}
-	if n := strings.Count(err.Error(), "zklock"); n != 1 {
-		t.Fatalf("error %q says zklock %d times, want once", err, n)
+	if n := strings.Count(err.Error(), "zklock: "); n != 1 {
+		t.Fatalf("error %q says \"zklock: \" %d times, want once", err, n)
 	}
 }
 
