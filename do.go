@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// releaseTimeout bounds the release in Do once fn has returned.
+// releaseTimeout bounds the release in Do and Election.Lead once fn has
+// returned.
 const releaseTimeout = 30 * time.Second
 
 // Do acquires l, runs fn with a context that is cancelled (with the lease's
@@ -16,7 +17,8 @@ const releaseTimeout = 30 * time.Second
 // check of ctx.Err(), not only once a goroutine has caught up. It returns
 // fn's error, joined with an error wrapping the reason if the lease was
 // lost while fn ran, and with any release error. If Acquire fails, fn does
-// not run and Do returns Acquire's error.
+// not run and Do returns Acquire's error. If fn panics, Do releases the
+// lease, and the panic goes on.
 func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error) error {
 	if l == nil || fn == nil {
 		return opError("do", "", invalidf("nil locker or function"))
@@ -25,6 +27,22 @@ func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error) error
 	if err != nil {
 		return err
 	}
+	ferr, rerr := runHeld(ctx, lease, fn)
+	if ferr == nil {
+		return rerr // an *OpError, or nil
+	}
+	return errors.Join(ferr, rerr)
+}
+
+// runHeld runs fn while lease is held, for Do and Election.Lead: fn's
+// context is cancelled, with the lease's error as cause, once the lease
+// ends. When fn returns, or panics, runHeld releases the lease with a
+// context that keeps ctx's values but not its end (ctx may be why fn
+// returned), bounded by releaseTimeout. It returns fn's error and
+// Release's: nil, or an *OpError wrapping the loss if the lease was lost
+// before it was released, or wrapping why its node could not be deleted.
+// No Err is read after Release: that would say ErrReleased, not the loss.
+func runHeld(ctx context.Context, lease *Lease, fn func(ctx context.Context) error) (ferr, rerr error) {
 	fctx, cancel := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -35,17 +53,16 @@ func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error) error
 		case <-fctx.Done():
 		}
 	}()
-	ferr := fn(leaseContext{fctx, lease, cancel})
-	cancel(nil)
-	<-watched
-
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer rcancel()
-	rerr := lease.Release(rctx)
-	if ferr == nil {
-		return rerr // an *OpError, or nil
-	}
-	return errors.Join(ferr, rerr)
+	// Deferred, so that a panicking fn leaves no lease behind (nor the
+	// goroutine above) before the panic goes on.
+	defer func() {
+		cancel(nil)
+		<-watched
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer rcancel()
+		rerr = lease.Release(rctx)
+	}()
+	return fn(leaseContext{fctx, lease, cancel}), nil
 }
 
 // leaseContext is fn's context in Do: a cancel-cause context whose Err first

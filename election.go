@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -63,6 +64,66 @@ func (e *Election) Campaign(ctx context.Context) (*Lease, error) {
 		return nil, err
 	}
 	return leases[0], nil
+}
+
+// Lead campaigns, waiting until this candidate leads or ctx is done, then
+// runs fn while it leads, as [Do] runs fn under a lock. fn's ctx is
+// cancelled the moment leadership may be lost (the lease's [Lease.Done]),
+// with the loss as its cause (context.Cause: the lease's [Lease.Err]), and
+// with ctx. When fn returns, or panics, Lead resigns: it ends leadership
+// and deletes its node with a context of its own, not ctx (ctx may be why
+// fn returned), for at most 30 s; the Client's janitor deletes the node
+// later if that was not enough. A panic then goes on.
+//
+// Lead returns nil when fn returned nil while leading and the resignation
+// went through. Otherwise it returns an *OpError (op "lead") wrapping:
+// fn's error; the loss, if leadership was lost before Lead resigned
+// (ErrSessionExpired, ErrLeaseExpired, ErrNodeDeleted, ErrClientClosed,
+// ErrConnectionSuspended), both if both; or, if it never led, the
+// campaign's error (errors.Is(err, ctx.Err()) when ctx ended first: no
+// node is left behind; ErrClientClosed; ErrInvalidArgument for a nil ctx or
+// fn, before any ZooKeeper call).
+//
+// Lead leads once. A replica that should lead again after losing or
+// resigning calls it in a loop, as Curator's LeaderSelector does with
+// autoRequeue, at the back of the line each time. It stops when its own
+// ctx is done or the Client is closed (ErrClientClosed). fn's own error
+// may be ctx.Err() after a loss, so the loop tests ctx.Err(), not the
+// error, for context.Canceled:
+//
+//	for ctx.Err() == nil {
+//		err := e.Lead(ctx, work)
+//		if errors.Is(err, zklock.ErrClientClosed) {
+//			return
+//		}
+//		// log err; wait a moment before campaigning again
+//	}
+//
+// A leader that must pass its fencing token ([Lease.Token]) to what it
+// writes campaigns with [Election.Campaign] instead, which returns the
+// lease.
+func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context) error) error {
+	path := e.lock.path
+	if ctx == nil || fn == nil {
+		return opError("lead", path, invalidf("nil context or function"))
+	}
+	lease, err := e.Campaign(ctx)
+	if err != nil {
+		return &OpError{Op: "lead", Path: path, Err: fmt.Errorf("campaign: %w", causeOf(err))}
+	}
+	ferr, rerr := runHeld(ctx, lease, fn)
+	rerr = causeOf(rerr) // it names the node, and says "zklock: " no more
+	switch {
+	case ferr == nil && rerr == nil:
+		return nil
+	case ferr == nil:
+		err = rerr
+	case rerr == nil:
+		err = ferr
+	default:
+		err = fmt.Errorf("%w; %w", ferr, rerr)
+	}
+	return &OpError{Op: "lead", Path: path, Node: lease.Node(), Err: err}
 }
 
 // Participants lists the candidates: the leader first, then the others in

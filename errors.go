@@ -120,6 +120,15 @@ func nodeError(op, path, node string, err error) error {
 	return &OpError{Op: op, Path: path, Node: node, Err: err}
 }
 
+// causeOf returns the cause of an *OpError, to be wrapped in another
+// *OpError without saying "zklock: " twice; any other error as it is.
+func causeOf(err error) error {
+	if oe, ok := err.(*OpError); ok {
+		return oe.Err
+	}
+	return err
+}
+
 // invalidf returns an error wrapping ErrInvalidArgument.
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)

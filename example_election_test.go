@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/zkrecipes/zklock"
 )
@@ -34,6 +37,48 @@ func ExampleElection() {
 	default:
 		// Lead, passing lease.Token() to what leadership protects.
 		fmt.Println("leading with token", lease.Token())
+	}
+}
+
+func ExampleElection_Lead() {
+	// The replica stops leading, and campaigning, at SIGTERM.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	c, err := zklock.Connect(ctx, []string{"127.0.0.1:2181"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	e, err := zklock.NewElection(c, "/services/reports/leader", zklock.WithNodeData([]byte("reports-3")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Lead, and after each term (resigned or lost) campaign again, at the
+	// back of the line: Curator's LeaderSelector with autoRequeue.
+	for ctx.Err() == nil { // ctx's end, not an error that wraps context.Canceled: a loss cancels fn's ctx too
+		err := e.Lead(ctx, func(ctx context.Context) error {
+			tick := time.NewTicker(time.Minute)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done(): // leadership may be lost, or the replica stops
+					return nil // Lead's error says if leadership was lost
+				case <-tick.C:
+					fmt.Println("writing the reports") // the leader's work
+				}
+			}
+		})
+		if errors.Is(err, zklock.ErrClientClosed) {
+			return
+		}
+		if ctx.Err() == nil {
+			log.Printf("no longer leading: %v", err)
+			select { // back off before the next campaign
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"errors"
 	"log/slog"
 	"time"
 
@@ -175,14 +176,19 @@ func leaseInfo(h *session.Hold, err error, now time.Time) LeaseInfo {
 }
 
 // hooks connects the session's events to the Client's Trace, and logs a
-// lost lease at Warn. The session calls them with its mutex held: they
-// must not call into the Client.
+// lost lease at Warn, or at Info when Close ended it: the caller asked for
+// that, so a graceful shutdown warns of nothing. The session calls them
+// with its mutex held: they must not call into the Client.
 func (c *Client) hooks(log *slog.Logger) session.Hooks {
 	t := c.trace
 	return session.Hooks{
 		Lost: func(h *session.Hold, err error) {
 			m, _ := h.Meta.(leaseMeta)
-			log.Warn("zklock: lease lost", "path", m.path, "node", h.Nodes()[0], "cause", err)
+			if errors.Is(err, ErrClientClosed) { // only Close ends a lease with it
+				log.Info("zklock: lease ended by Close", "path", m.path, "node", h.Nodes()[0])
+			} else {
+				log.Warn("zklock: lease lost", "path", m.path, "node", h.Nodes()[0], "cause", err)
+			}
 			if t.Lost != nil && !m.untraced {
 				t.Lost(leaseInfo(h, err, time.Now()))
 			}

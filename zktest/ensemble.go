@@ -112,7 +112,7 @@ func RunEnsemble(ctx context.Context, img string, opts ...testcontainers.Contain
 	netOpts := []network.NetworkCustomizer{network.WithLabels(map[string]string{labelKey: "true"})}
 	nw, err := network.New(ctx, netOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("zktest: ensemble network: %w", err)
+		return nil, fmt.Errorf("zktest: ensemble network: %w", explain(ctx, "", err))
 	}
 	e := &Ensemble{
 		network: nw,

@@ -141,7 +141,10 @@ type Container struct {
 //
 // Run first checks that the Docker engine answers: without one it fails at
 // once with an error that says so and how to fix it (start the engine, or
-// set DOCKER_HOST to one that runs).
+// set DOCKER_HOST to one that runs). An image that the engine does not have
+// and cannot pull fails with an error that names ZKLOCK_ZK_IMAGE (see
+// [Image]); testcontainers' reaper (Ryuk) that cannot start, offline say,
+// with one that names TESTCONTAINERS_RYUK_DISABLED=true.
 // On failure Run returns an error and, if a container was created, that
 // container too, so the caller can still terminate it, as testcontainers'
 // modules do:
@@ -269,7 +272,7 @@ func run(ctx context.Context, img, cfg string, ca *authority, port int, opts []t
 		c = &Container{Container: ctr, endpoint: endpoint, ready: ready, tls: ca}
 	}
 	if err != nil {
-		return c, fmt.Errorf("zktest: run %s: %w", img, err)
+		return c, fmt.Errorf("zktest: run %s: %w", img, explain(ctx, img, err))
 	}
 	return c, nil
 }

@@ -2,7 +2,9 @@
 // own ZooKeeper session, campaign on one path; one leads at a time, in the
 // order they campaigned, each with a higher fencing token than the last,
 // while an observer reports every change of leader, "no leader" included.
-// Curator's LeaderLatch on the same path takes part in the same election.
+// Then the same replicas run as a service would: each calls Lead in a loop,
+// so they take turns, never two at once. Curator's LeaderLatch on the same
+// path takes part in the same election.
 //
 //	go run ./examples/election    # a ZooKeeper at 127.0.0.1:2181
 //	ZKLOCK_SERVERS=zk1:2181,zk2:2181 go run ./examples/election
@@ -13,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkrecipes/zklock"
@@ -86,6 +90,54 @@ func main() {
 	if _, err := watcher.Leader(ctx); errors.Is(err, zklock.ErrNoLeader) {
 		fmt.Println("Leader: no leader")
 	}
+
+	leadInTurn(ctx, replicas, 2)
+}
+
+// leadInTurn runs each replica as a service runs it: Lead in a loop, which
+// campaigns, runs the leader's work while it leads, resigns when the work
+// returns, and campaigns again at the back of the line. Each replica stops
+// after terms terms, when ctx ends or when its Client is closed.
+func leadInTurn(ctx context.Context, replicas []*zklock.Election, terms int) {
+	var (
+		wg      sync.WaitGroup
+		leading atomic.Int32 // replicas running their leader's work
+	)
+	for i, e := range replicas {
+		name := fmt.Sprint("replica-", string(rune('a'+i)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for term := 1; term <= terms && ctx.Err() == nil; {
+				err := e.Lead(ctx, func(ctx context.Context) error {
+					if leading.Add(1) > 1 {
+						log.Fatal("two replicas lead at once")
+					}
+					defer leading.Add(-1)
+					fmt.Printf("%s leads (term %d of its %d)\n", name, term, terms)
+					select {
+					case <-ctx.Done(): // leadership may be lost: stop at once
+						return nil // Lead says why
+					case <-time.After(50 * time.Millisecond): // the leader's work
+						return nil
+					}
+				})
+				switch {
+				case errors.Is(err, zklock.ErrClientClosed):
+					return
+				case err != nil:
+					log.Printf("%s: %v", name, err)
+					select { // back off before campaigning again
+					case <-time.After(time.Second):
+					case <-ctx.Done():
+					}
+				default:
+					term++
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // waitForCandidates waits until the election has n candidates, so that the
