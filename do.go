@@ -65,6 +65,22 @@ func runHeld(ctx context.Context, lease *Lease, fn func(ctx context.Context) err
 	return fn(leaseContext{fctx, lease, cancel}), nil
 }
 
+// LeaseFrom returns the lease under which fn runs, from the context that
+// [Do] or [Election.Lead] gives fn (or one derived from it), or nil if ctx
+// is not such a context: so that fn can hand [Lease.Token] to the resource
+// it protects, or read [Lease.ValidUntil]. fn must not release the lease:
+// Do and Lead do, when fn returns.
+func LeaseFrom(ctx context.Context) *Lease {
+	if ctx == nil {
+		return nil
+	}
+	l, _ := ctx.Value(leaseKey{}).(*Lease)
+	return l
+}
+
+// leaseKey is the context key of LeaseFrom.
+type leaseKey struct{}
+
 // leaseContext is fn's context in Do: a cancel-cause context whose Err first
 // asks the lease. It cancels itself before it reports the loss, so Done is
 // closed whenever Err is non-nil, as the context contract wants.
@@ -72,6 +88,13 @@ type leaseContext struct {
 	context.Context
 	lease  *Lease
 	cancel context.CancelCauseFunc
+}
+
+func (c leaseContext) Value(key any) any {
+	if key == (leaseKey{}) {
+		return c.lease
+	}
+	return c.Context.Value(key)
 }
 
 func (c leaseContext) Err() error {

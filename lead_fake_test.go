@@ -3,6 +3,7 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/zkrecipes/zklock"
@@ -160,4 +161,38 @@ func TestFakeDoPanics(t *testing.T) {
 	l, err := m.TryAcquire(ctxT(t))
 	must(t, err, "the lock is free again")
 	release(t, l)
+}
+
+// fn reaches its lease through LeaseFrom, under Do and under Lead, to
+// fence with its token; a context of neither has none.
+func TestFakeLeaseFrom(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	m, err := zklock.NewMutex(c, "/from/m")
+	must(t, err)
+	if zklock.LeaseFrom(context.Background()) != nil {
+		t.Fatal("a plain context has a lease")
+	}
+	var token int64
+	must(t, zklock.Do(ctxT(t), m, func(ctx context.Context) error {
+		l := zklock.LeaseFrom(ctx)
+		if l == nil || l.Err() != nil || l.Token() == 0 || !strings.HasPrefix(l.Node(), "/from/m/") {
+			t.Fatalf("LeaseFrom under Do: %v", l)
+		}
+		inner, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if zklock.LeaseFrom(inner) != l {
+			t.Fatal("a context derived from fn's lost the lease")
+		}
+		token = l.Token()
+		return nil
+	}))
+	e := newElection(t, c, "/from/e", "a")
+	must(t, e.Lead(ctxT(t), func(ctx context.Context) error {
+		l := zklock.LeaseFrom(ctx)
+		if l == nil || l.Token() <= token || !strings.HasPrefix(l.Node(), "/from/e/") {
+			t.Fatalf("LeaseFrom under Lead: %v (Do's token %d)", l, token)
+		}
+		return nil
+	}))
 }
