@@ -176,8 +176,10 @@ func WithTLS(cfg *tls.Config) Option {
 	}
 }
 
-// WithLogger sets the logger for state transitions (Debug), retries and
-// failed cleanups (Warn), and go-zookeeper's own messages (Debug). Default:
+// WithLogger sets the logger for state transitions (Debug), retries,
+// failed cleanups, lost leases and server names that do not resolve
+// (Warn), leases ended by [Client.Close] and names that resolve to new
+// addresses (Info), and go-zookeeper's own messages (Debug). Default:
 // silent. A nil logger means silent.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *clientOptions) error {
