@@ -56,8 +56,10 @@ type decision struct {
 	// its node's data version), not only when it is deleted.
 	awaitHold bool
 
-	// announce: on a decision that holds after a wait, tell successors
-	// waiting with awaitHold (bump the version of our last node).
+	// announce: on a decision that holds, tell successors waiting with
+	// awaitHold (bump the version of our last node), if any may be: the
+	// engine skips it when we never waited and nobody is behind us
+	// ([participant.step]).
 	announce bool
 }
 

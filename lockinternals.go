@@ -323,7 +323,13 @@ func (p *participant) step(ctx context.Context, w *waiter, st session.Snapshot, 
 		return err
 	}
 	if v.d.Holds {
-		w.hold(st.Epoch, p.waited && v.d.announce)
+		// Announce to whoever may wait for our hold: a participant
+		// queued behind us decides that we wait on a read of its own,
+		// which may come before ours even when we never wait (our first
+		// look can be late: a lagging server, a dropped connection). Its
+		// node was made before its read, so ours lists it: a holder
+		// with nobody behind it, the common case, spends no write.
+		w.hold(st.Epoch, v.d.announce && (p.waited || v.last < len(v.kids)-1))
 		return nil
 	}
 	if p.try {
