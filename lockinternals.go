@@ -43,7 +43,8 @@ type lockConfig struct {
 	driver Driver
 	data   []byte
 	refuse func(name string) bool // plain children that make the path unusable
-	size   []byte                 // a semaphore's maxLeases, recorded in the path's data
+	sized  int                    // a zklock semaphore's maxLeases, carried in its nodes' ids (newSizedID)
+	size   []byte                 // a kazoo-layout semaphore's maxLeases, recorded in the path's data
 
 	// Set for the locks of the Curator and kazoo semaphore layouts only
 	// (semaphore_layout.go).
