@@ -54,20 +54,8 @@ func newSizedID(size int) (string, error) {
 // (a version-8 UUID of another writer, whose last bits mean something
 // else, most often reads as no size, never as a size below 1).
 func idSize(id string) (size int, ok bool) {
-	if len(id) != uuidLen || id[14] != '8' {
+	if !canonicalUUID(id) || id[14] != '8' {
 		return 0, false
-	}
-	for i := 0; i < len(id); i++ {
-		switch i {
-		case 8, 13, 18, 23:
-			if id[i] != '-' {
-				return 0, false
-			}
-		default:
-			if !isHex(id[i : i+1]) {
-				return 0, false
-			}
-		}
 	}
 	switch id[19] {
 	case '8', '9', 'a', 'b': // variant 10
@@ -83,6 +71,27 @@ func idSize(id string) (size int, ok bool) {
 		return 0, false
 	}
 	return int(n), true
+}
+
+// canonicalUUID reports whether id is a UUID in canonical lower-case
+// text: 8-4-4-4-12 hex digits.
+func canonicalUUID(id string) bool {
+	if len(id) != uuidLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch i {
+		case 8, 13, 18, 23:
+			if id[i] != '-' {
+				return false
+			}
+		default:
+			if !isHex(id[i : i+1]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // randomUUID fills u with random bits, then sets the RFC's variant (10).
