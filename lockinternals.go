@@ -64,9 +64,9 @@ func (cfg lockConfig) on(path string, d Driver) lockConfig {
 }
 
 // liveSize is a semaphore size that participants follow while they wait
-// (a Curator SharedCount, semaphore_layout.go). The engine checks it on a
-// path's first look, in place of a size recorded in the path, and watches
-// it while waiting: a change makes the waiter decide again.
+// (a Curator SharedCount, semaphore_layout.go). The engine reads it on a
+// path's first look, and watches it while waiting: a change makes the
+// waiter decide again.
 type liveSize interface {
 	check(zc session.Conn) error
 	// watch sets a watch on the size, for a waiter whose last decision
