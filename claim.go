@@ -256,7 +256,7 @@ func (l *Lock) ensureParents(ctx context.Context) error {
 func (l *Lock) createDir(ctx context.Context, dir string) error {
 	var data []byte
 	if dir == l.path {
-		data = l.size // a semaphore records its size in its path
+		data = l.size // a kazoo-layout semaphore records its size in its path
 	}
 	err := l.c.s.Retry(ctx, func(zc session.Conn) error {
 		if dir == l.path && l.persistent {
@@ -284,6 +284,9 @@ func (q queueClaim) session() int64 { return 0 }
 func (q queueClaim) queues() bool   { return true }
 
 func (q queueClaim) newID() (string, error) {
+	if n := q.ls[0].sized; n > 0 {
+		return newSizedID(n)
+	}
 	id, err := newID()
 	if err == nil && q.ls[0].kazoo {
 		id = kazooID(id)

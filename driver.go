@@ -1,5 +1,7 @@
 package zklock
 
+import "math"
+
 // Driver is a lock policy: it decides, from the sorted children of a lock
 // path, whether a participant holds the lock and, if not, which siblings it
 // must watch. [Mutex], both sides of [RWMutex], [Semaphore], [Election] and,
@@ -56,8 +58,10 @@ type decision struct {
 	// its node's data version), not only when it is deleted.
 	awaitHold bool
 
-	// announce: on a decision that holds after a wait, tell successors
-	// waiting with awaitHold (bump the version of our last node).
+	// announce: on a decision that holds, tell successors waiting with
+	// awaitHold (bump the version of our last node), if any may be: the
+	// engine skips it when we never waited and nobody is behind us
+	// ([participant.step]).
 	announce bool
 }
 
@@ -109,23 +113,83 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 	return Decision{Holds: true}
 }
 
-// semaphoreDriver: at most max holders, in queue order. The nodes of one
-// participant (one Owner, consecutive) form a group, and a group holds when
-// its last node is among the first max nodes. Groups ahead of a holding
-// group hold too, so holders are always a prefix of the queue.
+// semaphoreDriver is zklock's semaphore, whose participants may have been
+// made with different sizes: a rolling deploy that resizes it meets
+// replicas of the old size and of the new on one path
+// (docs/semantics.md, "Resizing a semaphore"). Every lease node carries
+// the size of the Semaphore that made it in its protected id
+// ([newSizedID]), so the driver decides from the children's names alone,
+// never from their data (a request per node per decision; and [Revoke]
+// and the hand-over below write it). A node whose id carries no size (a
+// build from before sizes were carried, or a foreign node on the path)
+// counts as legacy: the size recorded in the path's data by such builds,
+// read by the engine when one is ahead ([participant.driverFor]); 0 when
+// none is recorded, and the node then sets no bound of its own.
 //
-// Waking exactly the right waiter on any release, with O(1) notifications:
+// The rule: node i (0-based, in queue order) holds iff i < m(i), where
+// m(i) is the smallest size among nodes 0..i. The nodes of one participant
+// (one Owner, consecutive, one id and so one size: [Semaphore.AcquireN])
+// form a group, which holds iff its last node does: nobody holds part of
+// its request while it waits for the rest.
 //
-//   - The first waiting group (every group ahead of it holds) watches every
-//     node ahead of it, at most max of them. Any release wakes it and
-//     nobody else.
-//   - Any later group watches the last node of the group just ahead of it,
-//     and wakes when that group is deleted or announces that it holds
-//     (awaitHold/announce): then it is the first waiting group.
+// Why it is safe. ZooKeeper names a sequential node with its parent's
+// cversion at the create's transaction, which the leader assigns in its
+// one order of transactions (PrepRequestProcessor.pRequest2Txn), and the
+// queue is ordered by it ([sortChildren]): every node ahead of a node was
+// created before it, and no node ever joins ahead of one that is there.
+// Names never change. So, while a node x lives, its index i only falls
+// and m(i) only rises (a departure removes a term from the min; an
+// arrival adds none ahead of x):
 //
-// Curator's deprecated InterProcessSemaphore watches only node i-max, so a
-// release out of order leaves the next waiter asleep while a lease is free.
-type semaphoreDriver struct{ max int }
+//   - Once x holds it holds in every later state (the [Driver] contract's
+//     monotony), and whether it holds depends on children[0..x] only.
+//   - Holders are a prefix: if x at i holds and y at j < i, then
+//     m(j) >= m(i) > i > j, so y holds.
+//   - If the holders are 0..h-1, then h-1 < m(h-1): there are at most
+//     m(h-1) of them, the smallest size among the holders. The engine
+//     grants a lease only on a read where its node holds, and by monotony
+//     it still holds in every later state while it lives: at any moment
+//     the leases held are at most the smallest size of any participant
+//     that holds one, or is queued ahead of one that does.
+//
+// A participant queued behind the holders bounds nothing ahead of it.
+// That is what "at most the smallest size among the live participants"
+// can mean with first-come-first-served and "a lease held is not taken
+// back": a waiter ahead of a newcomer of a smaller size was there first,
+// and whether its read that grants came just before the newcomer's create
+// or just after is a race nobody can order; a rule by which it held in
+// one case and not the other would let the newcomer decide for it. A min
+// over the whole queue is not even safe from names: decisions would then
+// depend on the nodes behind (which wake nobody), stop being monotone,
+// and holders stop being a prefix, so that positions no longer count
+// them. Four nodes of size 4, x, y, a, b: b holds on its read while a,
+// ahead of it, has not read yet; a newcomer of size 2 queues; a reads and,
+// at index 2, waits; x leaves; a, at index 1, holds: three leases (y, a,
+// b), a's granted while the 2 was queued.
+//
+// Waking the right waiter on any release, with O(1) notifications. A
+// waiting group's decision changes only when a node ahead of it goes.
+//
+//   - The first waiting group (the group just ahead of it holds, and so
+//     does every group ahead) watches every node ahead of it: as many as
+//     the smallest size ahead, at most. Any departure wakes it.
+//   - Any later group G cannot hold while the group P just ahead of it
+//     does not (holders are a prefix). It watches P's last node, and
+//     wakes when P goes, or announces that it holds (awaitHold/announce):
+//     then it is the first waiting group, or holds. P announces when it
+//     holds after a wait, and when the read on which it holds lists a
+//     node behind it: P's read is after G's (P waited in G's read, and
+//     holding is monotone), and G's node was made before G's read
+//     ([participant.step]).
+//
+// A departure that raises the min is a departure ahead: the group behind
+// the node that went watched it (first waiting or not) and decides again,
+// and the groups behind it follow one announce at a time. Curator's
+// deprecated InterProcessSemaphore watches only node i-max, so a release
+// out of order leaves the next waiter asleep while a lease is free.
+type semaphoreDriver struct {
+	legacy int // the size of a node whose id carries none; 0: no bound
+}
 
 func (semaphoreDriver) Kind() Kind { return KindLease }
 
@@ -133,12 +197,18 @@ func (d semaphoreDriver) GetsTheLock(children []Child, first, last int) Decision
 	return d.decide(children, first, last).Decision
 }
 
-func (d semaphoreDriver) decide(_ []Child, first, last int) decision {
-	if last < d.max {
+func (d semaphoreDriver) decide(children []Child, first, last int) decision {
+	ahead := d.limit(children[:first]) // m(first-1)
+	if last < min(ahead, d.sizeOf(children[last])) {
 		return decision{Decision: Decision{Holds: true}, announce: true}
 	}
-	prev := first - 1 // the last node of the group ahead; first > 0 since last-first < max
-	if prev < d.max {
+	prev := first - 1 // the last node of the group ahead
+	switch {
+	case prev < 0:
+		// Our own group exceeds our own size, which NewSemaphore and
+		// AcquireN refuse: the engine fails the acquire.
+		return decision{}
+	case prev < ahead:
 		// The group ahead holds, and so does everything before it.
 		watch := make([]int, first)
 		for i := range watch {
@@ -147,6 +217,44 @@ func (d semaphoreDriver) decide(_ []Child, first, last int) decision {
 		return decision{Decision: Decision{Watch: watch}}
 	}
 	return decision{Decision: Decision{Watch: []int{prev}}, awaitHold: true}
+}
+
+// limit is the smallest size among kids, math.MaxInt if none sets one.
+func (d semaphoreDriver) limit(kids []Child) int {
+	m := math.MaxInt
+	for _, k := range kids {
+		m = min(m, d.sizeOf(k))
+	}
+	return m
+}
+
+// sizeOf is the size a node counts with: the one its id carries, else the
+// legacy size, else no bound.
+func (d semaphoreDriver) sizeOf(k Child) int {
+	if n := d.recorded(k); n > 0 {
+		return n
+	}
+	return math.MaxInt
+}
+
+// recorded is the size a node was made with, as far as its name or the
+// legacy record tells; 0 if neither does.
+func (d semaphoreDriver) recorded(k Child) int {
+	if n, ok := idSize(k.Owner); ok {
+		return n
+	}
+	return d.legacy
+}
+
+// sizedAhead reports whether every node of kids carries its size in its id:
+// if not, the legacy size may decide.
+func sizedAhead(kids []Child) bool {
+	for _, k := range kids {
+		if _, ok := idSize(k.Owner); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // groupOf returns the bounds of the consecutive nodes sharing i's owner.

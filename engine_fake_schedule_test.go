@@ -9,8 +9,10 @@ package zklock_test
 // writer downgrades, a connection drops or comes back, a session expires,
 // a node is deleted from outside. After every step it checks that no two
 // live leases conflict (mutex, write and election exclusive; read against
-// write; at most K of a semaphore's; a MultiLock's per path) and that
-// tokens rise across conflicting holders.
+// write; at most K of a semaphore's, and under zklock's layout, whose
+// participants may have different sizes ("semaphore-sizes": 2 or 3), at
+// most the smallest size among the nodes up to the last that holds; a
+// MultiLock's per path) and that tokens rise across conflicting holders.
 //
 // What replays: the seed fixes every choice the test makes (which pending
 // operation goes next, among those pending sorted by participant, name and
@@ -322,7 +324,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 			logf(format, args...)
 		}
 	}
-	recipes := []string{"mutex", "rwmutex", "semaphore", "semaphore-curator", "semaphore-sharedcount", "semaphore-kazoo", "multilock", "election"}
+	recipes := []string{"mutex", "rwmutex", "semaphore", "semaphore-sizes", "semaphore-curator", "semaphore-sharedcount", "semaphore-kazoo", "multilock", "election"}
 	recipe := recipes[rng.Intn(len(recipes))]
 	st.recipe = recipe
 	f := zkfake.New()
@@ -477,7 +479,7 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 	check := func() error {
 		type count struct{ x, r, w, s int }
 		per := map[string]*count{}
-		var still []*liveLease
+		var still, sems []*liveLease
 		for _, l := range live {
 			if l.l.Err() != nil {
 				continue
@@ -507,12 +509,22 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 					c.w++
 				case kindS:
 					c.s++
+					sems = append(sems, l)
 				}
 			}
 		}
 		live = still
+		if recipe == "semaphore" || recipe == "semaphore-sizes" {
+			if err := boundBySizes(f.Children("/s/sem"), sems); err != nil {
+				return err
+			}
+		}
+		most := K
+		if recipe == "semaphore-sizes" {
+			most = 3
+		}
 		for path, c := range per {
-			if c.x > 1 || c.w > 1 || c.w > 0 && (c.r > 0 || c.x > 0) || c.s > K {
+			if c.x > 1 || c.w > 1 || c.w > 0 && (c.r > 0 || c.x > 0) || c.s > most {
 				var desc []string
 				for _, l := range live {
 					desc = append(desc, fmt.Sprintf("p%d:%s:%d", l.who, l.l.Node(), l.l.Token()))
@@ -639,6 +651,48 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 	}
 }
 
+// boundBySizes checks zklock's semaphore rule on the queue of names (the
+// children of its path): the leases held, by nodes of that path, are at
+// most the smallest size among the nodes up to the last of theirs in
+// queue order, each node's size as its name carries it (the last 8 hex
+// digits of a version-8 id). With one size K everywhere, that is "at most
+// K"; with sizes 2 and 3, a 2 ahead bounds the 3s behind it.
+func boundBySizes(names []string, leases []*liveLease) error {
+	seqOf := func(name string) int64 {
+		n, _ := strconv.ParseInt(name[len(name)-10:], 10, 64) // no wrap in a schedule
+		return n
+	}
+	sort.Slice(names, func(i, j int) bool { return seqOf(names[i]) < seqOf(names[j]) })
+	at := map[string]int{}
+	bound := make([]int, len(names)) // the smallest size among nodes 0..i
+	for i, name := range names {
+		at[name] = i
+		size := int64(1 << 40) // no size: no bound
+		if id := nodeID(name); len(id) == 36 && id[14] == '8' {
+			if n, err := strconv.ParseInt(id[28:], 16, 64); err == nil {
+				size = n
+			}
+		}
+		bound[i] = int(size)
+		if i > 0 {
+			bound[i] = min(bound[i], bound[i-1])
+		}
+	}
+	last := -1
+	for _, l := range leases {
+		node := l.l.Node()
+		i, ok := at[node[strings.LastIndexByte(node, '/')+1:]]
+		if !ok {
+			return fmt.Errorf("participant %d's lease %s is not among the children %v", l.who, node, names)
+		}
+		last = max(last, i)
+	}
+	if last >= 0 && len(leases) > bound[last] {
+		return fmt.Errorf("%d leases held, over the smallest size %d among the nodes up to the last holder's: queue %v", len(leases), bound[last], names)
+	}
+	return nil
+}
+
 // nodeID is a node's name up to its kind: `_c_<uuid>`, or kazoo's 32 hex.
 func nodeID(node string) string {
 	name := node[strings.LastIndexByte(node, '/')+1:]
@@ -735,9 +789,11 @@ func setUp(p *schedPart, recipe string, rng *rand.Rand, k int) error {
 		} else {
 			p.kind, p.acquire = kindW, one(rw.WriteLock().Acquire)
 		}
-	case "semaphore", "semaphore-curator", "semaphore-sharedcount", "semaphore-kazoo":
+	case "semaphore", "semaphore-sizes", "semaphore-curator", "semaphore-sharedcount", "semaphore-kazoo":
 		var opts []zklock.LockOption
 		switch recipe {
+		case "semaphore-sizes": // a rolling resize from 2 to 3, or back
+			k += rng.Intn(2)
 		case "semaphore-curator":
 			opts = append(opts, zklock.WithSemaphoreLayout(zklock.LayoutCurator))
 		case "semaphore-sharedcount": // the count stays K: nobody changes it
@@ -750,9 +806,12 @@ func setUp(p *schedPart, recipe string, rng *rand.Rand, k int) error {
 			return err
 		}
 		p.kind, p.paths = kindS, []string{"/s/sem"}
-		if recipe != "semaphore-kazoo" && rng.Intn(3) == 0 {
+		switch {
+		case recipe != "semaphore-kazoo" && rng.Intn(3) == 0:
 			p.acquire = func(ctx context.Context) ([]*zklock.Lease, error) { return s.AcquireN(ctx, 2) }
-		} else {
+		case recipe == "semaphore-sizes" && rng.Intn(4) == 0:
+			p.acquire = one(s.TryAcquire)
+		default:
 			p.acquire = one(s.Acquire)
 		}
 	case "multilock":

@@ -59,6 +59,15 @@ var (
 	// ErrNoLeader is returned by [Election.Leader] when there is no
 	// candidate, so nobody leads.
 	ErrNoLeader = errors.New("no leader")
+
+	// ErrSizeMismatch is returned by an acquire of a [Semaphore] whose
+	// path records a size it cannot take part with: under [LayoutKazoo],
+	// whose participants all have the one size recorded in the path's
+	// data (kazoo's Semaphore refuses another the same way). The error
+	// names both sizes. Nothing is created. zklock's own layout never
+	// returns it: replicas of different sizes share its path
+	// (docs/semantics.md, "Resizing a semaphore").
+	ErrSizeMismatch = errors.New("semaphore size mismatch")
 )
 
 // OpError is the error of every exported call of package zklock that

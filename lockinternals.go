@@ -43,7 +43,8 @@ type lockConfig struct {
 	driver Driver
 	data   []byte
 	refuse func(name string) bool // plain children that make the path unusable
-	size   []byte                 // a semaphore's maxLeases, recorded in the path's data
+	sized  int                    // a zklock semaphore's maxLeases, carried in its nodes' ids (newSizedID)
+	size   []byte                 // a kazoo-layout semaphore's maxLeases, recorded in the path's data
 
 	// Set for the locks of the Curator and kazoo semaphore layouts only
 	// (semaphore_layout.go).
@@ -63,9 +64,9 @@ func (cfg lockConfig) on(path string, d Driver) lockConfig {
 }
 
 // liveSize is a semaphore size that participants follow while they wait
-// (a Curator SharedCount, semaphore_layout.go). The engine checks it on a
-// path's first look, in place of a size recorded in the path, and watches
-// it while waiting: a change makes the waiter decide again.
+// (a Curator SharedCount, semaphore_layout.go). The engine reads it on a
+// path's first look, and watches it while waiting: a change makes the
+// waiter decide again.
 type liveSize interface {
 	check(zc session.Conn) error
 	// watch sets a watch on the size, for a waiter whose last decision
@@ -323,7 +324,13 @@ func (p *participant) step(ctx context.Context, w *waiter, st session.Snapshot, 
 		return err
 	}
 	if v.d.Holds {
-		w.hold(st.Epoch, p.waited && v.d.announce)
+		// Announce to whoever may wait for our hold: a participant
+		// queued behind us decides that we wait on a read of its own,
+		// which may come before ours even when we never wait (our first
+		// look can be late: a lagging server, a dropped connection). Its
+		// node was made before its read, so ours lists it: a holder
+		// with nobody behind it, the common case, spends no write.
+		w.hold(st.Epoch, v.d.announce && (p.waited || v.last < len(v.kids)-1))
 		return nil
 	}
 	if p.try {

@@ -1,30 +1,27 @@
 package zklock
 
-import (
-	"strconv"
-
-	"github.com/zkrecipes/zklock/internal/session"
-)
+import "github.com/zkrecipes/zklock/internal/session"
 
 // Reading a queue: a waiter's first look, sent right behind the create,
 // and the reads it makes on waking.
 
 // look is a waiter's first read: the children of the lock path, in queue
-// order, and the path's stat, pipelined with a semaphore's size check.
-// Whoever holds on it at once takes its token from the stat
-// ([participant.token]) and needs no other request. It uses the read that
-// [participant.prefetch] made while the create was on its way if that
-// read shows our nodes, and reads again otherwise. Only a look that
-// succeeds counts: after one that failed (the connection closed under
-// it), the next survey looks again rather than read, since a read does
-// not check the size, and a semaphore participant admitted under another
-// size grants more leases than the others allow.
+// order, and the path's stat, pipelined with the read of a SharedCount's
+// size (a Curator-layout semaphore's). Whoever holds on it at once takes
+// its token from the stat ([participant.token]) and needs no other
+// request. It uses the read that [participant.prefetch] made while the
+// create was on its way if that read shows our nodes, and reads again
+// otherwise. Only a look that succeeds counts: after one that failed (the
+// connection closed under it), the next survey looks again rather than
+// read, since a read does not read the count, and a participant deciding
+// with its seed rather than the count may grant more leases than the
+// count allows.
 func (p *participant) look(w *waiter) ([]Child, session.ParentStat, error) {
 	kids, ps, ok := p.prefetched(w)
 	if !ok {
 		names, s, err := w.l.fetch(p.c.s.Conn(), w.look.Active())
 		if err != nil {
-			return nil, s, err // not looked: the next survey looks again, and checks the size
+			return nil, s, err // not looked: the next survey looks again, and reads the count
 		}
 		if kids, err = p.parse(w, names); err != nil {
 			return nil, s, err
@@ -65,13 +62,13 @@ type fetched struct {
 }
 
 // fetch reads the children and stat of the lock path, with a children
-// watch if watch is set, and, for a semaphore, checks its recorded size,
-// in parallel.
+// watch if watch is set, and, for a semaphore that follows a SharedCount,
+// the count, in parallel.
 func (l *Lock) fetch(zc session.Conn, watch bool) ([]string, session.ParentStat, error) {
 	var sized chan error
-	if l.size != nil || l.count != nil {
+	if l.count != nil {
 		sized = make(chan error, 1)
-		go func() { sized <- l.checkSize(zc) }()
+		go func() { sized <- l.count.check(zc) }()
 	}
 	read := zc.ChildrenStat
 	if watch {
@@ -135,8 +132,8 @@ func (p *participant) prefetch(zc session.Conn, marker string) ([]<-chan fetched
 // read gets the children of w's path, in queue order, and its stat: the
 // read a waiter makes on waking. A guarded waiter also reads its own node
 // with a watch ([participant.watchOwn]) when it has none, pipelined on the
-// connection, so it costs no round trip. A semaphore's size was checked by
-// the first look; a read does not check it again.
+// connection, so it costs no round trip. A SharedCount was read by the
+// first look; a read does not read it again (the wait watches it).
 //
 // A waiter on one path keeps no watch on its own node: it never holds but
 // on a read that lists it, and learns that someone deleted it from that
@@ -185,40 +182,6 @@ func (p *participant) read(w *waiter, epoch uint64) ([]Child, session.ParentStat
 	}
 	kids, err := p.parse(w, names)
 	return kids, ps, err
-}
-
-// checkSize checks that the semaphore's path records our maxLeases, and
-// records it if nothing is recorded yet (a path made by someone else). It
-// runs on the first read after our create: a path cannot be deleted and
-// made again while our node is in it, so what it reads is what every
-// participant queued with us agreed to.
-func (l *Lock) checkSize(zc session.Conn) error {
-	if l.count != nil {
-		return l.count.check(zc)
-	}
-	for {
-		data, st, err := zc.Get(l.path)
-		if err != nil {
-			return err
-		}
-		switch {
-		case string(data) == string(l.size):
-			return nil
-		case len(data) == 0:
-			err := zc.SetIf(l.path, l.size, st.Version)
-			if session.BadVersion(err) {
-				continue // someone recorded a size meanwhile: compare with it
-			}
-			return err
-		}
-		// Data that is not a decimal number is not a size record: kazoo's
-		// Semaphore._ensure_path ignores it the same way (the path's data
-		// may serve another purpose), and so do we.
-		if n, ok := parseSize(data); !ok || strconv.FormatInt(n, 10) == string(l.size) {
-			return nil
-		}
-		return invalidf("semaphore %s has %q leases recorded by its other participants, not %s", l.path, data, l.size)
-	}
 }
 
 // startLooks decides, for the first look of every waiter, whether it

@@ -353,9 +353,11 @@ func (l *Lock) idPrefix(id string) string {
 }
 
 // SemaphoreSize reads a semaphore's size from the data of its path, as
-// zklock's [Semaphore] and kazoo's record it ("3"), by the rules the
-// Semaphore itself applies: ok is false for data that is not a size
-// record, and for a size out of [1, 2147483647].
+// kazoo's Semaphore records it ("3"), and so zklock's under [LayoutKazoo]
+// (zklock's own layout records none: each lease node carries its
+// participant's size, see [Participant.Size]), by the rules the Semaphore
+// itself applies: ok is false for data that is not a size record, and for
+// a size out of [1, 2147483647].
 func SemaphoreSize(data []byte) (n int, ok bool) {
 	v, ok := parseSize(data)
 	if !ok || v < 1 || v > math.MaxInt32 {

@@ -19,10 +19,12 @@ import (
 // with ErrUnknownNode and never placed, a plain one ignored (by a
 // Semaphore too, unless another library's semaphore layout names it); on
 // that one queue, at most one participant holds a Mutex, and a writer or
-// mutex never holds with anyone else.
+// mutex never holds with anyone else; a Semaphore's holders are a prefix of
+// the queue, no more than the smallest size their names carry.
 func FuzzSortChildren(f *testing.F) {
 	u1, u2 := "0f8fad5b-d9cb-469f-a165-70867728950e", "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 	h1, h2 := "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	s2, s3 := "0f8fad5b-d9cb-869f-a165-000000000002", "7c9e6679-7425-80de-944b-000000000003" // version 8: sizes 2 and 3
 	for _, names := range [][]string{
 		{"_c_" + u1 + "-lock-0000000001", "_c_" + u2 + "-lock-0000000000"},
 		{"_c_" + u1 + "-__READ__0000000003", "_c_" + u2 + "-__WRIT__0000000002", "_c_" + u1 + "-__WRIT__0000000003"},
@@ -33,6 +35,8 @@ func FuzzSortChildren(f *testing.F) {
 		{"_c_" + u1 + "-lock-0000000100", "_c_" + u2 + "-lock-0000000101", "_c_" + u1 + "-lock--2147483548"},
 		{"plain", "locks", h1, "foo-0000000009"},
 		{"_c_" + u1 + "-lease-0000000001", "plain", h2},
+		{"_c_" + s3 + "-lease-0000000001", "_c_" + s2 + "-lease-0000000002", "_c_" + s3 + "-lease-0000000003", "_c_" + u1 + "-lease-0000000004"},
+		{"_c_" + s2 + "-lease-0000000007", "_c_" + s2 + "-lease-0000000008", "_c_" + s3 + "-lease-0000000009"},
 		{"_c_" + u1 + "-lock--0999999999", "_c_" + u1 + "-lock-000000001", "_c_" + u1 + "-lock-+000000001"},
 		{"", "_c_", "__lock__0000000001", h1 + "__lock__", "_c_" + h1 + "-__READ__0000000001"},
 	} {
@@ -200,6 +204,27 @@ func checkHolders(t *testing.T, kids []Child) {
 	for i, h := range mutex {
 		if h && i > 0 && kids[i].Owner != kids[0].Owner {
 			t.Fatalf("a Mutex held by %q behind %q", kids[i].Name, kids[0].Name)
+		}
+	}
+	checkSemaphore(t, kids)
+}
+
+// checkSemaphore checks a zklock Semaphore's holders on one queue, every
+// node counting with the size its id carries (none: no bound): a prefix of
+// the queue, and no more than the smallest of their sizes.
+func checkSemaphore(t *testing.T, kids []Child) {
+	t.Helper()
+	held := holders(kids, func(Child) Driver { return semaphoreDriver{} })
+	h := 0
+	for h < len(held) && held[h] {
+		h++
+	}
+	if slices.Contains(held[h:], true) {
+		t.Fatalf("a Semaphore's holders %v are not a prefix of %q", held, childNames(kids))
+	}
+	for _, k := range kids[:h] {
+		if n, ok := idSize(k.Owner); ok && h > n {
+			t.Fatalf("%d hold a Semaphore, over the size %d of %q: %q", h, n, k.Name, childNames(kids))
 		}
 	}
 }

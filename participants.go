@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/zkrecipes/zklock/internal/session"
@@ -26,7 +25,9 @@ func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Par
 
 // listParticipants reads the children of path and their data, and sorts
 // them into holders and waiters, each in queue order. pick chooses the
-// driver that applies to a child.
+// driver that applies to a child; a zklock semaphore's is told the size
+// recorded in the path's data when a lease node carries none in its id
+// ([semaphoreDriver]).
 func listParticipants(ctx context.Context, c *Client, path string, refuse func(string) bool,
 	pick func(Child) Driver) ([]Participant, error) {
 	names, err := listChildren(ctx, c, path)
@@ -35,6 +36,9 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 	}
 	kids, err := sortChildren(names, refuse)
 	if err != nil {
+		return nil, err
+	}
+	if pick, err = withLegacy(ctx, c, path, kids, pick); err != nil {
 		return nil, err
 	}
 	held := holders(kids, pick)
@@ -52,6 +56,9 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 			Node: node, Data: data, Holder: held[i], Read: k.Kind == KindRead,
 			Kind: k.Kind, Created: time.UnixMilli(st.Ctime),
 		}
+		if d, ok := pick(k).(semaphoreDriver); ok {
+			pt.Size = d.recorded(k)
+		}
 		if held[i] {
 			hold = append(hold, pt)
 		} else {
@@ -61,13 +68,43 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 	return append(hold, wait...), nil
 }
 
+// withLegacy returns pick, with the size recorded in path's data given to
+// the zklock semaphore drivers it picks, if any of kids they decide for
+// carries no size of its own; it reads the path only then.
+func withLegacy(ctx context.Context, c *Client, path string, kids []Child, pick func(Child) Driver) (func(Child) Driver, error) {
+	var unsized []Child
+	for _, k := range kids {
+		if _, ok := pick(k).(semaphoreDriver); ok {
+			unsized = append(unsized, k)
+		}
+	}
+	if sizedAhead(unsized) {
+		return pick, nil
+	}
+	data, st, err := readNode(ctx, c, path)
+	if err != nil || st == nil {
+		return pick, err
+	}
+	legacy, _ := SemaphoreSize(data)
+	return func(k Child) Driver {
+		d := pick(k)
+		if sd, ok := d.(semaphoreDriver); ok {
+			sd.legacy = legacy
+			return sd
+		}
+		return d
+	}, nil
+}
+
 // Participants lists the participants of any lock path, whichever recipe
 // and library made it: holders first, then waiters, each in queue order,
 // with their node data. It decides who holds from each node's kind, as the
 // recipes do: a reader holds when no other kind of node is ahead of it; a
-// semaphore lease holds when it is among the first maxLeases, as recorded
-// in the path's data by zklock's [Semaphore] (all leases hold if nothing is
-// recorded); a node of any other kind (a mutex, a writer, an election
+// semaphore lease holds by zklock's [Semaphore] rule (node i holds when i
+// is below the size of every node up to it, each node's size as its name
+// carries it, see [Participant.Size]; a lease node whose name carries none
+// counts with the size recorded in the path's data, if any, else with no
+// bound); a node of any other kind (a mutex, a writer, an election
 // candidate) holds when it is first. It is what the zklock command's ls
 // prints. A path that does not exist has no participants.
 func Participants(ctx context.Context, c *Client, path string) ([]Participant, error) {
@@ -83,28 +120,12 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 	if err := validatePath(path); err != nil {
 		return fail(err)
 	}
-	// A zklock semaphore records its size in the path's data.
-	var pathData []byte
-	err := c.s.Retry(ctx, func(zc session.Conn) error {
-		var err error
-		pathData, _, err = zc.Get(path)
-		return err
-	})
-	if c.s.Classify(err) == session.Gone {
-		return nil, nil
-	}
-	if err != nil {
-		return fail(err)
-	}
 	ps, err := listParticipants(ctx, c, path, nil, func(k Child) Driver {
 		switch k.Kind {
 		case KindRead:
 			return readDriver{}
 		case KindLease:
-			if n, ok := SemaphoreSize(pathData); ok {
-				return semaphoreDriver{max: n}
-			}
-			return semaphoreDriver{max: math.MaxInt32}
+			return semaphoreDriver{}
 		}
 		return exclusiveDriver{k.Kind}
 	})
@@ -112,6 +133,23 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 		return fail(err)
 	}
 	return ps, nil
+}
+
+// SizeInForce is the size in force on a zklock semaphore's path whose
+// participants are ps (as [Semaphore.Participants] or [Participants] list
+// them): the smallest [Participant.Size] among them, which bounds the
+// leases of anyone who queues now; 0 if none has a size (no participant,
+// or none that is a zklock semaphore's). Leases granted before a smaller
+// size queued stay held, so more than that many may be held for a while
+// (docs/semantics.md, "Resizing a semaphore").
+func SizeInForce(ps []Participant) int {
+	n := 0
+	for _, p := range ps {
+		if p.Size > 0 && (n == 0 || p.Size < n) {
+			n = p.Size
+		}
+	}
+	return n
 }
 
 // Participant is one node queued on a lock.
@@ -123,6 +161,12 @@ type Participant struct {
 
 	Kind    Kind      // what the node's name says it is
 	Created time.Time // when the node was created, by the ZooKeeper leader's clock
+
+	// Size is, for a lease of a zklock semaphore, the size of the
+	// Semaphore that made it (its maxLeases), which its node's name
+	// carries; 0 for other kinds and where it is not known (a Curator or
+	// kazoo layout's lease). [SizeInForce] is the smallest over a path.
+	Size int
 }
 
 // listChildren reads the names of path's children, with the Client's

@@ -8,7 +8,9 @@ import (
 
 // Semaphore is a distributed counting semaphore on a ZooKeeper path: at
 // most maxLeases leases are held at once, granted in first-come-first-served
-// order. A release always wakes the first waiter, and only it.
+// order (with Semaphores of other sizes on the path, at most the smallest
+// size among the holders: see below). A release always wakes the first
+// waiter, and only it.
 //
 // Its default layout (nodes `_c_<uuid>-lease-<seq>` directly under the
 // path) is zklock's own. [WithSemaphoreLayout] selects Apache Curator's
@@ -21,15 +23,22 @@ import (
 // anything is created; under zklock's, by the first look after its node is
 // created (which the acquire then deletes).
 //
-// Under zklock's layout, maxLeases is recorded in the path's data ("3", as
-// kazoo's Semaphore does) by whoever creates the path, and checked by every
-// Acquire: a participant configured with another size fails with
-// ErrInvalidArgument and leaves no node, instead of granting more leases
-// than the others allow. Data that is not a decimal number is not a size
-// record and is ignored, as kazoo ignores it. The path is a container node
-// all the same, deleted once it has no children; the next participant
-// records its size again. A Semaphore is safe for concurrent use. The zero
-// value is not usable: use [NewSemaphore].
+// Under zklock's layout, Semaphores made with different sizes may share a
+// path, as the replicas of a rolling deploy that resizes it do, and none
+// fails for it: each node carries its Semaphore's size in its name (its
+// protected id, a version-8 UUID), and node i of the queue holds when i is
+// below the size of every node up to it. So the leases held are never more
+// than any holder's size allows; a smaller size that arrives bounds the
+// grants behind it at once, while leases granted before, and the waiters
+// queued ahead of it, keep their turn; a larger size takes effect once the
+// last participant of a smaller one has left the path (an empty path takes
+// the next size at once). [Participant.Size] shows each participant's size
+// and [SizeInForce] the smallest. docs/semantics.md, "Resizing a
+// semaphore", has the procedure and the proof. The path's data is not
+// read, but for nodes of builds that carried no size in their names, and
+// is left as it is. The path is a container node, deleted once it has no
+// children. A Semaphore is safe for concurrent use. The zero value is not
+// usable: use [NewSemaphore].
 type Semaphore struct {
 	path   string
 	max    int
@@ -50,9 +59,9 @@ type semLayout interface {
 }
 
 // NewSemaphore returns a semaphore of maxLeases leases on path. It validates
-// its arguments (maxLeases < 1, an option that does not fit the layout and
-// the rest wrap ErrInvalidArgument) and makes no ZooKeeper call. With
-// [WithSharedCount], maxLeases is the count's seed.
+// its arguments (maxLeases outside [1, 2147483647], an option that does not
+// fit the layout and the rest wrap ErrInvalidArgument) and makes no
+// ZooKeeper call. With [WithSharedCount], maxLeases is the count's seed.
 func NewSemaphore(c *Client, path string, maxLeases int, opts ...LockOption) (*Semaphore, error) {
 	s, err := newSemaphore(c, path, maxLeases, opts)
 	if err != nil {
@@ -65,12 +74,11 @@ func newSemaphore(c *Client, path string, maxLeases int, opts []LockOption) (*Se
 	if maxLeases < 1 || maxLeases > math.MaxInt32 {
 		return nil, invalidf("maxLeases %d is out of range [1, %d]", maxLeases, math.MaxInt32)
 	}
-	cfg, o, err := newLockConfig(c, path, semaphoreDriver{maxLeases}, opts)
+	cfg, o, err := newLockConfig(c, path, semaphoreDriver{}, opts)
 	if err != nil {
 		return nil, err
 	}
 	cfg.refuse = foreignSemaphore
-	cfg.size = []byte(strconv.Itoa(maxLeases))
 	var so semOptions
 	if o.sem != nil {
 		so = *o.sem
@@ -173,9 +181,11 @@ func (s *Semaphore) TryAcquireN(ctx context.Context, n int) ([]*Lease, error) {
 }
 
 // Participants lists the holders first, then the waiters in queue order,
-// with their node data. Under the Curator layout these are the lease
-// nodes (not the inner mutex's waiters); under kazoo's, the holders only
-// (kazoo's waiters queue on its lock).
+// with their node data and, under zklock's layout, the size each was made
+// with ([Participant.Size]; [SizeInForce] is the size in force). Under the
+// Curator layout these are the lease nodes (not the inner mutex's
+// waiters); under kazoo's, the holders only (kazoo's waiters queue on its
+// lock).
 func (s *Semaphore) Participants(ctx context.Context) ([]Participant, error) {
 	ps, err := s.layout.participants(ctx)
 	return ps, opError("participants", s.path, err)

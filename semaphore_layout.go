@@ -21,8 +21,11 @@ type SemaphoreLayout int
 // The semaphore layouts.
 const (
 	// LayoutZklock is the default: nodes `_c_<uuid>-lease-<seq>` directly
-	// under the path, which records the size; first come, first served,
-	// with no inner lock.
+	// under the path, each carrying its Semaphore's size in its uuid (a
+	// version-8 UUID whose last 8 hex digits are the size), so that
+	// Semaphores of different sizes share the path, the smallest among the
+	// holders bounding them ([Semaphore]); first come, first served, with
+	// no inner lock.
 	LayoutZklock SemaphoreLayout = iota
 
 	// LayoutCurator is Curator's InterProcessSemaphoreV2: an acquirer takes
@@ -39,8 +42,10 @@ const (
 	// creates the ephemeral node <path>/<32 hex> if fewer than maxLeases
 	// children exist (waiting on the children otherwise), and releases the
 	// lock. <path> and <path>-__lock__ are persistent, as kazoo makes them;
-	// <path>'s data records the size as a decimal number. AcquireN of more
-	// than one lease is refused: kazoo has none.
+	// <path>'s data records the size as a decimal number, the one size of
+	// every participant: an acquire of another size fails with
+	// ErrSizeMismatch, as kazoo's does. AcquireN of more than one lease is
+	// refused: kazoo has none.
 	LayoutKazoo
 )
 
@@ -64,9 +69,13 @@ type semOptions struct {
 }
 
 // WithSemaphoreLayout sets the nodes a [Semaphore] keeps: zklock's own
-// (default), Curator's or kazoo's ([SemaphoreLayout]). A value that is
-// none of the three makes [NewSemaphore] fail with ErrInvalidArgument, and
-// so does the option given to any other lock.
+// (default), Curator's or kazoo's ([SemaphoreLayout]). They differ in how
+// a size is shared: zklock's nodes carry each participant's, so sizes may
+// differ during a rolling resize; Curator's is not recorded (every
+// participant is given the same, or the same SharedCount); kazoo's is
+// recorded once in the path and another fails with ErrSizeMismatch. A
+// value that is none of the three makes [NewSemaphore] fail with
+// ErrInvalidArgument, and so does the option given to any other lock.
 func WithSemaphoreLayout(l SemaphoreLayout) LockOption {
 	return func(o *lockOptions) error {
 		if l < LayoutZklock || l > LayoutKazoo {
@@ -111,6 +120,7 @@ func newSemLayout(cfg lockConfig, o semOptions, maxLeases int) (semLayout, error
 		return nil, invalidf("WithSharedCount needs %v, not %v", LayoutCurator, o.layout)
 	}
 	if o.layout == LayoutZklock {
+		cfg.sized = maxLeases
 		return zklockLayout{lock: cfg.build(), max: maxLeases}, nil
 	}
 	g := &guarded{c: cfg.c, path: cfg.path, max: maxLeases, kind: o.layout}
@@ -118,7 +128,7 @@ func newSemLayout(cfg lockConfig, o semOptions, maxLeases int) (semLayout, error
 		inner := cfg.on(cfg.path+"-"+kazooLock, exclusiveDriver{KindMutex})
 		inner.kazoo, inner.persistent = true, true
 		leases := cfg.on(cfg.path, cfg.driver)
-		leases.persistent, leases.size = true, cfg.size
+		leases.persistent, leases.size = true, []byte(strconv.Itoa(maxLeases))
 		g.inner, g.leases = inner.build(), leases.build()
 		return kazooLayout{g}, nil
 	}
@@ -190,9 +200,9 @@ func (l kazooLayout) checkN(n int) error {
 }
 
 // checkFree refuses a path that shows the nodes of another layout than
-// g's, and checks a kazoo layout's recorded size, before anything is
-// created: it reads the path's children and data. It reports whether the
-// path exists.
+// g's, and a kazoo layout's recorded size other than g's (ErrSizeMismatch),
+// before anything is created: it reads the path's children and data. It
+// reports whether the path exists.
 func (g *guarded) checkFree(ctx context.Context) (exists bool, err error) {
 	var (
 		names  []string
@@ -225,7 +235,7 @@ func (g *guarded) checkFree(ctx context.Context) (exists bool, err error) {
 	}
 	if n, sized := parseSize(data); g.kind == LayoutKazoo && sized && n != int64(g.max) {
 		// kazoo's Semaphore._ensure_path raises ValueError the same way.
-		return true, invalidf("semaphore %s has %q leases recorded by its other participants, not %d", g.path, data, g.max)
+		return true, fmt.Errorf("%w: %s has %q leases recorded by its other participants, not %d", ErrSizeMismatch, g.path, data, g.max)
 	}
 	return true, nil
 }

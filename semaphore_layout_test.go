@@ -272,8 +272,9 @@ func TestSemaphoreLayoutKazoo(t *testing.T) {
 }
 
 // The size check under the kazoo layout is kazoo's: a decimal number other
-// than ours is refused before anything is created; data that is not a
-// number is ignored, and left as it is.
+// than ours is refused (ErrSizeMismatch) before anything is created; data
+// that is not a number is ignored, and left as it is. (zklock's own layout
+// reads no size from the path: TestSemaphoreEmptiedPathTakesANewSize.)
 func TestSemaphoreLayoutKazooSize(t *testing.T) {
 	t.Parallel()
 	c := connect(t)
@@ -288,38 +289,10 @@ func TestSemaphoreLayoutKazooSize(t *testing.T) {
 		s := newLayoutSem(t, connect(t), path, 2, zklock.WithSemaphoreLayout(zklock.LayoutKazoo))
 		l, err := s.Acquire(ctxT(t))
 		if !tc.ok {
-			mustIs(t, err, zklock.ErrInvalidArgument, "data %q", tc.data)
+			mustIs(t, err, zklock.ErrSizeMismatch, "data %q", tc.data)
 			if exists, _, err := c.Conn().Exists(path + "-__lock__"); err != nil || exists {
 				t.Fatalf("data %q: the refused acquire created the lock path (%v)", tc.data, err)
 			}
-			continue
-		}
-		must(t, err, "data %q", tc.data)
-		release(t, l)
-		if data, _, err := c.Conn().Get(path); err != nil || string(data) != tc.data {
-			t.Fatalf("data %q became %q (%v)", tc.data, data, err)
-		}
-	}
-}
-
-// Under zklock's own layout, data that is not a decimal number is not a
-// size record: it is ignored (as kazoo ignores it) and left as it is; a
-// decimal number other than ours is refused.
-func TestSemaphoreNonDecimalData(t *testing.T) {
-	t.Parallel()
-	c := connect(t)
-	for _, tc := range []struct {
-		data string
-		ok   bool
-	}{{"a$", true}, {"{\"x\":1}", true}, {" 2 ", true}, {"3", false}, {"-2", false}} {
-		path := lockPath(t)
-		mkParents(t, c, path)
-		_, err := c.Conn().Create(path, []byte(tc.data), 0, zk.WorldACL(zk.PermAll))
-		must(t, err)
-		l, err := newSem(t, connect(t), path, 2).Acquire(ctxT(t))
-		if !tc.ok {
-			mustIs(t, err, zklock.ErrInvalidArgument, "data %q", tc.data)
-			queued(t, c, path, 0)
 			continue
 		}
 		must(t, err, "data %q", tc.data)

@@ -1,11 +1,9 @@
 package zklock_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,90 +250,6 @@ func TestSemaphoreTryAcquireN(t *testing.T) {
 	}
 	_, err = s.TryAcquireN(ctxT(t), 4)
 	mustIs(t, err, zklock.ErrInvalidArgument, "n above maxLeases")
-}
-
-// A semaphore's size is recorded in its path: a participant configured with
-// another size fails, leaves no node, and never over-grants. A path made
-// without a size gets one recorded.
-func TestSemaphoreSizeChecked(t *testing.T) {
-	t.Parallel()
-	path := lockPath(t)
-	c := connect(t)
-	s3, err := zklock.NewSemaphore(connect(t), path, 3)
-	must(t, err)
-	l, err := s3.Acquire(ctxT(t))
-	must(t, err)
-	data, _, err := c.Conn().Get(path)
-	must(t, err)
-	if string(data) != "3" {
-		t.Fatalf("the path records %q, want \"3\"", data)
-	}
-
-	s5, err := zklock.NewSemaphore(connect(t), path, 5)
-	must(t, err)
-	_, err = s5.Acquire(ctxT(t))
-	mustIs(t, err, zklock.ErrInvalidArgument, "a semaphore of 5 on a path of 3")
-	if !strings.Contains(err.Error(), `"3"`) {
-		t.Fatalf("the error does not say what is recorded: %v", err)
-	}
-	_, err = s5.TryAcquire(ctxT(t))
-	mustIs(t, err, zklock.ErrInvalidArgument, "TryAcquire too")
-	eventually(t, func() bool { return len(children(t, c, path)) == 1 }, "the refused participants left no node")
-	release(t, l)
-
-	// A path someone else made, with no data: the first participant records
-	// its size, and only if nothing was recorded meanwhile.
-	bare := lockPath(t)
-	for _, p := range parentsOf(bare) {
-		if _, err := c.Conn().Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {
-			t.Fatal(err)
-		}
-	}
-	s2, err := zklock.NewSemaphore(connect(t), bare, 2)
-	must(t, err)
-	l, err = s2.Acquire(ctxT(t))
-	must(t, err)
-	data, _, err = c.Conn().Get(bare)
-	must(t, err)
-	if !bytes.Equal(data, []byte("2")) {
-		t.Fatalf("the bare path records %q, want \"2\"", data)
-	}
-	release(t, l)
-}
-
-// A participant that queues again (someone deleted its waiting node)
-// checks the size again on its new node's first look: the path may have
-// been reaped and made again with another size while it had no node there
-// (here the record is rewritten, as that would leave it); reading on
-// without a check, it would count itself among 3 where the others allow 2.
-func TestSemaphoreSizeCheckedAfterRequeue(t *testing.T) {
-	t.Parallel()
-	path := lockPath(t)
-	c := connect(t)
-	s3, err := zklock.NewSemaphore(connect(t), path, 3)
-	must(t, err)
-	held := acquireN(t, s3.Acquire, 3)
-	waiter := async(s3.Acquire, ctxT(t))
-	queued(t, c, path, 4)
-	pending(t, waiter)
-
-	_, err = c.Conn().Set(path, []byte("2"), -1)
-	must(t, err)
-	last := "" // the waiting node: the highest sequence number (names sort by protected id)
-	for _, k := range children(t, c, path) {
-		if last == "" || k[len(k)-10:] > last[len(last)-10:] {
-			last = k
-		}
-	}
-	must(t, c.Conn().Delete(path+"/"+last, -1), "delete the waiting node")
-	r := returned(t, waiter)
-	if r.err == nil {
-		r.lease.Release(ctxT(t))
-	}
-	mustIs(t, r.err, zklock.ErrInvalidArgument, "a semaphore of 3, queued again on a path that records 2")
-	for _, l := range held {
-		release(t, l)
-	}
 }
 
 // Another library's semaphore on the path (Curator's InterProcessSemaphoreV2

@@ -39,8 +39,8 @@ func toASCIIDigits(s string) string {
 // FuzzSemaphoreSize feeds the readers of a semaphore's recorded size any
 // data: parseSize, which reads a path's data as kazoo's Semaphore does
 // (int(data.decode("utf-8")): a kazoo-layout semaphore refuses a path whose
-// recorded size differs from its own, a zklock one ignores data that is no
-// number), and sharedCount.store, which reads a Curator SharedCount (a
+// recorded size differs from its own; zklock's layout reads it only as the
+// size of lease nodes whose names carry none), and sharedCount.store, which reads a Curator SharedCount (a
 // 4-byte big-endian int, as SharedCount.fromBytes). Neither panics; a
 // number is read exactly when the data is one, with its value (0, which no
 // size equals, beyond an int64); every size written round-trips; a count of

@@ -26,6 +26,8 @@ type waiter struct {
 	looked   bool                 // the first look was made
 	seen     seenVersion          // the last version of an awaited node we decided on
 	counted  sizeVersion          // the version of a SharedCount we decided on (semaphore_layout.go)
+	legacy   int                  // the size recorded in a zklock semaphore's path, once read ([participant.driverFor])...
+	legacyOK bool                 // ...here
 	held     bool                 // decided to hold...
 	heldAt   uint64               // ...in this epoch
 	announce bool                 // on the grant, tell successors waiting with awaitHold
@@ -77,7 +79,11 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	if v.first, v.last, ok = p.locate(w, v.kids); !ok {
 		return v, errRequeue
 	}
-	v.d = decide(w.l.driver, v.kids, v.first, v.last)
+	d, err := p.driverFor(w, v.kids[:v.first])
+	if err != nil {
+		return v, err
+	}
+	v.d = decide(d, v.kids, v.first, v.last)
 	if err := w.check(v.d, v.first); err != nil {
 		return v, err
 	}
@@ -91,6 +97,29 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 		_, err = p.watchOwn(w, epoch)
 	}
 	return v, err
+}
+
+// driverFor is the driver that decides w's queue, where ahead are the
+// nodes ahead of ours: w's lock's, except that a zklock semaphore with
+// nodes ahead whose ids carry no size ([semaphoreDriver]) is told the size
+// recorded in the path's data, read once per attempt. Only the nodes that
+// were ahead at our first look can ever be ahead of us (ZooKeeper appends
+// every later create behind ours), so one read serves every decision.
+func (p *participant) driverFor(w *waiter, ahead []Child) (Driver, error) {
+	d, ok := w.l.driver.(semaphoreDriver)
+	if !ok || sizedAhead(ahead) {
+		return w.l.driver, nil
+	}
+	if !w.legacyOK {
+		data, _, err := p.c.s.Conn().Get(w.l.path)
+		if err != nil {
+			return nil, err
+		}
+		w.legacy, _ = SemaphoreSize(data)
+		w.legacyOK = true
+	}
+	d.legacy = w.legacy
+	return d, nil
 }
 
 // check refuses a decision the engine cannot act on: a driver bug must

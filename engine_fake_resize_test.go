@@ -1,0 +1,274 @@
+package zklock_test
+
+// Semaphores on the fake: replicas made with different sizes on one path
+// (docs/semantics.md, "Resizing a semaphore"), and the hand-over between
+// waiters that the sizes make subtle.
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/internal/zkfake"
+)
+
+// fakeSems connects a Client per size to f, each with a Semaphore of that
+// size on path.
+func fakeSems(t testing.TB, f *zkfake.Server, path string, sizes ...int) ([]*zklock.Client, []*zklock.Semaphore) {
+	t.Helper()
+	cs, sems := make([]*zklock.Client, len(sizes)), make([]*zklock.Semaphore, len(sizes))
+	for i, n := range sizes {
+		cs[i] = fakeClient(t, f)
+		s, err := zklock.NewSemaphore(cs[i], path, n)
+		must(t, err)
+		sems[i] = s
+	}
+	return cs, sems
+}
+
+// A waiter P whose first look is late (its server lagged) holds on it at
+// once, while G, queued behind P, had decided on an earlier read that P
+// waits, and so watches P for its hold. P must tell G (the hand-over's
+// announce), or G sleeps until P lets go while a lease is free for it.
+func TestFakeSemaphoreLateFirstLookAnnounces(t *testing.T) {
+	f := zkfake.New()
+	cs, sems := fakeSems(t, f, "/late", 2, 2, 2, 2)
+	la, err := sems[0].Acquire(ctxT(t))
+	must(t, err)
+	lb, err := sems[1].Acquire(ctxT(t))
+	must(t, err)
+
+	cp, cg := connOf(t, f, cs[2]), connOf(t, f, cs[3])
+	lookHeld, lookGo, gWatches := make(chan struct{}), make(chan struct{}), make(chan struct{}, 8)
+	var held atomic.Bool
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		switch {
+		case op.Conn == cp && (op.Name == "ChildrenStat" || op.Name == "ChildrenStatW") && held.CompareAndSwap(false, true):
+			close(lookHeld)
+			<-lookGo
+		case op.Conn == cg && op.Name == "GetW":
+			gWatches <- struct{}{}
+		}
+		return nil
+	}})
+	rp := async(sems[2].Acquire, ctxT(t))
+	<-lookHeld // P's node is there; its first look waits
+	rg := async(sems[3].Acquire, ctxT(t))
+	select { // G read [A B P G] and watches P for its hold
+	case <-gWatches:
+	case <-rg:
+		t.Fatal("G returned while two leases are held and P is ahead of it")
+	}
+	release(t, la)
+	close(lookGo) // P reads [B P G]: it holds at once
+	lp := await(t, rp)
+	pending(t, rg)
+	release(t, lb) // [P G]: G's lease is free
+	lg := await(t, rg)
+	release(t, lp)
+	release(t, lg)
+}
+
+// sizesOf lists the participants' sizes, holders first, then waiters, as
+// Participants orders them.
+func sizesOf(t testing.TB, s *zklock.Semaphore) (held, waiting []int) {
+	t.Helper()
+	ps, err := s.Participants(ctxT(t))
+	must(t, err)
+	for _, p := range ps {
+		if p.Holder {
+			held = append(held, p.Size)
+		} else {
+			waiting = append(waiting, p.Size)
+		}
+	}
+	return held, waiting
+}
+
+// A rolling resize from 2 to 3 and back: no replica fails for its size;
+// the smallest size among the holders and those ahead bounds every grant;
+// once the 2s are gone, three leases are held; a 2 that arrives again
+// bounds the grants behind it, and not the leases held.
+func TestFakeSemaphoreResize(t *testing.T) {
+	f := zkfake.New()
+	_, s := fakeSems(t, f, "/rs", 2, 2, 3, 3, 3, 2)
+	a2, b2, c3, d3, e3, f2 := s[0], s[1], s[2], s[3], s[4], s[5]
+	la, err := a2.Acquire(ctxT(t))
+	must(t, err)
+	lb, err := b2.Acquire(ctxT(t))
+	must(t, err)
+	_, err = c3.TryAcquire(ctxT(t))
+	mustIs(t, err, zklock.ErrLocked, "a 3 behind two 2s that hold")
+	rc := async(c3.Acquire, ctxT(t))
+	fakeQueued(t, f, "/rs", 3)
+	pending(t, rc)
+	held, waiting := sizesOf(t, c3)
+	if fmt.Sprint(held, waiting) != "[2 2] [3]" {
+		t.Fatalf("participants' sizes: held %v, waiting %v; want [2 2] [3]", held, waiting)
+	}
+	ps, err := c3.Participants(ctxT(t))
+	must(t, err)
+	if n := zklock.SizeInForce(ps); n != 2 {
+		t.Fatalf("size in force %d, want 2", n)
+	}
+
+	release(t, la) // [B2 C3]: C holds, within B's 2
+	lc := await(t, rc)
+	_, err = d3.TryAcquire(ctxT(t))
+	mustIs(t, err, zklock.ErrLocked, "a third lease while a 2 holds")
+
+	release(t, lb) // [C3]: the 2s are gone
+	ld, err := d3.TryAcquire(ctxT(t))
+	must(t, err, "a second 3")
+	le, err := e3.TryAcquire(ctxT(t))
+	must(t, err, "a third 3, once the 2s are gone")
+	_, err = a2.TryAcquire(ctxT(t))
+	mustIs(t, err, zklock.ErrLocked, "a 2 behind three holders")
+	ps, err = e3.Participants(ctxT(t))
+	must(t, err)
+	if n := zklock.SizeInForce(ps); n != 3 {
+		t.Fatalf("size in force %d with only 3s, want 3", n)
+	}
+
+	// A 2 arrives again: the three leases stay held; it waits until
+	// fewer than 2 are ahead of it.
+	rf := async(f2.Acquire, ctxT(t))
+	fakeQueued(t, f, "/rs", 4)
+	release(t, lc) // [D3 E3 F2]: F is third
+	pending(t, rf)
+	mustLive(t, ld)
+	mustLive(t, le)
+	release(t, ld) // [E3 F2]
+	lf := await(t, rf)
+	_, err = c3.TryAcquire(ctxT(t))
+	mustIs(t, err, zklock.ErrLocked, "a 3 behind a 2 that holds, with two leases held")
+	release(t, le)
+	release(t, lf)
+	fakeQueued(t, f, "/rs", 0)
+}
+
+// A waiter queued ahead of a smaller size keeps its turn: when a lease
+// frees, it holds, as it would have had its read come just before the
+// smaller one queued; the smaller one then waits for its own bound.
+// (A bound over the whole queue would keep C waiting for a node behind
+// it, which wakes nobody when it goes.)
+func TestFakeSemaphoreSmallerNewcomerKeepsTheQueue(t *testing.T) {
+	f := zkfake.New()
+	_, s := fakeSems(t, f, "/nq", 3, 3, 3, 3, 2)
+	var held []*zklock.Lease
+	for _, sem := range s[:3] {
+		l, err := sem.Acquire(ctxT(t))
+		must(t, err)
+		held = append(held, l)
+	}
+	rc := async(s[3].Acquire, ctxT(t))
+	fakeQueued(t, f, "/nq", 4)
+	rd := async(s[4].Acquire, ctxT(t))
+	fakeQueued(t, f, "/nq", 5)
+	pending(t, rc)
+	release(t, held[2]) // [A B C D2]: C is third, below every size up to it
+	lc := await(t, rc)
+	pending(t, rd)
+	release(t, held[0]) // [B C D2]: D is third, its own bound is 2
+	pending(t, rd)
+	release(t, held[1]) // [C D2]
+	ld := await(t, rd)
+	release(t, lc)
+	release(t, ld)
+}
+
+// A size that rises when a small holder leaves lets every waiter within
+// the new bound through, the first waiter by its watch on the holders,
+// the next by the first's announce.
+func TestFakeSemaphoreBoundRises(t *testing.T) {
+	f := zkfake.New()
+	_, s := fakeSems(t, f, "/br", 2, 3, 3, 3)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	lb, err := s[1].Acquire(ctxT(t))
+	must(t, err)
+	rc := async(s[2].Acquire, ctxT(t))
+	fakeQueued(t, f, "/br", 3)
+	rd := async(s[3].Acquire, ctxT(t))
+	fakeQueued(t, f, "/br", 4)
+	pending(t, rc)
+	pending(t, rd)
+	release(t, la) // [B3 C3 D3]: both hold
+	lc, ld := await(t, rc), await(t, rd)
+	mustLive(t, lb)
+	for _, l := range []*zklock.Lease{lb, lc, ld} {
+		release(t, l)
+	}
+}
+
+// An emptied path takes the next size at once: the container is still
+// there (ZooKeeper reaps it a minute later at the earliest) and nothing of
+// the old size is left that bounds the new.
+func TestFakeSemaphoreEmptiedPathTakesANewSize(t *testing.T) {
+	f := zkfake.New()
+	_, s := fakeSems(t, f, "/ep", 2, 3)
+	for _, l := range acquireN(t, s[0].Acquire, 2) {
+		release(t, l)
+	}
+	if !f.Exists("/ep") {
+		t.Fatal("the fake reaped the path by itself")
+	}
+	var ls []*zklock.Lease
+	for i := 0; i < 3; i++ {
+		l, err := s[1].TryAcquire(ctxT(t))
+		must(t, err, "lease %d of 3 on a path emptied by 2s", i+1)
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		release(t, l)
+	}
+}
+
+// Lease nodes whose ids carry no size (builds from before sizes were
+// carried in names; made here by hand) count with the size recorded in
+// the path's data, or with no bound of their own when there is none.
+func TestFakeSemaphoreUnsizedNodes(t *testing.T) {
+	for _, tc := range []struct {
+		record string
+		free   bool // a third lease, of a 3, is free beside the two unsized
+		size   int  // the unsized nodes' Size in Participants
+	}{{"2", false, 2}, {"", true, 0}, {"no number", true, 0}, {"3", true, 3}} {
+		t.Run(fmt.Sprintf("record %q", tc.record), func(t *testing.T) {
+			f := zkfake.New()
+			must(t, f.Create("/un", []byte(tc.record)))
+			for i, u := range []string{"0f8fad5b-d9cb-469f-a165-70867728950e", "7c9e6679-7425-40de-944b-e07fc1f90ae7"} {
+				must(t, f.Create(fmt.Sprintf("/un/_c_%s-lease-%010d", u, i), nil))
+			}
+			_, s := fakeSems(t, f, "/un", 3)
+			l, err := s[0].TryAcquire(ctxT(t))
+			if !tc.free {
+				mustIs(t, err, zklock.ErrLocked, "a 3 behind two nodes of a recorded 2")
+				r := async(s[0].Acquire, ctxT(t))
+				fakeQueued(t, f, "/un", 3)
+				pending(t, r)
+				must(t, f.Delete(fmt.Sprintf("/un/_c_%s-lease-%010d", "0f8fad5b-d9cb-469f-a165-70867728950e", 0)))
+				l = await(t, r)
+			} else {
+				must(t, err, "a 3 beside two unsized nodes")
+			}
+			ps, err := s[0].Participants(ctxT(t))
+			must(t, err)
+			for _, p := range ps {
+				want := tc.size
+				if p.Node == l.Node() {
+					want = 3
+				}
+				if p.Size != want || !p.Holder {
+					t.Fatalf("participant %s: size %d, holder %v; want %d, holding", p.Node, p.Size, p.Holder, want)
+				}
+			}
+			ps2, err := zklock.Participants(ctxT(t), fakeClient(t, f), "/un")
+			must(t, err)
+			if fmt.Sprint(ps2) != fmt.Sprint(ps) {
+				t.Fatalf("Participants of the path %+v, of the Semaphore %+v", ps2, ps)
+			}
+			release(t, l)
+		})
+	}
+}
