@@ -33,6 +33,12 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 	if err != nil || names == nil {
 		return nil, err
 	}
+	return readParticipants(ctx, c, path, names, refuse, pick)
+}
+
+// readParticipants is listParticipants of the children names, read.
+func readParticipants(ctx context.Context, c *Client, path string, names []string, refuse func(string) bool,
+	pick func(Child) Driver) ([]Participant, error) {
 	kids, err := sortChildren(names, refuse)
 	if err != nil {
 		return nil, err
@@ -70,6 +76,22 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 // recorded); a node of any other kind (a mutex, a writer, an election
 // candidate) holds when it is first. It is what the zklock command's ls
 // prints. A path that does not exist has no participants.
+//
+// It reads Curator's and kazoo's semaphore layouts too ([SemaphoreLayout]),
+// whose nodes are not the path's own children. A path whose only children
+// are "locks" and "leases" holding Curator's nodes is an
+// InterProcessSemaphoreV2: its lease nodes (under leases/) hold, except
+// those that the holder of its inner mutex created and waits with (Curator
+// creates a lease node, and waits for the count, while it holds the mutex
+// at locks/, and lets the mutex go once it holds); the mutex's other
+// nodes wait. A path whose children are all kazoo lease nodes (32 hex
+// digits) next to its lock <path>-__lock__ is a kazoo Semaphore: every
+// lease node holds (kazoo creates one only when one is free) and the
+// nodes queued on its lock wait. The holder of the inner mutex is told
+// apart by its session and its creation: for the round trip between
+// being granted and letting the mutex go, its lease shows as waiting; and
+// if one process has two acquirers on the path in one session, a lease of
+// the first may show as waiting until the second creates its own.
 func Participants(ctx context.Context, c *Client, path string) ([]Participant, error) {
 	fail := func(err error) ([]Participant, error) {
 		return nil, opError("participants", path, err)
@@ -83,20 +105,45 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 	if err := validatePath(path); err != nil {
 		return fail(err)
 	}
+	names, err := listChildren(ctx, c, path)
+	if err != nil {
+		return fail(err)
+	}
+	ps, _, err := participantsOf(ctx, c, path, names, nil)
+	if err != nil {
+		return fail(err)
+	}
+	return ps, nil
+}
+
+// participantsOf lists the participants of path, whose children are
+// names, as [Participants] does, and names the semaphore layout they were
+// read in (LayoutZklock for every lock that is not another library's
+// semaphore). lockExists says whether <path>-__lock__ exists (kazoo's
+// Semaphore's lock); nil if the caller does not know, and it is read when
+// it matters.
+func participantsOf(ctx context.Context, c *Client, path string, names []string, lockExists *bool) ([]Participant, SemaphoreLayout, error) {
+	if len(names) == 0 {
+		return nil, LayoutZklock, nil
+	}
+	ps, layout, err := foreignParticipants(ctx, c, path, names, lockExists)
+	if layout != LayoutZklock || err != nil {
+		return ps, layout, err
+	}
 	// A zklock semaphore records its size in the path's data.
 	var pathData []byte
-	err := c.s.Retry(ctx, func(zc session.Conn) error {
+	err = c.s.Retry(ctx, func(zc session.Conn) error {
 		var err error
 		pathData, _, err = zc.Get(path)
 		return err
 	})
 	if c.s.Classify(err) == session.Gone {
-		return nil, nil
+		return nil, LayoutZklock, nil
 	}
 	if err != nil {
-		return fail(err)
+		return nil, LayoutZklock, err
 	}
-	ps, err := listParticipants(ctx, c, path, nil, func(k Child) Driver {
+	ps, err = readParticipants(ctx, c, path, names, nil, func(k Child) Driver {
 		switch k.Kind {
 		case KindRead:
 			return readDriver{}
@@ -108,10 +155,7 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 		}
 		return exclusiveDriver{k.Kind}
 	})
-	if err != nil {
-		return fail(err)
-	}
-	return ps, nil
+	return ps, LayoutZklock, err
 }
 
 // Participant is one node queued on a lock.
