@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/internal/zkfake"
 )
 
 // foundPaths returns the found lock paths relative to root, with their
@@ -61,14 +63,24 @@ func TestFindLocks(t *testing.T) {
 	hold(rw.ReadLock().Acquire(ctxT(t)))
 	hold(newMutex(t, connect(t), root+"/deep/x/y/z").Acquire(ctxT(t)))
 	hold(newLayoutSem(t, connect(t), root+"/curator", 2, zklock.WithSemaphoreLayout(zklock.LayoutCurator)).Acquire(ctxT(t)))
-	hold(newLayoutSem(t, connect(t), root+"/kazoo", 2, zklock.WithSemaphoreLayout(zklock.LayoutKazoo)).Acquire(ctxT(t)))
+	kazoo := zklock.WithSemaphoreLayout(zklock.LayoutKazoo)
+	kazooHeld := hold(newLayoutSem(t, connect(t), root+"/kazoo", 1, kazoo).Acquire(ctxT(t)))
+	kazooWaiter := async(newLayoutSem(t, connect(t), root+"/kazoo", 1, kazoo).Acquire, ctxT(t))
+	queued(t, c, root+"/kazoo-__lock__", 1)
+	// A mutex whose path ends in "locks", as Curator's inner mutex does:
+	// its parent is no Curator semaphore.
+	hold(newMutex(t, connect(t), root+"/app/locks").Acquire(ctxT(t)))
 	hold(newLayoutSem(t, connect(t), root+"/zsem", 2).Acquire(ctxT(t)))
+	// An idle Curator semaphore: its leases/ and locks/ containers stay
+	// until the server reaps them, with nobody in them.
+	idle := newLayoutSem(t, connect(t), root+"/idle", 2, zklock.WithSemaphoreLayout(zklock.LayoutCurator))
+	release(t, hold(idle.Acquire(ctxT(t))))
 	mkAll(t, c, root+"/empty/idle")
 
 	found, complete, err := zklock.FindLocks(ctxT(t), c, root, zklock.FindLimit{})
 	must(t, err)
-	want := []string{"a zklock 1/1", "b/c zklock 1/0", "curator curator 1/0", "deep/x/y/z zklock 1/0",
-		"kazoo kazoo 1/0", "zsem zklock 1/0"}
+	want := []string{"a zklock 1/1", "app/locks zklock 1/0", "b/c zklock 1/0", "curator curator 1/0", "deep/x/y/z zklock 1/0",
+		"kazoo kazoo 1/1", "zsem zklock 1/0"}
 	if got := foundPaths(root, found); !complete || strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Fatalf("FindLocks(%s) = %q, complete %v; want %q, complete", root, got, complete, want)
 	}
@@ -79,7 +91,7 @@ func TestFindLocks(t *testing.T) {
 	// Depth 1 reads root's children: b/c and deep/x/y/z lie deeper.
 	found, complete, err = zklock.FindLocks(ctxT(t), c, root, zklock.FindLimit{Depth: 1})
 	must(t, err)
-	want = []string{"a zklock 1/1", "curator curator 1/0", "kazoo kazoo 1/0", "zsem zklock 1/0"}
+	want = []string{"a zklock 1/1", "curator curator 1/0", "kazoo kazoo 1/1", "zsem zklock 1/0"}
 	if got := foundPaths(root, found); complete || strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("FindLocks(%s, depth 1) = %q, complete %v; want %q, incomplete", root, got, complete, want)
 	}
@@ -110,6 +122,8 @@ func TestFindLocks(t *testing.T) {
 	}
 	release(t, first)
 	release(t, await(t, waiter))
+	release(t, kazooHeld)
+	release(t, await(t, kazooWaiter))
 }
 
 // FindLocks of a path that does not exist fails with zk.ErrNoNode; bad
@@ -139,4 +153,33 @@ func TestFindLocksErrors(t *testing.T) {
 	// The root itself may be walked.
 	_, _, err = zklock.FindLocks(ctxT(t), c, "/", zklock.FindLimit{Depth: 1})
 	must(t, err, "FindLocks(/)")
+}
+
+// A node deleted between the read of its parent's children and its own
+// read is passed over: FindLocks goes on with the rest.
+func TestFakeFindLocksNodeGone(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	for _, p := range []string{"/r", "/r/a", "/r/a/x"} {
+		must(t, f.Create(p, nil), "create %s", p)
+	}
+	l, err := newMutex(t, c, "/r/b").Acquire(ctxT(t))
+	must(t, err)
+	var once sync.Once
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "Children" && op.Paths[0] == "/r/a" {
+			once.Do(func() {
+				must(t, f.Delete("/r/a/x"))
+				must(t, f.Delete("/r/a"))
+			})
+		}
+		return nil
+	}})
+	found, complete, err := zklock.FindLocks(ctxT(t), c, "/r", zklock.FindLimit{})
+	must(t, err, "FindLocks with /r/a deleted under it")
+	if got := foundPaths("/r", found); !complete || strings.Join(got, ", ") != "b zklock 1/0" {
+		t.Errorf("FindLocks(/r) = %q, complete %v; want [b zklock 1/0], complete", got, complete)
+	}
+	f.SetHooks(zkfake.Hooks{})
+	release(t, l)
 }

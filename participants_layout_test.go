@@ -182,9 +182,16 @@ func TestParticipantsKazooLayout(t *testing.T) {
 		_ = c.Conn().Delete(path, -1)
 	})
 	kazoo := zklock.WithSemaphoreLayout(zklock.LayoutKazoo)
-	sem := func() *zklock.Semaphore { return newLayoutSem(t, connect(t), path, 2, kazoo) }
-	a, err := sem().Acquire(ctxT(t))
-	must(t, err)
+	sem := func() *zklock.Semaphore { return newLayoutSem(t, connect(t), path, 4, kazoo) }
+	// Four holders: their nodes' names are random, their order is their
+	// creation's.
+	var early []*zklock.Lease
+	for i := 0; i < 3; i++ {
+		l, err := sem().Acquire(ctxT(t))
+		must(t, err)
+		early = append(early, l)
+	}
+	a := early[0]
 	b, err := sem().Acquire(ctxT(t))
 	must(t, err)
 	w1 := async(sem().Acquire, ctxT(t))
@@ -196,7 +203,9 @@ func TestParticipantsKazooLayout(t *testing.T) {
 	// kazoo's <32 hex>__lock__<seq>: in queue order by what follows the id.
 	slices.SortFunc(queue, func(a, b string) int { return strings.Compare(a[32:], b[32:]) })
 	checkParticipants(t, c, path,
-		want{node: a.Node(), holds: true, kind: zklock.KindLease},
+		want{node: early[0].Node(), holds: true, kind: zklock.KindLease},
+		want{node: early[1].Node(), holds: true, kind: zklock.KindLease},
+		want{node: early[2].Node(), holds: true, kind: zklock.KindLease},
 		want{node: b.Node(), holds: true, kind: zklock.KindLease},
 		want{node: path + "-__lock__/" + queue[0], kind: zklock.KindMutex},
 		want{node: path + "-__lock__/" + queue[1], kind: zklock.KindMutex})
@@ -204,31 +213,37 @@ func TestParticipantsKazooLayout(t *testing.T) {
 	release(t, b)
 	l1 := await(t, w1)
 	checkParticipants(t, c, path,
-		want{node: a.Node(), holds: true, kind: zklock.KindLease},
+		want{node: early[0].Node(), holds: true, kind: zklock.KindLease},
+		want{node: early[1].Node(), holds: true, kind: zklock.KindLease},
+		want{node: early[2].Node(), holds: true, kind: zklock.KindLease},
 		want{node: l1.Node(), holds: true, kind: zklock.KindLease},
 		want{node: path + "-__lock__/", prefix: true, kind: zklock.KindMutex})
 	release(t, a)
 	release(t, await(t, w2))
-	release(t, l1)
+	for _, l := range append(early[1:], l1) {
+		release(t, l)
+	}
 	checkParticipants(t, c, path)
 }
 
 // A path whose children merely share the Curator layout's names ("locks",
-// "leases" holding other things) or kazoo's (32 hex digits, with no kazoo
-// lock next to it) is not a semaphore: it has no participants of its own.
+// "leases" holding other things: a plain node, a mutex's nodes) or kazoo's
+// (32 hex digits, with no kazoo lock next to it) is not a semaphore: it has
+// no participants of its own.
 func TestParticipantsNotALayout(t *testing.T) {
 	t.Parallel()
 	root := lockPath(t)
 	c := connect(t)
 	hex := strings.Repeat("ab", 16)
-	for _, p := range []string{root + "/curator/leases/pool", root + "/curator/locks", root + "/kazoo/" + hex} {
+	for _, p := range []string{root + "/curator/leases/pool", root + "/curator/locks", root + "/kazoo/" + hex, root + "/mutexes/locks"} {
 		mkAll(t, c, p)
 	}
-	m := newMutex(t, c, root+"/curator/leases/pool")
-	l, err := m.Acquire(ctxT(t))
-	must(t, err)
-	defer release(t, l)
-	for _, p := range []string{root + "/curator", root + "/kazoo"} {
+	for _, p := range []string{root + "/curator/leases/pool", root + "/mutexes/leases"} {
+		l, err := newMutex(t, c, p).Acquire(ctxT(t))
+		must(t, err)
+		defer release(t, l)
+	}
+	for _, p := range []string{root + "/curator", root + "/kazoo", root + "/mutexes"} {
 		ps, err := zklock.Participants(ctxT(t), c, p)
 		must(t, err, "participants of %s", p)
 		if len(ps) != 0 {

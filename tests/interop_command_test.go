@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,11 +29,7 @@ import (
 func buildZklock(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "zklock")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	out, err := exec.Command(goTool, "build", "-o", bin, "../cmd/zklock").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/zklock").CombinedOutput()
 	require.NoError(t, err, "go build ../cmd/zklock:\n%s", out)
 	return bin
 }
