@@ -87,11 +87,12 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 // nodes wait. A path whose children are all kazoo lease nodes (32 hex
 // digits) next to its lock <path>-__lock__ is a kazoo Semaphore: every
 // lease node holds (kazoo creates one only when one is free) and the
-// nodes queued on its lock wait. The holder of the inner mutex is told
-// apart by its session and its creation: for the round trip between
-// being granted and letting the mutex go, its lease shows as waiting; and
-// if one process has two acquirers on the path in one session, a lease of
-// the first may show as waiting until the second creates its own.
+// nodes queued on its lock wait. Curator's mutex holder is told apart by
+// its session and its creation. For the round trip between a grant and
+// the release of the inner lock, the new holder shows as waiting (Curator)
+// or twice, holding and waiting (kazoo); and if one process has two
+// acquirers on a Curator path in one session, a lease of the first may
+// show as waiting until the second creates its own.
 func Participants(ctx context.Context, c *Client, path string) ([]Participant, error) {
 	fail := func(err error) ([]Participant, error) {
 		return nil, opError("participants", path, err)

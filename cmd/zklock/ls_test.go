@@ -73,6 +73,9 @@ func TestLs(t *testing.T) {
 		}
 	}
 
+	// The whole tree (here, its first level): / is a path ls takes.
+	expectCode(t, 0, env(), "ls", "-max-depth", "1", "/")
+
 	// An existing node with no children: nobody holds.
 	empty := lockPath(t)
 	mkNode(t, c, empty)
