@@ -34,6 +34,12 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 	if err != nil || names == nil {
 		return nil, err
 	}
+	return readParticipants(ctx, c, path, names, refuse, pick)
+}
+
+// readParticipants is listParticipants of the children names, read.
+func readParticipants(ctx context.Context, c *Client, path string, names []string, refuse func(string) bool,
+	pick func(Child) Driver) ([]Participant, error) {
 	kids, err := sortChildren(names, refuse)
 	if err != nil {
 		return nil, err
@@ -107,6 +113,23 @@ func withLegacy(ctx context.Context, c *Client, path string, kids []Child, pick 
 // bound); a node of any other kind (a mutex, a writer, an election
 // candidate) holds when it is first. It is what the zklock command's ls
 // prints. A path that does not exist has no participants.
+//
+// It reads Curator's and kazoo's semaphore layouts too ([SemaphoreLayout]),
+// whose nodes are not the path's own children. A path whose only children
+// are "locks" and "leases" holding Curator's nodes is an
+// InterProcessSemaphoreV2: its lease nodes (under leases/) hold, except
+// those that the holder of its inner mutex created and waits with (Curator
+// creates a lease node, and waits for the count, while it holds the mutex
+// at locks/, and lets the mutex go once it holds); the mutex's other
+// nodes wait. A path whose children are all kazoo lease nodes (32 hex
+// digits) next to its lock <path>-__lock__ is a kazoo Semaphore: every
+// lease node holds (kazoo creates one only when one is free) and the
+// nodes queued on its lock wait. Curator's mutex holder is told apart by
+// its session and its creation. For the round trip between a grant and
+// the release of the inner lock, the new holder shows as waiting (Curator)
+// or twice, holding and waiting (kazoo); and if one process has two
+// acquirers on a Curator path in one session, a lease of the first may
+// show as waiting until the second creates its own.
 func Participants(ctx context.Context, c *Client, path string) ([]Participant, error) {
 	fail := func(err error) ([]Participant, error) {
 		return nil, opError("participants", path, err)
@@ -120,7 +143,32 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 	if err := validatePath(path); err != nil {
 		return fail(err)
 	}
-	ps, err := listParticipants(ctx, c, path, nil, func(k Child) Driver {
+	names, err := listChildren(ctx, c, path)
+	if err != nil {
+		return fail(err)
+	}
+	ps, _, err := participantsOf(ctx, c, path, names, nil)
+	if err != nil {
+		return fail(err)
+	}
+	return ps, nil
+}
+
+// participantsOf lists the participants of path, whose children are
+// names, as [Participants] does, and names the semaphore layout they were
+// read in (LayoutZklock for every lock that is not another library's
+// semaphore). lockExists says whether <path>-__lock__ exists (kazoo's
+// Semaphore's lock); nil if the caller does not know, and it is read when
+// it matters.
+func participantsOf(ctx context.Context, c *Client, path string, names []string, lockExists *bool) ([]Participant, SemaphoreLayout, error) {
+	if len(names) == 0 {
+		return nil, LayoutZklock, nil
+	}
+	ps, layout, err := foreignParticipants(ctx, c, path, names, lockExists)
+	if layout != LayoutZklock || err != nil {
+		return ps, layout, err
+	}
+	ps, err = readParticipants(ctx, c, path, names, nil, func(k Child) Driver {
 		switch k.Kind {
 		case KindRead:
 			return readDriver{}
@@ -129,10 +177,7 @@ func Participants(ctx context.Context, c *Client, path string) ([]Participant, e
 		}
 		return exclusiveDriver{k.Kind}
 	})
-	if err != nil {
-		return fail(err)
-	}
-	return ps, nil
+	return ps, LayoutZklock, err
 }
 
 // SizeInForce is the size in force on a zklock semaphore's path whose

@@ -24,7 +24,8 @@ observer=$!
 	echo "job 1 holds $ZKLOCK_NODE (token $ZKLOCK_TOKEN)"
 	while [ ! -e "$0/queued" ]; do sleep 0.05; done' "$bin" &
 first=$!
-until "$zklock" ls -json "$path" | grep -q job-1; do sleep 0.05; done
+# (ls exits 122, saying so on stderr, until the lock path exists.)
+until "$zklock" ls -json "$path" 2>/dev/null | grep -q job-1; do sleep 0.05; done
 "$zklock" lock -data job-2 "$path" -- sh -c 'echo "job 2 holds $ZKLOCK_NODE (token $ZKLOCK_TOKEN)"; sleep 0.5' &
 second=$!
 until "$zklock" ls -json "$path" | grep -q job-2; do sleep 0.05; done

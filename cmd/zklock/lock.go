@@ -84,6 +84,7 @@ func cmdLock(args []string) int {
 		h                      holdFlags
 		read, write, try       bool
 		maxLeases, leasesWants int
+		layoutName             string
 	)
 	fs := newFlagSet(sub)
 	common.register(fs)
@@ -93,6 +94,8 @@ func cmdLock(args []string) int {
 	fs.IntVar(&maxLeases, "semaphore", 0, "take a lease of a counting semaphore of `MAX` leases: at most MAX holders at once")
 	fs.IntVar(&leasesWants, "n", 1, "with -semaphore: take `N` leases at once, all or none")
 	fs.BoolVar(&try, "try", false, "take the lock only if it is free now; exit 124 if not")
+	fs.StringVar(&layoutName, "layout", "zklock", "with -semaphore: the nodes of the semaphore, `zklock|curator|kazoo`: zklock's own, "+
+		"Apache Curator's InterProcessSemaphoreV2's or kazoo's Semaphore's, to share its leases with processes that use that library")
 
 	pos, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {
@@ -115,16 +118,28 @@ func cmdLock(args []string) int {
 	case leasesWants < 1 || (maxLeases > 0 && leasesWants > maxLeases):
 		return usageError(sub, "-n %d is out of range: take from 1 to -semaphore's %d leases", leasesWants, maxLeases)
 	}
+	layout, ok := layouts[layoutName]
+	switch {
+	case !ok:
+		return usageError(sub, "-layout %q is none of zklock, curator and kazoo", layoutName)
+	case isSet(fs, "layout") && maxLeases == 0:
+		return usageError(sub, "-layout %s needs -semaphore MAX: only a semaphore has a layout", layoutName)
+	case layout == zklock.LayoutKazoo && leasesWants > 1:
+		return usageError(sub, "-n %d with -layout kazoo: kazoo's semaphore grants one lease at a time", leasesWants)
+	}
 	s, code := h.spec(sub, "the lock on", &common, path, command)
 	if code != 0 {
 		return code
 	}
 	opts := h.lockOptions()
+	if maxLeases > 0 {
+		s.layoutHint = func(c *zklock.Client) string { return layoutHint(c, path, layout) }
+	}
 	s.acquire = func(ctx context.Context, c *zklock.Client) ([]*zklock.Lease, error) {
 		var l zklock.Locker
 		switch {
 		case maxLeases > 0:
-			sem, err := zklock.NewSemaphore(c, path, maxLeases, opts...)
+			sem, err := zklock.NewSemaphore(c, path, maxLeases, append(opts, zklock.WithSemaphoreLayout(layout))...)
 			if err != nil {
 				return nil, err
 			}
@@ -214,6 +229,28 @@ func cmdElect(args []string) int {
 		return []*zklock.Lease{lease}, nil
 	}
 	return s.hold()
+}
+
+// layouts are -layout's values.
+var layouts = map[string]zklock.SemaphoreLayout{
+	"zklock": zklock.LayoutZklock, "curator": zklock.LayoutCurator, "kazoo": zklock.LayoutKazoo,
+}
+
+// layoutHint names the -layout of the semaphore at path if it is not
+// want's: what to give to take part in it. It is best effort: "" if it
+// cannot tell.
+func layoutHint(c *zklock.Client, path string, want zklock.SemaphoreLayout) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	found, _, err := zklock.FindLocks(ctx, c, path, zklock.FindLimit{Depth: 1, Nodes: 1})
+	if err != nil || len(found) == 0 || found[0].Path != path {
+		return ""
+	}
+	lp := found[0]
+	if lp.Layout == want || (lp.Layout == zklock.LayoutZklock && pathKind(lp) != "semaphore") {
+		return ""
+	}
+	return lp.Layout.String()
 }
 
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zklock"
 )
 
 // checkAlternation checks the lines that holders appended around their
@@ -394,4 +397,58 @@ func TestElect(t *testing.T) {
 		}
 	}
 	checkAlternation(t, readLines(t, out), 2)
+}
+
+// TestLockLayout: lock -semaphore MAX -layout curator|kazoo shares the
+// leases of a semaphore of that layout (here the library's own, in that
+// layout): it takes the lease left free, and then the semaphore is full;
+// the default layout is refused on that path, and told which -layout to
+// give.
+func TestLockLayout(t *testing.T) {
+	for _, layout := range []zklock.SemaphoreLayout{zklock.LayoutCurator, zklock.LayoutKazoo} {
+		t.Run(layout.String(), func(t *testing.T) {
+			path, c := lockPath(t), client(t)
+			if layout == zklock.LayoutKazoo {
+				t.Cleanup(func() { // kazoo's nodes are persistent
+					_ = c.Conn().Delete(path+"-__lock__", -1)
+					_ = c.Conn().Delete(path, -1)
+				})
+			}
+			s, err := zklock.NewSemaphore(client(t), path, 2, zklock.WithSemaphoreLayout(layout), zklock.WithNodeData([]byte("library")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), long)
+			defer cancel()
+			held, err := s.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := filepath.Join(t.TempDir(), "gate")
+			holder := start(t, env("GATE="+gate), "lock", "-semaphore", "2", "-layout", layout.String(), "-data", "command",
+				path, "--", "sh", "-c", gated)
+			eventually(t, func() bool {
+				ps := participants(t, c, path)
+				return len(ps) == 2 && ps[0].Holder && ps[1].Holder && string(ps[1].Data) == "command"
+			}, "the command's lease next to the library's")
+
+			_, stderr := expectCode(t, exitNotLocked, env(), "lock", "-semaphore", "2", "-layout", layout.String(), "-try", path, "--", "true")
+			if !strings.Contains(stderr, "is taken (-try)") {
+				t.Errorf("-try on a full %v semaphore: stderr does not say it is taken:\n%s", layout, stderr)
+			}
+			_, stderr = expectCode(t, exitNotLocked, env(), "lock", "-semaphore", "2", path, "--", "true")
+			if want := "give -layout " + layout.String() + " to take part"; !strings.Contains(stderr, want) {
+				t.Errorf("the default layout on a %v semaphore: stderr does not say %q:\n%s", layout, want, stderr)
+			}
+
+			openGate(t, gate)
+			if code := holder.wait(t); code != 0 {
+				t.Fatalf("the holder exited %d; stderr:\n%s", code, holder.stderr.String())
+			}
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, func() bool { return len(participants(t, c, path)) == 0 }, "the path has participants left")
+		})
+	}
 }

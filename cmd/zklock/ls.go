@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -18,22 +19,27 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zklock"
 )
 
 func cmdLs(args []string) int {
 	const sub = "ls"
 	var (
-		common  commonFlags
-		asJSON  bool
-		watch   bool
-		timeout time.Duration
+		common             commonFlags
+		asJSON             bool
+		watch              bool
+		timeout            time.Duration
+		maxDepth, maxNodes int
 	)
 	fs := newFlagSet(sub)
 	common.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print a JSON array of objects instead of a table (with -watch, one array per line)")
 	fs.BoolVar(&watch, "watch", false, "list again after every change, until interrupted")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up if connecting and listing take longer than this `duration` (with -watch: each listing)")
+	fs.IntVar(&maxDepth, "max-depth", zklock.DefaultFindDepth, "if PATH is no lock path: look for lock paths at most `N` levels below it")
+	fs.IntVar(&maxNodes, "max-nodes", zklock.DefaultFindNodes, "if PATH is no lock path: read at most `N` nodes looking for lock paths below it")
 
 	pos, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {
@@ -48,16 +54,23 @@ func cmdLs(args []string) int {
 		return usageError(sub, "one PATH at a time; got %q", pos)
 	case timeout <= 0:
 		return usageError(sub, "-timeout %v must be positive", timeout)
+	case maxDepth < 1:
+		return usageError(sub, "-max-depth %d must be at least 1", maxDepth)
+	case maxNodes < 1:
+		return usageError(sub, "-max-nodes %d must be at least 1", maxNodes)
 	}
 	path := pos[0]
-	if err := checkPath(path); err != nil {
-		return usageError(sub, "%v", err)
+	if path != "/" || watch {
+		if err := checkPath(path); err != nil {
+			return usageError(sub, "%v", err)
+		}
 	}
 	if err := common.check(); err != nil {
 		return usageError(sub, "%v", err)
 	}
 
 	common.bound = fmt.Sprintf("-timeout %v", timeout)
+	common.progress = sub
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
@@ -71,36 +84,64 @@ func cmdLs(args []string) int {
 		return failed(sub, err)
 	}
 	defer c.Close()
-	ps, err := zklock.Participants(ctx, c, path)
-	if err != nil {
-		return failed(sub, err)
-	}
-	if asJSON {
-		err = printJSON(os.Stdout, path, ps, time.Now(), "  ")
-	} else {
-		err = printTable(os.Stdout, path, ps, time.Now())
+	limit := zklock.FindLimit{Depth: maxDepth, Nodes: maxNodes}
+	found, complete, err := zklock.FindLocks(ctx, c, path, limit)
+	if errors.Is(err, zk.ErrNoNode) {
+		fmt.Fprintf(os.Stderr, "zklock %s: %s does not exist\n", sub, path)
+		return exitNoPath
 	}
 	if err != nil {
 		return failed(sub, err)
+	}
+	if err := printLs(os.Stdout, path, found, asJSON); err != nil {
+		return failed(sub, err)
+	}
+	if !complete && (len(found) == 0 || found[0].Path != path) {
+		fmt.Fprintf(os.Stderr, "zklock %s: the listing is cut: it reads at most -max-nodes %d nodes, -max-depth %d levels below %s; "+
+			"lock paths further down may be missing (ls a path below it, or raise the limits)\n", sub, maxNodes, maxDepth, path)
 	}
 	return 0
+}
+
+// printLs prints what ls found at and below path: the participants of
+// path if it is a lock path (found first, as FindLocks sorts); else one
+// row per lock path below it; if there is none, nobody (the empty table).
+func printLs(w io.Writer, path string, found []zklock.LockPath, asJSON bool) error {
+	now := time.Now()
+	switch {
+	case len(found) > 0 && found[0].Path == path:
+		if asJSON {
+			return printJSON(w, path, found[0].Participants, now, "  ")
+		}
+		return printTable(w, path, found[0].Participants, now)
+	case len(found) == 0:
+		if asJSON {
+			return printJSON(w, path, nil, now, "  ")
+		}
+		return printTable(w, path, nil, now)
+	case asJSON:
+		return printLocksJSON(w, found)
+	}
+	return printLocksTable(w, found)
 }
 
 // watchLs is ls -watch: it lists path, then again after every change,
 // until ctx ends (exit 0).
 func watchLs(ctx context.Context, common *commonFlags, path string, asJSON bool, timeout time.Duration) int {
 	const sub = "ls"
-	w, traceOpt := newWatcher(path, timeout)
+	w, traceOpt := newWatcher(sub, path, timeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	c, err := common.connect(cctx, traceOpt)
 	cancel()
 	if err != nil {
+		w.close()
 		if ctx.Err() != nil {
 			return 0
 		}
 		return failed(sub, err)
 	}
 	defer c.Close()
+	defer w.close() // first: the Client's close is no lost connection
 	w.c = c
 	var (
 		last   []zklock.Participant
@@ -173,6 +214,72 @@ func entry(path string, p zklock.Participant, now time.Time) lsEntry {
 		e.DataBase64 = base64.StdEncoding.EncodeToString(p.Data)
 	}
 	return e
+}
+
+// lockRow is one lock path below PATH in ls -json.
+type lockRow struct {
+	Path    string `json:"path"`
+	Kind    string `json:"kind"` // mutex, rwlock, semaphore, election, semaphore/curator, semaphore/kazoo
+	Holders int    `json:"holders"`
+	Waiters int    `json:"waiters"`
+}
+
+func lockRowOf(lp zklock.LockPath) lockRow {
+	r := lockRow{Path: lp.Path, Kind: pathKind(lp)}
+	for _, p := range lp.Participants {
+		if p.Holder {
+			r.Holders++
+		} else {
+			r.Waiters++
+		}
+	}
+	return r
+}
+
+// pathKind names what a lock path is: another library's semaphore by its
+// layout, else by the kinds of its nodes.
+func pathKind(lp zklock.LockPath) string {
+	switch lp.Layout {
+	case zklock.LayoutCurator:
+		return "semaphore/curator"
+	case zklock.LayoutKazoo:
+		return "semaphore/kazoo"
+	}
+	has := map[zklock.Kind]bool{}
+	for _, p := range lp.Participants {
+		has[p.Kind] = true
+	}
+	switch {
+	case has[zklock.KindLease]:
+		return "semaphore"
+	case has[zklock.KindLatch]:
+		return "election"
+	case has[zklock.KindRead] || has[zklock.KindWrite]:
+		return "rwlock"
+	}
+	return "mutex"
+}
+
+func printLocksJSON(w io.Writer, found []zklock.LockPath) error {
+	out := make([]lockRow, 0, len(found))
+	for _, lp := range found {
+		out = append(out, lockRowOf(lp))
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// printLocksTable prints one row per lock path. Its columns leave room for
+// more at the end (a semaphore's size).
+func printLocksTable(w io.Writer, found []zklock.LockPath) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tHOLDERS\tWAITERS\tKIND")
+	for _, lp := range found {
+		r := lockRowOf(lp)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.Path, r.Holders, r.Waiters, r.Kind)
+	}
+	return tw.Flush()
 }
 
 func printTable(w io.Writer, path string, ps []zklock.Participant, now time.Time) error {

@@ -39,6 +39,7 @@ import (
 // take the codes timeout(1) and docker run use, so that a caller can tell
 // them from the command's.
 const (
+	exitNoPath     = 122 // ls: PATH does not exist
 	exitLockLost   = 123 // the lock (or leadership) was lost while the command ran; the command was signalled
 	exitNotLocked  = 124 // could not lock: -timeout passed, -try found it taken, the path is used otherwise, or interrupted while waiting
 	exitFailed     = 125 // zklock itself failed: a usage error, no connection, a ZooKeeper error
@@ -136,7 +137,19 @@ type commonFlags struct {
 	// bound names the subcommand's own limit on the whole run, which
 	// bounds connecting too (e.g. "-timeout 2s"), for messages; "" if none.
 	bound string
+	// progress is the subcommand that says on stderr that it is still
+	// connecting, after stillConnectingAfter; "" says nothing.
+	progress string
 }
+
+// stillConnectingAfter is when ls and observe first say that they are
+// still connecting, and stillConnectingEvery how often they say it again:
+// soon enough that an operator knows why nothing is printed, where the
+// connect timeout is many seconds.
+const (
+	stillConnectingAfter = 2 * time.Second
+	stillConnectingEvery = 5 * time.Second
+)
 
 type authFlag struct {
 	scheme string
@@ -212,6 +225,9 @@ func (c *commonFlags) connect(ctx context.Context, extra ...zklock.Option) (*zkl
 	ctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
 	defer cancel()
 	c.log.Debug("zklock: connecting", "servers", c.serverList)
+	if c.progress != "" {
+		defer c.sayStillConnecting(os.Stderr)()
+	}
 	client, err := zklock.Connect(ctx, c.serverList, opts...)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -222,6 +238,30 @@ func (c *commonFlags) connect(ctx context.Context, extra ...zklock.Option) (*zkl
 	}
 	c.log.Debug("zklock: connected", "session", fmt.Sprintf("%#x", client.SessionID()))
 	return client, nil
+}
+
+// sayStillConnecting writes to w, stillConnectingAfter from now and then
+// every stillConnectingEvery, that zklock is still connecting, until the
+// function it returns is called (which waits for its goroutine).
+func (c *commonFlags) sayStillConnecting(w io.Writer) (stop func()) {
+	start := time.Now()
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTimer(stillConnectingAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case now := <-t.C:
+				fmt.Fprintf(w, "zklock %s: still connecting to %s (%v)...\n",
+					c.progress, strings.Join(c.serverList, ","), now.Sub(start).Round(time.Second))
+				t.Reset(stillConnectingEvery)
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // parseArgs parses a subcommand's arguments: flags, which may come before
@@ -327,7 +367,7 @@ the same path.
 Usage:
   zklock lock    [flags] PATH -- COMMAND [ARG...]  run COMMAND while holding the lock PATH
   zklock elect   [flags] PATH -- COMMAND [ARG...]  run COMMAND while leading the election PATH
-  zklock ls      [flags] PATH                      list who holds PATH and who waits
+  zklock ls      [flags] PATH                      list who holds PATH and who waits, or the locks below PATH
   zklock observe [flags] PATH                      print every change of PATH's holders or leader
   zklock version                                   zklock's version and the Go it was built with
   zklock help    [COMMAND]                         this text, or a command's with its flags
@@ -347,9 +387,14 @@ Examples:
   zklock lock -try /jobs/backup -- /usr/local/bin/backup.sh   # skip if it runs elsewhere
   zklock elect /services/scheduler -- ./scheduler
   zklock ls /jobs/backup
+  zklock ls /jobs                                  # every lock below /jobs: who waits where
   zklock observe /services/scheduler
 
-` + exitStatuses
+` + exitStatuses + `
+zklock ls exits 0 if it could list, 122 if PATH does not exist, 125 if it
+could not list; zklock observe exits 0 when interrupted, 125 if it could
+not connect or read PATH.
+`
 
 var usages = map[string]string{
 	"lock": `Usage: zklock lock [flags] PATH -- COMMAND [ARG...]
@@ -359,6 +404,11 @@ are served first come, first served. By default the lock is a mutex; -read and
 -write take a side of a read-write lock, and -semaphore MAX a lease of a
 counting semaphore (at most MAX holders at once). -timeout bounds the whole
 wait, connecting included.
+
+A semaphore's nodes are zklock's own unless -layout says otherwise:
+-layout curator takes part in Apache Curator's InterProcessSemaphoreV2 on
+PATH, -layout kazoo in kazoo's Semaphore (one lease at a time), sharing
+their leases: give the size that they were given.
 
 COMMAND runs in a process group of its own (the terminal's foreground group
 if zklock's was), with zklock's stdin, stdout and stderr, and is killed if
@@ -372,6 +422,7 @@ Examples:
   ZKLOCK_SERVERS=zk1:2181 zklock lock /jobs/backup -- /usr/local/bin/backup.sh
   zklock lock -timeout 5m /jobs/backup -- sh -c 'backup.sh --token "$ZKLOCK_TOKEN"'
   zklock lock -semaphore 3 /pools/db-migrations -- ./migrate.sh
+  zklock lock -semaphore 2 -layout curator /pools/exports -- ./export.sh
   zklock lock -read /config -- ./render-config.sh
 
 ` + environment + "\n" + exitStatuses,
@@ -394,21 +445,41 @@ Examples:
 
 Lists the participants of the lock or election PATH, in queue order: who holds
 it, then who waits. It reads any lock path, whichever recipe or library made
-it (zklock, Apache Curator, kazoo). AGE is how long ago each node was created:
-when its owner queued, so a holder's AGE includes its wait. DATA is each
-node's data: the owner's "host/pid" unless it set -data. A PATH that does not
-exist has no participants.
+it (zklock, Apache Curator, kazoo), Curator's InterProcessSemaphoreV2 and
+kazoo's Semaphore too (their nodes under PATH/leases and PATH/locks, or
+PATH-__lock__). AGE is how long ago each node was created: when its owner
+queued, so a holder's AGE includes its wait. DATA is each node's data: the
+owner's "host/pid" unless it set -data.
 
-With -watch, it prints the list again after every change (a participant
-came, went, or now holds), until interrupted (SIGINT or SIGTERM: exit 0);
-with -json, each list is one line.
+A PATH with no lock nodes of its own, such as a parent of several locks,
+lists the lock paths below it instead, sorted: PATH, HOLDERS, WAITERS and
+KIND (mutex, rwlock, semaphore, election, semaphore/curator,
+semaphore/kazoo), one row each, so that you see which lock everyone waits
+on. It reads at most -max-depth levels and -max-nodes nodes below PATH (not
+into a lock's own nodes, nor /zookeeper), and says on stderr if that cut
+the listing. PATH may be / for the whole tree. So:
+  - a lock path: its participants;
+  - a PATH with lock paths below it: one row per lock path;
+  - a PATH with no lock path at or below it (nobody holds: an idle lock, or
+    no children at all): the empty table, exit 0;
+  - a PATH that does not exist: said on stderr, exit 122.
+
+With -watch, it prints the list of PATH's participants again after every
+change (a participant came, went, or now holds), until interrupted (SIGINT
+or SIGTERM: exit 0), following PATH as a lock path even before it exists;
+with -json, each list is one line. If the connection to ZooKeeper is lost
+and back, it says so on stderr. ls and ls -watch say on stderr every few
+seconds while they are still connecting.
 
 Examples:
   ZKLOCK_SERVERS=zk1:2181 zklock ls /jobs/backup
+  zklock ls /jobs
   zklock ls -json /jobs/backup | jq -r '.[] | select(.holder) | .data'
+  zklock ls -json /jobs | jq -r '.[] | select(.waiters > 0) | .path'
   zklock ls -watch /jobs/backup
 
-Exit status: 0 if it could list (with -watch: until interrupted), 125 if not.
+Exit status: 0 if it could list (with -watch: until interrupted), 122 if
+PATH does not exist, 125 if it could not list.
 `,
 
 	"observe": `Usage: zklock observe [flags] PATH
@@ -427,9 +498,15 @@ other PATH is watched as a lock: its children, and who of them holds by
 each node's kind (as zklock ls decides). A PATH that has no node yet is
 watched as a lock until a candidate's node appears.
 
+It reads Curator's InterProcessSemaphoreV2 and kazoo's Semaphore too (their
+holders are lease nodes under PATH/leases, or directly under PATH).
+
 ZooKeeper keeps no history: holders that come and go between two reads (a
 round trip) are not printed; the state after them is. While the connection
-is down the last line stands; zklock reads again once it is back.
+is down the last line stands, and stderr says so ("connection to ZooKeeper
+lost; retrying", then "connected again to host:port"); zklock reads again
+once it is back. While it first connects, it says on stderr every few
+seconds that it is still connecting.
 
 Examples:
   ZKLOCK_SERVERS=zk1:2181 zklock observe /services/scheduler

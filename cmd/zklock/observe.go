@@ -52,15 +52,18 @@ func cmdObserve(args []string) int {
 	// end, so the exit status is 0.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	w, traceOpt := newWatcher(path, 0)
+	common.progress = sub
+	w, traceOpt := newWatcher(sub, path, 0)
 	c, err := common.connect(ctx, traceOpt)
 	if err != nil {
+		w.close()
 		if ctx.Err() != nil {
 			return 0
 		}
 		return failed(sub, err)
 	}
 	defer c.Close()
+	defer w.close() // first: the Client's close is no lost connection
 	w.c = c
 
 	o := &observation{path: path, json: asJSON, out: os.Stdout}

@@ -280,3 +280,41 @@ func TestLsWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveReconnects: observe says on stderr when it loses the server
+// and when it has it again, and goes on following the lock. The server is
+// behind a proxy: its connections are dropped and no new one gets through
+// until the partition heals.
+func TestObserveReconnects(t *testing.T) {
+	path, c := lockPath(t), client(t)
+	px := newProxy(t, strings.Split(servers, ",")[0])
+	obs := start(t, env(), "observe", "-servers", px.addr, path)
+	awaitLines(t, obs, 1) // nobody holds
+
+	px.Partition()
+	px.Drop()
+	lost := "zklock observe: connection to ZooKeeper lost; retrying\n"
+	eventually(t, func() bool { return strings.Contains(obs.stderr.String(), lost) },
+		"observe to say %q; stderr:\n%s", lost, obs.stderr.String())
+	if strings.Contains(obs.stderr.String(), "connected again") {
+		t.Fatalf("observe says it is connected again while the server is partitioned away:\n%s", obs.stderr.String())
+	}
+
+	px.Heal()
+	again := "zklock observe: connected again to " + px.addr + "\n"
+	eventually(t, func() bool { return strings.Contains(obs.stderr.String(), again) },
+		"observe to say %q; stderr:\n%s", again, obs.stderr.String())
+	if got := obs.stderr.String(); got != lost+again {
+		t.Errorf("observe's stderr is %q, want the lost line, then the connected line", got)
+	}
+
+	gate := filepath.Join(t.TempDir(), "gate")
+	start(t, env("GATE="+gate), "lock", "-data", "H", path, "--", "sh", "-c", gated)
+	awaitQueue(t, c, path, 1, "H")
+	lines := awaitLines(t, obs, 2)
+	if !strings.Contains(lines[1], "holders H (") {
+		t.Errorf("after reconnecting, observe printed %q, want H holding", lines[1])
+	}
+	openGate(t, gate)
+	interrupt(t, obs)
+}

@@ -39,6 +39,9 @@ type holdSpec struct {
 	// acquire takes the lease (or leases, for -semaphore -n); ctx bounds
 	// the wait.
 	acquire func(ctx context.Context, c *zklock.Client) ([]*zklock.Lease, error)
+	// layoutHint, for a semaphore, names the -layout that the path's nodes
+	// are of when it is not the one asked for ("" if it cannot tell).
+	layoutHint func(c *zklock.Client) string
 }
 
 // hold connects, takes the lease, runs the command under it and returns
@@ -117,7 +120,13 @@ func (s holdSpec) lockUp(ctx context.Context) (*zklock.Client, []*zklock.Lease, 
 			"(authenticate with -auth, or a -tls-cert the ACL names): the command did not run\n", s.sub, bare(err))
 		code = exitFailed
 	case errors.Is(err, zklock.ErrUnknownNode):
-		fmt.Fprintf(os.Stderr, "zklock %s: %s is used by another kind of lock (%s): the command did not run\n", s.sub, s.path, bare(err))
+		hint := ""
+		if s.layoutHint != nil {
+			if l := s.layoutHint(c); l != "" {
+				hint = " (give -layout " + l + " to take part)"
+			}
+		}
+		fmt.Fprintf(os.Stderr, "zklock %s: %s is used by another kind of lock (%s): the command did not run%s\n", s.sub, s.path, bare(err), hint)
 	default:
 		code = failed(s.sub, err)
 	}

@@ -58,6 +58,12 @@ func TestUsageErrors(t *testing.T) {
 		{"empty identity", []string{"elect", "-data=", "/a", "--", "true"}, "-data is empty"},
 		{"ls with a command", []string{"ls", "/a", "--", "true"}, "runs no command"},
 		{"ls of two paths", []string{"ls", "/a", "/b"}, "one PATH"},
+		{"bad layout", []string{"lock", "-semaphore", "2", "-layout", "zookeeper", "/a", "--", "true"}, `-layout "zookeeper" is none of zklock, curator and kazoo`},
+		{"layout without semaphore", []string{"lock", "-layout", "curator", "/a", "--", "true"}, "-layout curator needs -semaphore"},
+		{"kazoo takes one lease", []string{"lock", "-semaphore", "3", "-n", "2", "-layout", "kazoo", "/a", "--", "true"}, "one lease at a time"},
+		{"ls max depth", []string{"ls", "-max-depth", "0", "/a"}, "-max-depth 0 must be at least 1"},
+		{"ls max nodes", []string{"ls", "-max-nodes", "-1", "/a"}, "-max-nodes -1 must be at least 1"},
+		{"ls -watch of the root", []string{"ls", "-watch", "/"}, "is the root"},
 		{"tls cert without key", []string{"lock", "-tls-cert", junk, "/a", "--", "true"}, "-tls-cert needs -tls-key"},
 		{"tls key without cert", []string{"lock", "-tls-key", junk, "/a", "--", "true"}, "-tls-key needs -tls-cert"},
 		{"tls ca missing", []string{"lock", "-tls-ca", missing, "/a", "--", "true"}, "-tls-ca: open " + missing + ": no such file"},
@@ -109,7 +115,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"lock", "-h"}, {"help", "lock"}} {
 		stdout, _ := expectCode(t, 0, env(), args...)
 		for _, want := range []string{"ZKLOCK_SERVERS=zk1:2181 zklock lock /jobs/backup -- /usr/local/bin/backup.sh",
-			"Flags:", "-servers", "-semaphore", "-grace", "-timeout", "connecting included", "ZKLOCK_TOKEN", "127",
+			"Flags:", "-servers", "-semaphore", "-layout", "-layout curator", "-grace", "-timeout", "connecting included", "ZKLOCK_TOKEN", "127",
 			"-tls-ca FILE", "-tls-cert FILE", "-tls-key FILE"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("zklock %q does not show %q:\n%s", args, want, stdout)
@@ -117,7 +123,8 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	for sub, flags := range map[string][]string{
-		"elect": {"-data", "-timeout"}, "ls": {"-watch", "-json"}, "observe": {"-election", "-json", "-servers"},
+		"elect": {"-data", "-timeout"}, "ls": {"-watch", "-json", "-max-depth", "-max-nodes", "122"},
+		"observe": {"-election", "-json", "-servers"},
 	} {
 		stdout, _ := expectCode(t, 0, env(), "help", sub)
 		for _, want := range append([]string{"Usage: zklock " + sub, "Flags:"}, flags...) {
@@ -173,6 +180,22 @@ func TestTimeoutBoundsConnecting(t *testing.T) {
 		}
 		if strings.Contains(stderr, "zklock: ") {
 			t.Errorf("zklock %q: stderr has the library's prefix after the command's:\n%s", args, stderr)
+		}
+	}
+}
+
+// TestStillConnecting: ls and observe say on stderr, within a few seconds,
+// that they are still connecting, naming the servers, rather than being
+// silent until they give up. Nothing listens on port 1.
+func TestStillConnecting(t *testing.T) {
+	for _, args := range [][]string{
+		{"ls", "-timeout", "6s", "-servers", "127.0.0.1:1", "/a"},
+		{"observe", "-connect-timeout", "6s", "-servers", "127.0.0.1:1", "/a"},
+	} {
+		_, stderr := expectCode(t, exitFailed, env(), args...)
+		re := regexp.MustCompile(`(?m)^zklock ` + args[0] + `: still connecting to 127\.0\.0\.1:1 \([2-5]s\)\.\.\.$`)
+		if !re.MatchString(stderr) {
+			t.Errorf("zklock %q: stderr does not say it is still connecting (%s):\n%s", args, re, stderr)
 		}
 	}
 }

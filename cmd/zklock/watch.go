@@ -5,6 +5,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -13,7 +18,9 @@ import (
 )
 
 // watcher follows a lock path's participants: ls -watch and observe (for a
-// lock) read them again after every change of the path's children.
+// lock) read them again after every change of the path's children, and of
+// the nodes where another library's semaphore keeps them (Curator's leases/
+// and locks/, kazoo's <path>-__lock__).
 type watcher struct {
 	c    *zklock.Client
 	path string
@@ -21,13 +28,40 @@ type watcher struct {
 	// a session is connected again: a watch may have been dropped.
 	reconnected chan struct{}
 	listTimeout time.Duration // bounds each read; 0: none
+	notes       *connNotes    // says when the connection is lost and back; nil: silent
+
+	// The watches outstanding, by node, each with the generation that set
+	// it; a reconnection starts a new generation, whose watches are set
+	// again. Only run's goroutine touches them.
+	armed map[string]uint64
+	gen   uint64
+	fired chan firing // a watch fired
+	quit  chan struct{}
+	wg    sync.WaitGroup // the goroutines that wait for the watches
+}
+
+// firing is a watch that fired: its node and generation.
+type firing struct {
+	node string
+	gen  uint64
 }
 
 // newWatcher returns a watcher of path and the option that the Client it
 // watches with must be connected with, so that it hears of reconnections.
-func newWatcher(path string, listTimeout time.Duration) (*watcher, zklock.Option) {
-	w := &watcher{path: path, reconnected: make(chan struct{}, 1), listTimeout: listTimeout}
+// If sub is not "", it says on stderr, as zklock sub, when the connection
+// is lost and when it is back. close stops it.
+func newWatcher(sub, path string, listTimeout time.Duration) (*watcher, zklock.Option) {
+	w := &watcher{
+		path: path, reconnected: make(chan struct{}, 1), listTimeout: listTimeout,
+		armed: map[string]uint64{}, fired: make(chan firing), quit: make(chan struct{}),
+	}
+	if sub != "" {
+		w.notes = newConnNotes(sub, os.Stderr)
+	}
 	return w, zklock.WithTrace(&zklock.Trace{Session: func(si zklock.SessionInfo) {
+		if w.notes != nil {
+			w.notes.session(si)
+		}
 		if si.State == zklock.SessionConnected {
 			select {
 			case w.reconnected <- struct{}{}:
@@ -37,21 +71,31 @@ func newWatcher(path string, listTimeout time.Duration) (*watcher, zklock.Option
 	}})
 }
 
+// close stops what the watcher runs: call it before closing the Client, so
+// that the close is not reported as a lost connection.
+func (w *watcher) close() {
+	if w.notes != nil {
+		w.notes.stop()
+	}
+	close(w.quit)
+	w.wg.Wait()
+}
+
 // run calls report with the participants of the path now, then after every
 // change of its children, until ctx is done (it returns nil then), report
 // asks it to stop, or a read fails for good.
 //
 // ZooKeeper's watches fire once (ZooKeeper Programmer's Guide, "ZooKeeper
-// Watches"), so the watch is set before each read: a change after the
-// read fires it and is read next; changes between the watch firing and
-// the read are seen by the read, never reported twice. go-zookeeper sets
-// its watches again after a reconnect but only logs a failure to, and a
-// new session has none: after every reconnection the path is read again.
+// Watches"), so a watch is set before each read that follows it firing: a
+// change after the read fires it and is read next; changes between the
+// watch firing and the read are seen by the read, never reported twice.
+// go-zookeeper sets its watches again after a reconnect but only logs a
+// failure to, and a new session has none: after every reconnection the
+// watches are set again and the path is read again.
 func (w *watcher) run(ctx context.Context, report func([]zklock.Participant) (stop bool)) error {
 	var pause time.Duration
 	for {
-		fired, err := w.arm()
-		if err != nil {
+		if err := w.arm(); err != nil {
 			if !retryable(err) {
 				return err
 			}
@@ -63,6 +107,7 @@ func (w *watcher) run(ctx context.Context, report func([]zklock.Participant) (st
 				t.Stop()
 				return nil
 			case <-w.reconnected:
+				w.forget()
 			case <-t.C:
 			}
 			t.Stop()
@@ -82,27 +127,125 @@ func (w *watcher) run(ctx context.Context, report func([]zklock.Participant) (st
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-fired:
+		case f := <-w.fired:
+			w.done(f)
 		case <-w.reconnected:
+			w.forget()
 		}
 	}
 }
 
-// arm sets a watch on the path's children, or, while the path does not
-// exist, on its creation.
-func (w *watcher) arm() (<-chan zk.Event, error) {
+// done notes that watch f fired: it is set again before the next read.
+func (w *watcher) done(f firing) {
+	if w.armed[f.node] == f.gen {
+		delete(w.armed, f.node)
+	}
+}
+
+// forget starts a new generation of watches after a reconnection.
+func (w *watcher) forget() {
+	w.gen++
+	clear(w.armed)
+}
+
+// arm sets the watches that are not outstanding: on the path's children
+// (or, while it does not exist, on its creation), and on the children of
+// the nodes where another library's semaphore keeps its participants.
+func (w *watcher) arm() error {
 	zc := w.c.Conn()
-	for {
-		_, _, ch, err := zc.ChildrenW(w.path)
-		if !errors.Is(err, zk.ErrNoNode) {
-			return ch, err
+	names, err := w.armOne(zc, w.path)
+	if err != nil {
+		return err
+	}
+	for _, node := range layoutNodes(w.path, names) {
+		if _, err := w.armOne(zc, node); err != nil {
+			return err
 		}
-		exists, _, ch, err := zc.ExistsW(w.path)
-		if err != nil || !exists {
-			return ch, err
+	}
+	return nil
+}
+
+// armOne sets a watch on node's children, or while it does not exist on
+// its creation, unless one of this generation is outstanding, and returns
+// its children (nil if it does not exist).
+func (w *watcher) armOne(zc *zk.Conn, node string) ([]string, error) {
+	if gen, ok := w.armed[node]; ok && gen == w.gen {
+		names, _, err := zc.Children(node)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		return names, err
+	}
+	for {
+		names, _, ch, err := zc.ChildrenW(node)
+		if err == nil {
+			w.follow(node, ch)
+			return names, nil
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+		exists, _, ch, err := zc.ExistsW(node)
+		if err != nil {
+			return nil, err
+		}
+		if !exists {
+			w.follow(node, ch)
+			return nil, nil
 		}
 		// Created between the two calls: watch its children.
 	}
+}
+
+// follow waits, in a goroutine of its own, for the watch ch on node to
+// fire, and tells run.
+func (w *watcher) follow(node string, ch <-chan zk.Event) {
+	gen := w.gen
+	w.armed[node] = gen
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		select {
+		case <-ch:
+			select {
+			case w.fired <- firing{node, gen}:
+			case <-w.quit:
+			}
+		case <-w.quit:
+		}
+	}()
+}
+
+// layoutNodes returns the nodes besides path whose children are
+// participants of path if it is another library's semaphore: Curator's
+// leases/ and locks/ if path has them, kazoo's <path>-__lock__ if every
+// child of path could be a kazoo lease (an existing path with no child
+// too: its first lease or waiter comes there).
+func layoutNodes(path string, names []string) []string {
+	if names == nil {
+		return nil // path does not exist
+	}
+	var out []string
+	for _, n := range names {
+		if n == "leases" || n == "locks" {
+			out = append(out, path+"/"+n)
+		}
+	}
+	if len(out) == 0 && allKazooLeases(names) {
+		out = append(out, path+"-__lock__")
+	}
+	return out
+}
+
+// allKazooLeases reports names that are all kazoo Semaphore leases: 32
+// lower-case hex digits (kazoo's uuid4().hex).
+func allKazooLeases(names []string) bool {
+	for _, n := range names {
+		if len(n) != 32 || strings.Trim(n, "0123456789abcdef") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *watcher) read(ctx context.Context) ([]zklock.Participant, error) {
@@ -161,4 +304,72 @@ func holdersOf(ps []zklock.Participant) []zklock.Participant {
 		}
 	}
 	return hs
+}
+
+// connNotes says, for ls -watch and observe, when the connection to
+// ZooKeeper is lost and when it is back, from the Client's Trace. The
+// Trace's callbacks must not block: they hand each line to a goroutine
+// that writes it.
+type connNotes struct {
+	sub   string
+	lines chan string
+	done  chan struct{}
+
+	mu        sync.Mutex
+	connected bool // a session was established once
+	lost      bool // and the connection is lost since
+	stopped   bool
+}
+
+func newConnNotes(sub string, w io.Writer) *connNotes {
+	n := &connNotes{sub: sub, lines: make(chan string, 16), done: make(chan struct{})}
+	go func() {
+		defer close(n.done)
+		for line := range n.lines {
+			fmt.Fprintln(w, line)
+		}
+	}()
+	return n
+}
+
+// session is the Trace's Session callback.
+func (n *connNotes) session(si zklock.SessionInfo) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var line string
+	switch si.State {
+	case zklock.SessionConnected:
+		if n.lost {
+			line = fmt.Sprintf("zklock %s: connected again to %s", n.sub, si.Server)
+		}
+		n.connected, n.lost = true, false
+	case zklock.SessionDisconnected:
+		if n.connected && !n.lost {
+			line = fmt.Sprintf("zklock %s: connection to ZooKeeper lost; retrying", n.sub)
+		}
+		n.lost = n.connected
+	case zklock.SessionExpired:
+		if n.connected {
+			line = fmt.Sprintf("zklock %s: the ZooKeeper session expired; retrying with a new one", n.sub)
+		}
+		n.lost = n.connected
+	}
+	if line == "" || n.stopped {
+		return
+	}
+	select {
+	case n.lines <- line:
+	default: // 16 lines behind: the connection flaps faster than stderr takes it
+	}
+}
+
+// stop ends the notes: nothing is said after it returns.
+func (n *connNotes) stop() {
+	n.mu.Lock()
+	if !n.stopped {
+		n.stopped = true
+		close(n.lines)
+	}
+	n.mu.Unlock()
+	<-n.done
 }
