@@ -160,7 +160,7 @@ func cmdLock(args []string) int {
 					leases = []*zklock.Lease{lease}
 				}
 			}
-			return leases, semaphoreConflict(c, path, maxLeases, err)
+			return leases, err
 		case read || write:
 			rw, err := zklock.NewRWMutex(c, path, opts...)
 			if err != nil {

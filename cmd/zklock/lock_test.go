@@ -328,27 +328,35 @@ func TestSemaphore(t *testing.T) {
 	})
 }
 
-// TestSemaphoreConflict: a semaphore whose participants recorded another
-// size is a lock that cannot be taken (124), not a usage error, said once
-// with zklock's own prefix; the refused acquire leaves no node behind.
+// TestSemaphoreConflict: zklock's own semaphore takes participants of
+// another size (a rolling resize: the command runs), while kazoo's, which
+// keeps one size, refuses another: a lock that cannot be taken (124), not
+// a usage error, said once with zklock's own prefix and both sizes; the
+// refused acquire leaves no node behind.
 func TestSemaphoreConflict(t *testing.T) {
 	path, c := lockPath(t), client(t)
 	start(t, env(), "lock", "-semaphore", "3", "-data", "holder", path, "--", "sleep", "600")
 	awaitQueue(t, c, path, 1, "holder")
+	expectCode(t, 0, env(), "lock", "-semaphore", "2", "-try", path, "--", "true")
+	awaitQueue(t, c, path, 1, "holder")
+
+	kpath := lockPath(t)
+	start(t, env(), "lock", "-semaphore", "3", "-layout", "kazoo", "-data", "holder", kpath, "--", "sleep", "600")
+	awaitQueue(t, c, kpath, 1, "holder")
 	for _, args := range [][]string{
-		{"lock", "-semaphore", "2", path, "--", "true"},
-		{"lock", "-semaphore", "2", "-try", path, "--", "true"},
-		{"lock", "-semaphore", "5", "-n", "4", path, "--", "true"},
+		{"lock", "-semaphore", "2", "-layout", "kazoo", kpath, "--", "true"},
+		{"lock", "-semaphore", "2", "-layout", "kazoo", "-try", kpath, "--", "true"},
 	} {
 		_, stderr := expectCode(t, exitNotLocked, env(), args...)
-		if !strings.Contains(stderr, path+" is a semaphore of 3 leases") || !strings.Contains(stderr, "did not run") {
-			t.Errorf("zklock %q: stderr does not say the semaphore has 3 leases and the command did not run:\n%s", args, stderr)
+		if !strings.Contains(stderr, "size mismatch") || !strings.Contains(stderr, `"3"`) ||
+			!strings.Contains(stderr, "not 2") || !strings.Contains(stderr, "did not run") {
+			t.Errorf("zklock %q: stderr does not name both sizes and say the command did not run:\n%s", args, stderr)
 		}
 		if strings.Contains(stderr, "zklock: ") || strings.Contains(stderr, "for usage") {
 			t.Errorf("zklock %q: stderr has a doubled prefix or calls it a usage error:\n%s", args, stderr)
 		}
 	}
-	awaitQueue(t, c, path, 1, "holder")
+	awaitQueue(t, c, kpath, 1, "holder")
 
 	t.Run("another library's semaphore", func(t *testing.T) {
 		path, c := lockPath(t), client(t)

@@ -181,7 +181,8 @@ type lsEntry struct {
 	Holder     bool    `json:"holder"`
 	Kind       string  `json:"kind"` // mutex, read, write, lease, latch
 	Read       bool    `json:"read"`
-	Created    string  `json:"created"` // RFC 3339, by the ZooKeeper leader's clock
+	Size       int     `json:"size,omitempty"` // a zklock semaphore's participant: the size it was made with
+	Created    string  `json:"created"`        // RFC 3339, by the ZooKeeper leader's clock
 	AgeSeconds float64 `json:"age_seconds"`
 	Data       *string `json:"data,omitempty"`
 	DataBase64 string  `json:"data_base64,omitempty"`
@@ -203,7 +204,7 @@ func printJSON(w io.Writer, path string, ps []zklock.Participant, now time.Time,
 func entry(path string, p zklock.Participant, now time.Time) lsEntry {
 	e := lsEntry{
 		Node: p.Node, Name: nodeName(path, p.Node), State: state(p), Holder: p.Holder,
-		Kind: p.Kind.String(), Read: p.Read,
+		Kind: p.Kind.String(), Read: p.Read, Size: p.Size,
 		Created:    p.Created.UTC().Format(time.RFC3339Nano),
 		AgeSeconds: math.Round(age(now, p).Seconds()*1000) / 1000,
 	}
@@ -222,10 +223,11 @@ type lockRow struct {
 	Kind    string `json:"kind"` // mutex, rwlock, semaphore, election, semaphore/curator, semaphore/kazoo
 	Holders int    `json:"holders"`
 	Waiters int    `json:"waiters"`
+	Size    int    `json:"size,omitempty"` // a zklock semaphore: the size in force
 }
 
 func lockRowOf(lp zklock.LockPath) lockRow {
-	r := lockRow{Path: lp.Path, Kind: pathKind(lp)}
+	r := lockRow{Path: lp.Path, Kind: pathKind(lp), Size: zklock.SizeInForce(lp.Participants)}
 	for _, p := range lp.Participants {
 		if p.Holder {
 			r.Holders++
@@ -270,25 +272,49 @@ func printLocksJSON(w io.Writer, found []zklock.LockPath) error {
 	return enc.Encode(out)
 }
 
-// printLocksTable prints one row per lock path. Its columns leave room for
-// more at the end (a semaphore's size).
+// printLocksTable prints one row per lock path; SIZE is a zklock
+// semaphore's size in force, "-" for other locks.
 func printLocksTable(w io.Writer, found []zklock.LockPath) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATH\tHOLDERS\tWAITERS\tKIND")
+	fmt.Fprintln(tw, "PATH\tHOLDERS\tWAITERS\tKIND\tSIZE")
 	for _, lp := range found {
 		r := lockRowOf(lp)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", r.Path, r.Holders, r.Waiters, r.Kind)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", r.Path, r.Holders, r.Waiters, r.Kind, sizeText(r.Size))
 	}
 	return tw.Flush()
 }
 
+// printTable prints one row per participant, and for a zklock semaphore
+// the size in force below: the smallest size among its participants
+// (docs/semantics.md, "Resizing a semaphore").
 func printTable(w io.Writer, path string, ps []zklock.Participant, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATE\tKIND\tAGE\tNODE\tDATA")
 	for _, p := range ps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", state(p), p.Kind, formatAge(age(now, p)), nodeName(path, p.Node), showData(p.Data))
 	}
+	if n := zklock.SizeInForce(ps); n > 0 {
+		fmt.Fprintf(tw, "size in force: %d (sizes queued: %s)\n", n, sizesOf(ps))
+	}
 	return tw.Flush()
+}
+
+func sizeText(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+// sizesOf lists the sizes the participants were made with, in queue order.
+func sizesOf(ps []zklock.Participant) string {
+	var out []string
+	for _, p := range ps {
+		if p.Size > 0 {
+			out = append(out, strconv.Itoa(p.Size))
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func state(p zklock.Participant) string {

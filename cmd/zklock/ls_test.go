@@ -121,11 +121,11 @@ func TestLsParent(t *testing.T) {
 
 	stdout, stderr := expectCode(t, 0, env(), "ls", parent)
 	want := [][]string{
-		{"PATH", "HOLDERS", "WAITERS", "KIND"},
-		{parent + "/config", "1", "0", "rwlock"},
-		{parent + "/jobs/backup", "1", "1", "mutex"},
-		{parent + "/leader", "1", "0", "election"},
-		{parent + "/pools/a/b/exports", "2", "0", "semaphore"},
+		{"PATH", "HOLDERS", "WAITERS", "KIND", "SIZE"},
+		{parent + "/config", "1", "0", "rwlock", "-"},
+		{parent + "/jobs/backup", "1", "1", "mutex", "-"},
+		{parent + "/leader", "1", "0", "election", "-"},
+		{parent + "/pools/a/b/exports", "2", "0", "semaphore", "3"},
 	}
 	checkRows(t, stdout, want)
 	if stderr != "" {
@@ -238,7 +238,7 @@ func TestLsSemaphoreLayouts(t *testing.T) {
 
 			// Its parent lists it as one lock path.
 			stdout, _ = expectCode(t, 0, env(), "ls", filepath.Dir(path))
-			checkRows(t, stdout, [][]string{{"PATH", "HOLDERS", "WAITERS", "KIND"}, {path, "1", "2", tc.kind}})
+			checkRows(t, stdout, [][]string{{"PATH", "HOLDERS", "WAITERS", "KIND", "SIZE"}, {path, "1", "2", tc.kind, "-"}})
 		})
 	}
 }
@@ -286,4 +286,25 @@ func TestObserveSemaphoreLayout(t *testing.T) {
 			t.Errorf("line %d: %+v; want holders %q", i+1, o, want[i])
 		}
 	}
+}
+
+// TestLsSemaphoreSize: during a rolling resize, ls shows each participant's
+// size and the size in force, the smallest; the parent's row shows it too.
+func TestLsSemaphoreSize(t *testing.T) {
+	parent, c := lockPath(t), client(t)
+	path := parent + "/exports"
+	start(t, env(), "lock", "-semaphore", "3", "-data", "old", path, "--", "sleep", "600")
+	awaitQueue(t, c, path, 1, "old")
+	start(t, env(), "lock", "-semaphore", "2", "-data", "new", path, "--", "sleep", "600")
+	awaitQueue(t, c, path, 2, "old", "new")
+	stdout, _ := expectCode(t, 0, env(), "ls", path)
+	if !strings.Contains(stdout, "size in force: 2 (sizes queued: 3 2)") {
+		t.Fatalf("ls of a semaphore of sizes 3 and 2 does not show the size in force:\n%s", stdout)
+	}
+	stdout, _ = expectCode(t, 0, env(), "ls", "-json", path)
+	if strings.Count(stdout, `"size": 3`)+strings.Count(stdout, `"size":3`) != 1 || strings.Count(stdout, `"size": 2`)+strings.Count(stdout, `"size":2`) != 1 {
+		t.Fatalf("ls -json does not give each participant's size:\n%s", stdout)
+	}
+	stdout, _ = expectCode(t, 0, env(), "ls", parent)
+	checkRows(t, stdout, [][]string{{"PATH", "HOLDERS", "WAITERS", "KIND", "SIZE"}, {path, "2", "0", "semaphore", "2"}})
 }

@@ -157,7 +157,7 @@ type authFlag struct {
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.servers, "servers", "", "ZooKeeper `servers`, comma-separated host:port pairs (default $"+serversEnv+")")
+	fs.StringVar(&c.servers, "servers", "", "ZooKeeper `servers`, comma-separated host:port pairs, a chroot after the last (default $"+serversEnv+")")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", 10*time.Second,
 		"ZooKeeper session timeout: how long the servers wait before deleting the nodes of a zklock that vanished")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 15*time.Second, "give up if no ZooKeeper session is established within this `duration`")
@@ -372,8 +372,10 @@ Usage:
   zklock version                                   zklock's version and the Go it was built with
   zklock help    [COMMAND]                         this text, or a command's with its flags
 
-The servers come from -servers or $ZKLOCK_SERVERS (host:port,...; a host
-without a port means ZooKeeper's 2181).
+The servers come from -servers or $ZKLOCK_SERVERS, a connect string as
+ZooKeeper's Java client takes it (host:port,...; a host without a port means
+ZooKeeper's 2181; a chroot after the last host, as in zk1:2181,zk2:2181/apps,
+roots every PATH, and paths shown and ZKLOCK_NODE are relative to it).
 
 Security: -tls-ca, -tls-cert and -tls-key (PEM files) connect over TLS, to
 ZooKeeper's secureClientPort; the client certificate is zklock's identity

@@ -104,7 +104,6 @@ func (s holdSpec) lockUp(ctx context.Context) (*zklock.Client, []*zklock.Lease, 
 		return c, leases, 0
 	}
 	code := exitNotLocked
-	var conflict *conflictError
 	switch {
 	case ctx.Err() != nil:
 	case errors.Is(err, zklock.ErrLocked):
@@ -113,8 +112,10 @@ func (s holdSpec) lockUp(ctx context.Context) (*zklock.Client, []*zklock.Lease, 
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(os.Stderr, "zklock %s: not holding %s within -timeout %v: the command did not run\n", s.sub, s.path, s.timeout)
 		s.reportHolders(c)
-	case errors.As(err, &conflict):
-		fmt.Fprintf(os.Stderr, "zklock %s: %v: the command did not run (give -semaphore %d to take part)\n", s.sub, conflict, conflict.recorded)
+	case errors.Is(err, zklock.ErrSizeMismatch):
+		// kazoo's layout keeps one size; zklock's own takes any (a
+		// rolling resize), so only kazoo's refuses.
+		fmt.Fprintf(os.Stderr, "zklock %s: %s: the command did not run (kazoo's semaphore takes one size: give the -semaphore its participants recorded)\n", s.sub, bare(err))
 	case errors.Is(err, zk.ErrNoAuth):
 		fmt.Fprintf(os.Stderr, "zklock %s: %s: refused by the path's ACL, which does not let this client create nodes there "+
 			"(authenticate with -auth, or a -tls-cert the ACL names): the command did not run\n", s.sub, bare(err))
@@ -132,37 +133,6 @@ func (s holdSpec) lockUp(ctx context.Context) (*zklock.Client, []*zklock.Lease, 
 	}
 	_ = c.Close()
 	return nil, nil, code
-}
-
-// conflictError is a semaphore whose size, as its participants recorded it
-// in its path, is not the one asked for: a conflict with how others use
-// the path, found on the server, not a usage error.
-type conflictError struct {
-	path           string
-	recorded, want int
-}
-
-func (e *conflictError) Error() string {
-	return fmt.Sprintf("%s is a semaphore of %d leases, as its participants recorded, not -semaphore %d", e.path, e.recorded, e.want)
-}
-
-// semaphoreConflict tells a size conflict from the other errors wrapping
-// ErrInvalidArgument that a Semaphore's acquire returns: it reads the size
-// recorded in path and returns a *conflictError if it is not want, else
-// err unchanged.
-func semaphoreConflict(c *zklock.Client, path string, want int, err error) error {
-	if !errors.Is(err, zklock.ErrInvalidArgument) {
-		return err
-	}
-	data, _, gerr := c.Conn().Get(path)
-	if gerr != nil {
-		return err
-	}
-	n, ok := zklock.SemaphoreSize(data)
-	if !ok || n == want {
-		return err
-	}
-	return &conflictError{path: path, recorded: n, want: want}
 }
 
 // reportHolders tells, when the command cannot run, who is in the way.

@@ -167,17 +167,19 @@ func (w *watcher) arm() error {
 
 // armOne sets a watch on node's children, or while it does not exist on
 // its creation, unless one of this generation is outstanding, and returns
-// its children (nil if it does not exist).
+// its children (nil if it does not exist). The raw connection is not
+// chrooted: node is the Client's path under its chroot.
 func (w *watcher) armOne(zc *zk.Conn, node string) ([]string, error) {
+	full := w.c.Chroot() + node
 	if gen, ok := w.armed[node]; ok && gen == w.gen {
-		names, _, err := zc.Children(node)
+		names, _, err := zc.Children(full)
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, nil
 		}
 		return names, err
 	}
 	for {
-		names, _, ch, err := zc.ChildrenW(node)
+		names, _, ch, err := zc.ChildrenW(full)
 		if err == nil {
 			w.follow(node, ch)
 			return names, nil
@@ -185,7 +187,7 @@ func (w *watcher) armOne(zc *zk.Conn, node string) ([]string, error) {
 		if !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
-		exists, _, ch, err := zc.ExistsW(node)
+		exists, _, ch, err := zc.ExistsW(full)
 		if err != nil {
 			return nil, err
 		}
