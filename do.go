@@ -18,7 +18,8 @@ const releaseTimeout = 30 * time.Second
 // fn's error, joined with an error wrapping the reason if the lease was
 // lost while fn ran, and with any release error. If Acquire fails, fn does
 // not run and Do returns Acquire's error. If fn panics, Do releases the
-// lease, and the panic goes on.
+// lease, and the panic goes on. fn reaches the lease, for its fencing token,
+// with [LeaseFrom].
 func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error) error {
 	if l == nil || fn == nil {
 		return opError("do", "", invalidf("nil locker or function"))

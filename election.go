@@ -99,9 +99,8 @@ func (e *Election) Campaign(ctx context.Context) (*Lease, error) {
 //		// log err; wait a moment before campaigning again
 //	}
 //
-// A leader that must pass its fencing token ([Lease.Token]) to what it
-// writes campaigns with [Election.Campaign] instead, which returns the
-// lease.
+// A leader that passes its fencing token ([Lease.Token]) to what it writes
+// reaches its lease from fn's ctx with [LeaseFrom].
 func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context) error) error {
 	path := e.lock.path
 	if ctx == nil || fn == nil {

@@ -52,6 +52,22 @@ func (l *Lease) Node() string { return l.node }
 // largest of its paths' tokens; a lease of [RWMutex.Downgrade] (and of
 // kazoo's semaphore layout) has its node's czxid, which falls between the
 // write lease's token and the next writer's.
+//
+// A token orders the holders of one path, and only while the ensemble
+// keeps its history:
+//   - Compare only tokens of one lock path: other paths' tokens say nothing
+//     about this one's holders. A [MultiLock]'s token is above the tokens
+//     of the earlier holders of each of its paths, and below the later ones'.
+//   - Tokens go back when the ensemble is rebuilt with empty data (zxids
+//     start again) or restored from a backup (they return to the backup's).
+//     A fenced resource must then forget the tokens it has seen, or it
+//     refuses every holder after it.
+//   - Curator and kazoo holders of the same path have no token. A resource
+//     fenced by these tokens must refuse writes that come without one, or
+//     those holders write past the fencing.
+//
+// Under [Do] and [Election.Lead], fn reaches its lease, and so its token,
+// with [LeaseFrom]. The docs/semantics.md section "Fencing" says more.
 func (l *Lease) Token() int64 { return l.token }
 
 // Done returns a channel that is closed when the lease ends: released, or
