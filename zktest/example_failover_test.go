@@ -71,3 +71,61 @@ func ExampleFaults_PartitionUntilExpired_failover() {
 	// old holder stopped first: true
 	// rival's token is higher: true
 }
+
+// ExpireSession is for testing fencing. It ends the session from the
+// server's side at once: the rival can hold the lock within milliseconds,
+// while the old holder hears of it about a second later and meanwhile still
+// thinks it holds (as a paused process would). The resource the lock
+// protects must refuse the old holder's writes: its token is lower.
+func ExampleFaults_ExpireSession_fencing() {
+	ctx := context.Background()
+	zkc, err := zktest.Run(ctx, zktest.Image())
+	defer testcontainers.TerminateContainer(zkc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	f := zktest.NewFaults(nil)
+	defer f.Close()
+	old, err := zklock.Connect(ctx, zkc.Servers(), zklock.WithDialer(f.Dialer()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer old.Close()
+	rival, err := zklock.Connect(ctx, zkc.Servers())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rival.Close()
+	om, _ := zklock.NewMutex(old, "/reports/lock")
+	rm, _ := zklock.NewMutex(rival, "/reports/lock")
+
+	// The resource: it keeps the highest token it has seen for the lock.
+	var high int64
+	write := func(token int64) bool {
+		if token < high {
+			return false
+		}
+		high = token
+		return true
+	}
+
+	held, err := om.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("old holder writes:", write(held.Token()))
+	if err := f.ExpireSession(ctx); err != nil {
+		log.Fatal(err)
+	}
+	next, err := rm.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer next.Release(ctx)
+	fmt.Println("rival writes:", write(next.Token()))
+	fmt.Println("old holder's late write accepted:", write(held.Token()))
+	// Output:
+	// old holder writes: true
+	// rival writes: true
+	// old holder's late write accepted: false
+}
