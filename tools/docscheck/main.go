@@ -1,0 +1,348 @@
+// Command docscheck checks the repository's Markdown: every relative link
+// (and its #anchor, in a Markdown target) resolves, and every Go block that
+// a page marks as the copy of a source declaration is that declaration, as
+// it is in the source.
+//
+//	go run ./tools/docscheck            # from the repository's root
+//	go run ./tools/docscheck -root DIR  # elsewhere
+//
+// A page marks a copy with an HTML comment right before the fence:
+//
+//	<!-- source: example_patterns_test.go Example_workerPool -->
+//	```go
+//	...the body of Example_workerPool, one tab less...
+//	```
+//
+// An Example function's copy is its body; any other name (a type, a
+// function, a method as Type.Method) is its whole declaration with its doc
+// comment, and several names are joined by a blank line. It prints each
+// problem as file:line: message and exits 1 if there was any.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+func main() {
+	root := flag.String("root", ".", "the repository's root")
+	flag.Parse()
+	problems, err := check(*root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "docscheck:", err)
+		os.Exit(2)
+	}
+	for _, p := range problems {
+		fmt.Println(p)
+	}
+	if len(problems) > 0 {
+		os.Exit(1)
+	}
+}
+
+// check walks root's Markdown files, leaving out directories that hold no
+// documentation of the project (hidden ones, testdata, node_modules).
+func check(root string) ([]string, error) {
+	var problems []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".md") {
+			ps, err := checkPage(root, path)
+			if err != nil {
+				return err
+			}
+			problems = append(problems, ps...)
+		}
+		return nil
+	})
+	return problems, err
+}
+
+var (
+	linkRE   = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	refRE    = regexp.MustCompile(`^\s*\[[^\]]+\]:\s+(\S+)`)
+	codeRE   = regexp.MustCompile("`[^`]*`")
+	sourceRE = regexp.MustCompile(`^<!--\s*source:\s*(\S+)\s+(.+?)\s*-->\s*$`)
+)
+
+// line is one line of a page outside its code fences, or a marked block.
+type page struct {
+	path  string
+	lines []string
+}
+
+func checkPage(root, path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p := page{path: path}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		p.lines = append(p.lines, sc.Text())
+	}
+	var problems []string
+	inFence := false
+	for i, l := range p.lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			inFence = !inFence
+			continue
+		}
+		if inFence {
+			continue
+		}
+		if m := sourceRE.FindStringSubmatch(l); m != nil {
+			if msg := p.checkCopy(root, i, m[1], strings.Fields(m[2])); msg != "" {
+				problems = append(problems, fmt.Sprintf("%s:%d: %s", path, i+1, msg))
+			}
+		}
+		for _, target := range targets(l) {
+			if msg := checkLink(root, path, target); msg != "" {
+				problems = append(problems, fmt.Sprintf("%s:%d: %s", path, i+1, msg))
+			}
+		}
+	}
+	return problems, nil
+}
+
+// targets returns the link targets on a line, outside inline code.
+func targets(l string) []string {
+	l = codeRE.ReplaceAllString(l, "")
+	var out []string
+	for _, m := range linkRE.FindAllStringSubmatch(l, -1) {
+		out = append(out, m[1])
+	}
+	if m := refRE.FindStringSubmatch(l); m != nil {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// checkLink resolves a relative target from the page at path; an anchor is
+// checked against the headings of a Markdown target.
+func checkLink(root, path, target string) string {
+	if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+		return ""
+	}
+	file, anchor, _ := strings.Cut(target, "#")
+	resolved := path
+	if file != "" {
+		if strings.HasPrefix(file, "/") {
+			resolved = filepath.Join(root, file)
+		} else {
+			resolved = filepath.Join(filepath.Dir(path), file)
+		}
+		if _, err := os.Stat(resolved); err != nil {
+			return fmt.Sprintf("link %s: %s does not exist", target, resolved)
+		}
+	}
+	if anchor == "" || !strings.HasSuffix(resolved, ".md") {
+		return ""
+	}
+	anchors, err := anchorsOf(resolved)
+	if err != nil {
+		return fmt.Sprintf("link %s: %v", target, err)
+	}
+	if !anchors[anchor] {
+		return fmt.Sprintf("link %s: %s has no heading with anchor #%s", target, resolved, anchor)
+	}
+	return ""
+}
+
+// anchorsOf returns the anchors GitHub makes for a page's headings: the
+// heading's text in lower case, inline code marks and punctuation other
+// than '-' and '_' removed, spaces made '-'; a repeated anchor gets -1, -2...
+func anchorsOf(path string) (map[string]bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	inFence := false
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			inFence = !inFence
+			continue
+		}
+		if inFence || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		text := strings.TrimSpace(strings.TrimLeft(l, "#"))
+		a := slug(text)
+		if n := seen[a]; n > 0 {
+			anchors[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			anchors[a] = true
+		}
+		seen[a]++
+	}
+	return anchors, nil
+}
+
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// checkCopy compares the Go fence that follows line i with the named
+// declarations of file (relative to root).
+func (p page) checkCopy(root string, i int, file string, names []string) string {
+	if i+1 >= len(p.lines) || strings.TrimSpace(p.lines[i+1]) != "```go" {
+		return "a source comment must be followed by a ```go fence"
+	}
+	var block []string
+	end := -1
+	for j := i + 2; j < len(p.lines); j++ {
+		if strings.TrimSpace(p.lines[j]) == "```" {
+			end = j
+			break
+		}
+		block = append(block, p.lines[j])
+	}
+	if end < 0 {
+		return "unterminated ```go fence"
+	}
+	want, err := declarations(filepath.Join(root, file), names)
+	if err != nil {
+		return err.Error()
+	}
+	got := strings.TrimSpace(strings.Join(block, "\n"))
+	if got != want {
+		return fmt.Sprintf("the block after this line is not %s's %s as it is now:\n%s",
+			file, strings.Join(names, " "), diffLine(got, want))
+	}
+	return ""
+}
+
+// declarations returns the source of names in file, joined by blank lines.
+func declarations(file string, names []string) (string, error) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, file, src, parser.ParseComments)
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, name := range names {
+		text, ok := declaration(fset, f, src, name)
+		if !ok {
+			return "", fmt.Errorf("%s declares no %s", file, name)
+		}
+		parts = append(parts, text)
+	}
+	return strings.Join(parts, "\n\n"), nil
+}
+
+func declaration(fset *token.FileSet, f *ast.File, src []byte, name string) (string, bool) {
+	offset := func(pos token.Pos) int { return fset.Position(pos).Offset }
+	recv, fn, isMethod := strings.Cut(name, ".")
+	if !isMethod {
+		fn = name
+	}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Name.Name != fn || (d.Recv != nil) != isMethod || (isMethod && receiver(d) != recv) {
+				continue
+			}
+			if strings.HasPrefix(fn, "Example") && !isMethod {
+				body := string(src[offset(d.Body.Lbrace)+1 : offset(d.Body.Rbrace)])
+				return strings.TrimSpace(dedent(body)), true
+			}
+			return withDoc(src, offset, d.Doc, d.Pos(), d.End()), true
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				if ts, ok := s.(*ast.TypeSpec); ok && ts.Name.Name == name {
+					return withDoc(src, offset, d.Doc, d.Pos(), d.End()), true
+				}
+				if vs, ok := s.(*ast.ValueSpec); ok {
+					for _, n := range vs.Names {
+						if n.Name == name {
+							return withDoc(src, offset, d.Doc, d.Pos(), d.End()), true
+						}
+					}
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+func receiver(d *ast.FuncDecl) string {
+	t := d.Recv.List[0].Type
+	if s, ok := t.(*ast.StarExpr); ok {
+		t = s.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
+
+func withDoc(src []byte, offset func(token.Pos) int, doc *ast.CommentGroup, pos, end token.Pos) string {
+	start := offset(pos)
+	if doc != nil {
+		start = offset(doc.Pos())
+	}
+	return strings.TrimSpace(string(src[start:offset(end)]))
+}
+
+// dedent removes one leading tab from every line.
+func dedent(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "\t")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// diffLine names the first line where got and want differ.
+func diffLine(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf("  line %d of the block: %q\n  in the source:        %q", i+1, gl, wl)
+		}
+	}
+	return ""
+}
