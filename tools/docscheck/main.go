@@ -85,7 +85,7 @@ var (
 	sourceRE = regexp.MustCompile(`^<!--\s*source:\s*(\S+)\s+(.+?)\s*-->\s*$`)
 )
 
-// line is one line of a page outside its code fences, or a marked block.
+// page is a Markdown file, line by line.
 type page struct {
 	path  string
 	lines []string
@@ -109,21 +109,30 @@ func checkPage(root, path string) ([]string, error) {
 			inFence = !inFence
 			continue
 		}
-		if inFence {
-			continue
-		}
-		if m := sourceRE.FindStringSubmatch(l); m != nil {
-			if msg := p.checkCopy(root, i, m[1], strings.Fields(m[2])); msg != "" {
-				problems = append(problems, fmt.Sprintf("%s:%d: %s", path, i+1, msg))
-			}
-		}
-		for _, target := range targets(l) {
-			if msg := checkLink(root, path, target); msg != "" {
-				problems = append(problems, fmt.Sprintf("%s:%d: %s", path, i+1, msg))
-			}
+		if !inFence {
+			problems = append(problems, p.checkLine(root, i)...)
 		}
 	}
 	return problems, nil
+}
+
+// checkLine checks line i, outside the page's code fences: its links, and
+// the copy it marks.
+func (p page) checkLine(root string, i int) []string {
+	var msgs []string
+	if m := sourceRE.FindStringSubmatch(p.lines[i]); m != nil {
+		msgs = append(msgs, p.checkCopy(root, i, m[1], strings.Fields(m[2])))
+	}
+	for _, target := range targets(p.lines[i]) {
+		msgs = append(msgs, checkLink(root, p.path, target))
+	}
+	var problems []string
+	for _, msg := range msgs {
+		if msg != "" {
+			problems = append(problems, fmt.Sprintf("%s:%d: %s", p.path, i+1, msg))
+		}
+	}
+	return problems
 }
 
 // targets returns the link targets on a line, outside inline code.
@@ -268,37 +277,51 @@ func declarations(file string, names []string) (string, error) {
 
 func declaration(fset *token.FileSet, f *ast.File, src []byte, name string) (string, bool) {
 	offset := func(pos token.Pos) int { return fset.Position(pos).Offset }
-	recv, fn, isMethod := strings.Cut(name, ".")
-	if !isMethod {
-		fn = name
-	}
 	for _, d := range f.Decls {
 		switch d := d.(type) {
 		case *ast.FuncDecl:
-			if d.Name.Name != fn || (d.Recv != nil) != isMethod || (isMethod && receiver(d) != recv) {
+			if funcName(d) != name {
 				continue
 			}
-			if strings.HasPrefix(fn, "Example") && !isMethod {
+			if d.Recv == nil && strings.HasPrefix(name, "Example") {
 				body := string(src[offset(d.Body.Lbrace)+1 : offset(d.Body.Rbrace)])
 				return strings.TrimSpace(dedent(body)), true
 			}
 			return withDoc(src, offset, d.Doc, d.Pos(), d.End()), true
 		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				if ts, ok := s.(*ast.TypeSpec); ok && ts.Name.Name == name {
-					return withDoc(src, offset, d.Doc, d.Pos(), d.End()), true
-				}
-				if vs, ok := s.(*ast.ValueSpec); ok {
-					for _, n := range vs.Names {
-						if n.Name == name {
-							return withDoc(src, offset, d.Doc, d.Pos(), d.End()), true
-						}
-					}
-				}
+			if declares(d, name) {
+				return withDoc(src, offset, d.Doc, d.Pos(), d.End()), true
 			}
 		}
 	}
 	return "", false
+}
+
+// funcName is a function's name, or a method's as Type.Method.
+func funcName(d *ast.FuncDecl) string {
+	if d.Recv == nil {
+		return d.Name.Name
+	}
+	return receiver(d) + "." + d.Name.Name
+}
+
+// declares reports whether a type, var or const declaration names name.
+func declares(d *ast.GenDecl, name string) bool {
+	for _, s := range d.Specs {
+		switch s := s.(type) {
+		case *ast.TypeSpec:
+			if s.Name.Name == name {
+				return true
+			}
+		case *ast.ValueSpec:
+			for _, n := range s.Names {
+				if n.Name == name {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func receiver(d *ast.FuncDecl) string {
