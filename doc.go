@@ -21,7 +21,8 @@
 // and none is reentrant or tied to a goroutine. Start with [Connect], then
 // [NewMutex]; [Do] runs a function under a lock. An [Election]'s leadership
 // is a [Lease] like a lock's: [Election.Campaign] waits until it leads,
-// [Election.Leader] and [Election.Observe] tell who leads. [Participants]
+// [Election.Lead] runs a function while it leads, [Election.Leader] and
+// [Election.Observe] tell who leads. [Participants]
 // lists who holds and who waits on any lock path, whichever recipe or
 // library made it.
 //
@@ -46,7 +47,10 @@
 // in the read that decided the lease holds. Tokens strictly
 // increase across successive conflicting holders of a path, so a resource
 // that remembers the highest token it has seen can refuse a stale holder:
-// the only protection that survives a holder paused past its session.
+// the only protection that survives a holder paused past its session. A
+// function under [Do] or [Election.Lead] gets its lease with [LeaseFrom].
+// Tokens are per path, go back when the ensemble is rebuilt, and Curator and
+// kazoo holders have none: [Lease.Token] says what that asks of the resource.
 //
 // # Errors and cleanup
 //
