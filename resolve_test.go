@@ -101,13 +101,6 @@ func (f *forwarder) pass(c net.Conn) {
 	go pipe(c, up)
 }
 
-// addr is where the forwarder listens now.
-func (f *forwarder) addr() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.ln.Addr().String()
-}
-
 // move listens at ip instead, same port, and closes the old address's
 // listener and connections.
 func (f *forwarder) move(ip string) {

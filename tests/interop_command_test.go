@@ -130,7 +130,7 @@ func TestInteropCommandLs(t *testing.T) {
 
 			code, stdout, stderr = z.run(nil, "ls", filepath.Dir(path))
 			require.Equal(t, 0, code, "zklock ls %s; stderr:\n%s", filepath.Dir(path), stderr)
-			require.Equal(t, []string{path, "2", "1", tc.kind}, strings.Fields(strings.Split(stdout, "\n")[1]), stdout)
+			require.Equal(t, []string{path, "2", "1", tc.kind, "-"}, strings.Fields(strings.Split(stdout, "\n")[1]), stdout)
 
 			peers[0].letGo(t)
 			peers[0].next(t, "REL")

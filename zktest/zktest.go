@@ -429,16 +429,34 @@ func (c *Container) Servers() []string { return []string{c.endpoint} }
 // connected through Docker's proxy but get no answer, so their requests and
 // heartbeats time out and, if the pause outlasts the session timeout, the
 // server expires their sessions as soon as it runs again.
+//
+// The kernel's cgroup freezer can fail to freeze a busy process in time
+// (runc: "unable to freeze"; seen under load, with the JVM collecting
+// garbage), and runc then thaws what it froze: Pause tries again, up to
+// pauseTries times, a little later each time, before it gives up.
 func (c *Container) Pause(ctx context.Context) error {
 	err := c.withDocker(ctx, func(cli *testcontainers.DockerClient) error {
-		_, err := cli.ContainerPause(ctx, c.GetContainerID(), client.ContainerPauseOptions{})
-		return err
+		var err error
+		for try := 1; ; try++ {
+			_, err = cli.ContainerPause(ctx, c.GetContainerID(), client.ContainerPauseOptions{})
+			if err == nil || try == pauseTries || !strings.Contains(err.Error(), "unable to freeze") {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+			}
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("zktest: pause %s: %w", c.endpoint, err)
 	}
 	return nil
 }
+
+// pauseTries bounds Pause's tries of a freeze that failed.
+const pauseTries = 5
 
 // Unpause resumes a paused container and waits until the server answers srvr
 // again, for up to a minute or until ctx is done.
