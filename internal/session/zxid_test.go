@@ -44,9 +44,6 @@ func setWatchesRequest(xid int32, relativeZxid int64) []byte {
 	return b
 }
 
-// zxidOf returns the zxid of a reply packet (length first).
-func zxidOf(p []byte) int64 { return int64(binary.BigEndian.Uint64(p[8:16])) }
-
 // readWhole reads one packet from c as go-zookeeper's recvLoop does, and
 // returns it, length first.
 func readWhole(t *testing.T, c *wireConn) []byte {
