@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,11 @@ import (
 // after a third of the session timeout), is in docs/design.md, "The
 // setWatches gate". Tests: anchor_test.go, TestReconnectWithWatchesUnderRace,
 // TestOpenClosesTheFirstWatchConnection.
+//
+// The gate cannot tell a setWatches that an earlier connection queued and
+// left from the connection's own, and opens early on it. What closes the
+// race whatever comes first is the wire's keeping of go-zookeeper's
+// lastZxid (see lastZxid): go-zookeeper's reader never writes it.
 type anchor struct {
 	path   string // exists-watched, never created
 	marker []byte // the path as it appears in the request
@@ -236,10 +242,13 @@ func (r *reader) length(b []byte) []byte {
 }
 
 // body takes what b has of a packet's body, keeping its header, and
-// returns the rest and whether the packet ended.
+// returns the rest and whether the packet ended. A reply's zxid goes on to
+// go-zookeeper as zero (see lastZxid).
 func (r *reader) body(b []byte) ([]byte, bool) {
 	k := min(len(b), r.left)
+	from := r.nhdr
 	r.nhdr += copy(r.hdr[r.nhdr:], b[:k])
+	r.hideZxid(b[:k], from)
 	r.left -= k
 	if r.left > 0 {
 		return b[k:], false
@@ -277,6 +286,9 @@ func (c *wireConn) handshake() {
 	if ms > 0 {
 		w.timeout = time.Duration(ms) * time.Millisecond
 	}
+	if w.last.session != r.session { // a new session (0: expired) starts from 0, as authenticate's
+		w.last = lastZxid{session: r.session}
+	}
 	// The table holds a watch: the anchor, or one a watchful connection
 	// of this session registered before it closed (shut) or sent
 	// setWatches for (openGate).
@@ -286,7 +298,10 @@ func (c *wireConn) handshake() {
 	// the anchor was given up, which turns the rule off.
 	c.watchful = !gated && r.session != 0 && r.session != w.anchor.given
 	c.session, c.ordered = r.session, gated
-	if gated {
+	if unguardedGate.Load() { // a test's: replies pass, no connection is closed
+		gated, c.watchful, c.ordered = false, false, true
+	}
+	if c.ordered {
 		w.anchorChangedLocked() // see anchorReady
 	}
 	w.mu.Unlock()
@@ -306,6 +321,9 @@ func (c *wireConn) reply() (hold bool) {
 	code := int32(binary.BigEndian.Uint32(r.hdr[12:16]))
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if xid >= 0 && zxid > 0 && r.session == w.last.session {
+		w.last.zxid = zxid // what recvLoop would write (see lastZxid)
+	}
 	if w.anchor.on == c && w.anchor.xid == xid {
 		w.anchor.on = nil
 		if code == zkNoNodeCode {
@@ -319,6 +337,118 @@ func (c *wireConn) reply() (hold bool) {
 		}
 	}
 	return r.gated && xid >= 0 && zxid > 0
+}
+
+// lastZxid is go-zookeeper's Conn.lastZxid as the wire keeps it: the
+// session it is for, and the zxid of the last reply in that session that
+// carried one (xid >= 0, zxid > 0) and that the wire handed on.
+//
+// go-zookeeper v1.0.4 writes Conn.lastZxid in recvLoop's goroutine (for
+// every such reply, conn.go:848) and reads it in Conn.loop's, for the
+// setWatches requests of a new connection (sendSetWatches, conn.go:614)
+// and its connect request (authenticate, conn.go:664), with nothing to
+// order the write after the read when a reply beats the new connection's
+// setWatches (go-zookeeper/zk PR #35). The setWatches gate orders them
+// only if the first setWatches written on a connection is that
+// connection's own; it may be one that an earlier connection queued and
+// closed before writing (Conn.loop leaves the queue to the next
+// connection; Open's first-watch rule closes such a connection whenever
+// the loop goroutine lost the race it is for), which cannot be told from
+// the connection's own on the wire. So the wire keeps the value itself:
+//
+//   - recvLoop never writes Conn.lastZxid: the wire hands it every reply
+//     with a non-negative xid with its zxid zeroed (hideZxid), and recvLoop
+//     writes only a zxid > 0. go-zookeeper's other writer is
+//     authenticate's reset on an expired session (conn.go:708), in
+//     Conn.loop's goroutine, where both readers run: no goroutine of
+//     go-zookeeper's races another on it, on any connection, whatever
+//     setWatches comes first. A reply's zxid is of no other use to
+//     go-zookeeper (Conn.request returns it, conn.go:935; every caller
+//     drops it).
+//   - What the server must get is restored on the way out (zxidOut): a
+//     connect request that resumes the session carries the last zxid the
+//     wire handed on in it (what recvLoop would have written last: Conn.loop
+//     dials only after the previous connection's recvLoop has ended,
+//     conn.go:485), one that asks for a new session 0, as go-zookeeper's
+//     own after its reset; and every setWatches request the value its
+//     connection's connect request carried, the zxid the client had seen
+//     when the connection began, which is what an unraced sendSetWatches
+//     reads on a resumed connection, so that the server notifies every
+//     change made after it. It is never later than what go-zookeeper
+//     would have read (it reads later, racing, on a connection where a
+//     watch's reply beat its loop): at worst the server notifies a watch
+//     set on the connection itself of a change made before it was set,
+//     an event the engine takes as a wake-up; it never skips one.
+//
+// A reply counts when the wire reads it whole, even one the gate then
+// drops with its connection: ZooKeeper sends a watch's event before any
+// reply that follows the change on the connection, so every event up to
+// its zxid was handed on before it. Tests:
+// TestLastZxidRace (against ZooKeeper, under -race), zxid_test.go.
+type lastZxid struct{ session, zxid int64 }
+
+// unguardedZxid turns the wire's keeping of lastZxid off, for the tests
+// that show the race without it (see unguardedGate): replies reach
+// go-zookeeper as the server sent them, requests the server as
+// go-zookeeper wrote them.
+var unguardedZxid atomic.Bool
+
+// hideZxid zeroes, in b (the bytes of a packet's body from header offset
+// from on, as they go to go-zookeeper), the zxid of a reply whose xid is
+// not negative (see lastZxid). The xid comes before it, so it is known.
+func (r *reader) hideZxid(b []byte, from int) {
+	if !r.shook || r.nhdr < 4 || int32(binary.BigEndian.Uint32(r.hdr[0:4])) < 0 || unguardedZxid.Load() {
+		return
+	}
+	for i := max(from, 4); i < min(r.nhdr, 12); i++ {
+		b[i-from] = 0
+	}
+}
+
+// zxidOut returns the packet p, about to be written on c, as the server
+// must get it (see lastZxid): a connect request with the LastZxidSeen of
+// the session it names, a setWatches request with the RelativeZxid its
+// connection started from. It copies p to change it (a Write must not
+// change its argument). go-zookeeper writes each packet in one Write, the
+// connect request first (authenticate, Conn.sendData).
+func (c *wireConn) zxidOut(p []byte, connect bool) []byte {
+	if unguardedZxid.Load() {
+		return p
+	}
+	switch {
+	case connect && len(p) >= connectBytes:
+		// length, protocol version, LastZxidSeen, timeout, session id
+		session := int64(binary.BigEndian.Uint64(p[20:28]))
+		c.w.mu.Lock()
+		var z int64
+		if session != 0 && session == c.w.last.session {
+			z = c.w.last.zxid
+		}
+		c.startZxid = z
+		c.w.mu.Unlock()
+		return withInt64(p, 8, z)
+	case !connect && len(p) >= 20 && int32(binary.BigEndian.Uint32(p[8:12])) == opSetWatches:
+		// length, xid, opcode, RelativeZxid
+		c.w.mu.Lock()
+		z := c.startZxid
+		c.w.mu.Unlock()
+		return withInt64(p, 12, z)
+	}
+	return p
+}
+
+// connectBytes is the least length of go-zookeeper's connect request, up
+// to its session id.
+const connectBytes = 28
+
+// withInt64 returns p with v at p[at:at+8], copied if that changes it.
+func withInt64(p []byte, at int, v int64) []byte {
+	if int64(binary.BigEndian.Uint64(p[at:at+8])) == v {
+		return p
+	}
+	q := append([]byte(nil), p...)
+	binary.BigEndian.PutUint64(q[at:], uint64(v))
+	return q
 }
 
 // watchReq is a request for a watch in flight.
@@ -386,6 +516,13 @@ func (c *wireConn) shut() bool {
 	_ = c.Close()
 	return true
 }
+
+// unguardedGate turns the gate and the first-watch rule off, for the tests
+// that show the race without them (race_repro_test.go sets it through
+// race_export_test.go; nothing else does): no reply waits, no connection
+// is closed, and every connection counts as ordered, so Open returns on
+// its first.
+var unguardedGate atomic.Bool
 
 // zkNoNodeCode is ZooKeeper's NONODE error code, as a reply header carries
 // it.
@@ -477,7 +614,7 @@ func (k *keeper) anchoring(v keeperView, t time.Duration) (time.Time, func()) {
 		case err != nil:
 			k.anchorAt = time.Now().Add(t / 12)
 		case exists:
-			c.log.Warn("zklock: the anchor path exists; a reconnect may race in go-zookeeper", "path", c.wire.anchor.path)
+			c.log.Warn("zklock: the anchor path exists; the session goes on without it", "path", c.wire.anchor.path)
 			c.wire.giveUpAnchor(v.session)
 		default:
 			if armed, _, _ := c.wire.anchorState(v.session); !armed {

@@ -39,6 +39,7 @@ type wire struct {
 	logger    *slog.Logger
 	expects   []expectation // packets someone waits to see go out
 	anchor    anchor        // a watch that keeps setWatches coming (anchor.go)
+	last      lastZxid      // go-zookeeper's lastZxid, which the wire keeps (anchor.go)
 	// The session in which the first-watch rule closed a connection after
 	// the reply that registered a watch: its table holds one.
 	registered int64
@@ -94,6 +95,7 @@ type wireConn struct {
 	ordered   bool       // every later reply comes after any read of sendSetWatches
 	shutting  bool       // closed by the first-watch rule: never ordered
 	watchReqs []watchReq // requests for a watch in flight, while watchful and not ordered
+	startZxid int64      // the LastZxidSeen its connect request carried (anchor.go)
 }
 
 // wireGrain thins the record of sent packets: one per wireGrain of the
@@ -223,7 +225,7 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		// runs again, and must be known for what it answers (anchor.go).
 		c.sawRequest(p)
 	}
-	n, err := c.Conn.Write(p)
+	n, err := c.Conn.Write(c.zxidOut(p, connect))
 	if err == nil {
 		c.w.sawWrite(p)
 	}

@@ -165,7 +165,10 @@ func FuzzWireReader(f *testing.F) {
 		default:
 			t.Fatalf("mode %#x: the reader ended with %v", mode, r.err)
 		}
-		if !bytes.HasPrefix(in, r.got) {
+		// What go-zookeeper gets is what the server sent, but for the
+		// zxids of the replies, which the wire keeps (anchor.go, lastZxid).
+		want := hiddenZxids(in)
+		if !bytes.HasPrefix(want, r.got) {
 			t.Fatalf("mode %#x: the reader got %d bytes that are not what the server sent", mode, len(r.got))
 		}
 		frames, bad := framing(in)
@@ -185,7 +188,7 @@ func FuzzWireReader(f *testing.F) {
 		if errors.Is(r.err, io.EOF) || errors.Is(r.err, io.ErrUnexpectedEOF) {
 			// The server hung up: nothing was kept from the reader, and
 			// the wire knows where the next packet starts.
-			if !bytes.Equal(r.got, in) {
+			if !bytes.Equal(r.got, want) {
 				t.Fatalf("mode %#x: the reader got %d of %d bytes, then %v", mode, len(r.got), len(in), r.err)
 			}
 			if bad >= 0 {
@@ -221,6 +224,26 @@ func framing(in []byte) (frameState, int) {
 		}
 		off += 4 + int(n)
 	}
+}
+
+// hiddenZxids returns in, a stream of packets from a server, as the wire
+// hands it to go-zookeeper: the zxid of each reply (a packet after the
+// first, the connect response) whose xid is not negative zeroed, as far
+// as the stream has it; independently of the wire's reader.
+func hiddenZxids(in []byte) []byte {
+	out := append([]byte(nil), in...)
+	for off, packet := 0, 0; len(out)-off >= 4; packet++ {
+		n := int64(binary.BigEndian.Uint32(out[off:]))
+		body := out[off+4 : off+4+int(min(n, int64(len(out)-off-4)))]
+		if packet > 0 && len(body) >= 4 && int32(binary.BigEndian.Uint32(body)) >= 0 {
+			clear(body[4:min(12, len(body))])
+		}
+		if int64(len(body)) < n {
+			break
+		}
+		off += 4 + int(n)
+	}
+	return out
 }
 
 // recvLoop reads packets from c as go-zookeeper's Conn.recvLoop and
