@@ -42,8 +42,8 @@ type Forwarder struct {
 	cancel context.CancelFunc
 
 	mu     sync.Mutex
-	ln     net.Listener // nil while stopped
-	conns  map[net.Conn]struct{}
+	ln     net.Listener      // nil while stopped
+	conns  map[net.Conn]bool // every connection through it: true for those to the target
 	closed bool
 	wg     sync.WaitGroup // every goroutine: accept loops and pipes
 }
@@ -64,7 +64,7 @@ func NewForwarder(target string) (*Forwarder, error) {
 		return nil, fmt.Errorf("zktest: forward to %s: %w", target, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Forwarder{target: target, ctx: ctx, cancel: cancel, conns: make(map[net.Conn]struct{})}
+	f := &Forwarder{target: target, ctx: ctx, cancel: cancel, conns: make(map[net.Conn]bool)}
 	_, f.port, _ = net.SplitHostPort(ln.Addr().String())
 	f.swap(ln)
 	return f, nil
@@ -142,7 +142,7 @@ func (f *Forwarder) swap(ln net.Listener) {
 		return
 	}
 	old, conns := f.ln, f.conns
-	f.ln, f.conns = ln, make(map[net.Conn]struct{})
+	f.ln, f.conns = ln, make(map[net.Conn]bool)
 	if ln != nil {
 		f.wg.Add(1)
 		go f.accept(ln)
@@ -151,8 +151,17 @@ func (f *Forwarder) swap(ln net.Listener) {
 	if old != nil {
 		_ = old.Close()
 	}
-	for c := range conns {
-		_ = c.Close()
+	// The target's side first: once a client sees its connection reset,
+	// nothing it sent can still reach the server through the old address.
+	for c, up := range conns {
+		if up {
+			_ = c.Close()
+		}
+	}
+	for c, up := range conns {
+		if !up {
+			_ = c.Close()
+		}
 	}
 }
 
@@ -184,23 +193,24 @@ func (f *Forwarder) accept(ln net.Listener) {
 		}
 		// A connection accepted just before a move or a stop belongs to
 		// the old address, which no longer answers.
-		if !f.track(c, func() bool { return f.ln == ln }, func() { go f.pass(c) }) {
+		if !f.track(c, false, func() bool { return f.ln == ln }, func() { go f.pass(c) }) {
 			_ = c.Close()
 		}
 	}
 }
 
-// track adds c to the connections that a move or a stop closes, if the
-// Forwarder is open and current holds, and then runs start (which must
-// begin a goroutine, counted in wg). It reports whether it did. f.mu is
-// held across both, so Close's wait cannot begin in between.
-func (f *Forwarder) track(c net.Conn, current func() bool, start func()) bool {
+// track adds c (up: a connection to the target) to the connections that a
+// move or a stop closes, if the Forwarder is open and current holds, and
+// then runs start (which must begin a goroutine, counted in wg). It
+// reports whether it did. f.mu is held across both, so Close's wait cannot
+// begin in between.
+func (f *Forwarder) track(c net.Conn, up bool, current func() bool, start func()) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || !current() {
 		return false
 	}
-	f.conns[c] = struct{}{}
+	f.conns[c] = up
 	f.wg.Add(1)
 	start()
 	return true
@@ -230,7 +240,7 @@ func (f *Forwarder) pass(c net.Conn) {
 	// c was closed meanwhile (by a move or a stop) if it is no longer
 	// tracked: the upstream connection goes with it.
 	tracked := func() bool { _, ok := f.conns[c]; return ok }
-	if !f.track(up, tracked, func() { go f.copy(up, c) }) {
+	if !f.track(up, true, tracked, func() { go f.copy(up, c) }) {
 		_ = up.Close()
 		return
 	}
