@@ -56,7 +56,7 @@ func TestNames(t *testing.T) {
 	cancel()
 	n.Set("zk-1", "127.0.0.5")
 	_, err = n.Lookup(done, "zk-1")
-	require.Error(t, err, "a lookup whose context is done fails")
+	require.ErrorIs(t, err, context.Canceled, "a lookup whose context is done fails")
 }
 
 // echo is a TCP server on 127.0.0.1 that writes back what it reads, and

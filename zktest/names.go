@@ -52,14 +52,15 @@ func (n *Names) Remove(name string) { n.Set(name) }
 
 // Lookup resolves host as net.Resolver.LookupHost does: to the addresses
 // [Names.Set] gave it, in that order, or else to a *net.DNSError with
-// IsNotFound set ("no such host"). It fails with ctx's error if ctx is done.
+// IsNotFound set ("no such host"). If ctx is done it fails with a
+// *net.DNSError that wraps ctx's error.
 // Give it to zklock.WithHostResolver, or to any client that takes a lookup.
 func (n *Names) Lookup(ctx context.Context, host string) ([]string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.calls[canonical(host)]++
 	if err := ctx.Err(); err != nil {
-		return nil, &net.DNSError{Err: err.Error(), Name: host, IsTimeout: true}
+		return nil, &net.DNSError{Err: err.Error(), Name: host, IsTimeout: true, UnwrapErr: err}
 	}
 	if addrs := n.addrs[canonical(host)]; len(addrs) > 0 {
 		return slices.Clone(addrs), nil
