@@ -46,11 +46,10 @@ type Movable struct {
 }
 
 type movingServer struct {
-	name       string // host name, without the port
-	port       string
-	fwd        *Forwarder
-	ip         string // where the name points when resolvable
-	resolvable bool
+	name string // host name, without the port
+	port string
+	fwd  *Forwarder
+	ip   string // where the name points when it resolves
 }
 
 // NewMovable puts each of servers ("host:port" each, as [Container.Servers],
@@ -69,7 +68,7 @@ func NewMovable(servers []string) (*Movable, error) {
 			return nil, errors.Join(err, m.Close())
 		}
 		host, port, _ := net.SplitHostPort(f.Addr())
-		s := &movingServer{name: fmt.Sprintf("zk-%d.zktest.invalid", i), port: port, fwd: f, ip: host, resolvable: true}
+		s := &movingServer{name: fmt.Sprintf("zk-%d.zktest.invalid", i), port: port, fwd: f, ip: host}
 		m.names.Set(s.name, host)
 		m.servers = append(m.servers, s)
 	}
@@ -147,7 +146,7 @@ func (m *Movable) Move(i int) (string, error) {
 	}
 	// The name first: a client whose connection the move resets finds
 	// the new address at its next attempt.
-	s.ip, s.resolvable = s.fwd.ipOf(ln), true
+	s.ip = s.fwd.ipOf(ln)
 	m.names.Set(s.name, s.ip)
 	s.fwd.swap(ln)
 	return ln.Addr().String(), nil
@@ -164,7 +163,6 @@ func (m *Movable) Unresolvable(i int) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.resolvable = false
 	m.names.Remove(s.name)
 	return nil
 }
@@ -178,7 +176,6 @@ func (m *Movable) Resolvable(i int) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.resolvable = true
 	m.names.Set(s.name, s.ip)
 	return nil
 }
