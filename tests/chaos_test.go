@@ -49,6 +49,18 @@ package zklock_test
 // RWMutex too. A writer must also make progress after every fault: shared
 // readers must not starve it.
 //
+// The clients reach the servers through names that move
+// (zktest.Movable): each server behind a forwarder at a loopback address,
+// its name resolved by the clients' lookup (zklock.WithHostResolver) at
+// every connection attempt. The fault "move" moves every server in turn to
+// a new address, as a StatefulSet's rolling update replaces its pods: its
+// name stops resolving and its connections are reset, it is away for up to
+// half a second, then it answers at a new address and its name follows.
+// After a move, every client must hold a lock again: a client that kept
+// the addresses it first resolved would have none left that answers. The
+// observer and the test's own connection (a plain go-zookeeper client,
+// which resolves once) use the servers' fixed endpoints.
+//
 // Knobs: ZKLOCK_CHAOS_DURATION (faults per phase, default 40s),
 // ZKLOCK_CHAOS_SEED (replay a schedule), ZKLOCK_CHAOS_LOG (the clients' debug
 // logs on stderr), ZKLOCK_CHAOS_DEBUG (describe a lock nobody could take
@@ -124,10 +136,12 @@ func chaosDuration(t *testing.T) time.Duration {
 }
 
 // TestChaos runs two phases: eight clients on a standalone server, with
-// partitions, forced session expiries, connection drops and server pauses;
-// then eight clients on a 3-node ensemble, with the same client faults,
-// paused servers, killed leaders, a follower or the leader cut off from the
-// other two while its clients still reach it, and rolling restarts. It logs
+// partitions, forced session expiries, connection drops, server pauses and
+// moves of the server to a new address; then eight clients on a 3-node
+// ensemble, with the same client faults, paused servers, killed leaders, a
+// follower or the leader cut off from the other two while its clients still
+// reach it, rolling restarts, and the ensemble moving to new addresses one
+// server at a time. It logs
 // one line of figures per phase and one for the whole run, each followed by
 // a line per recipe (acquisitions, overlaps or over-K, orphans).
 //
@@ -180,6 +194,7 @@ func TestChaos(t *testing.T) {
 			name:    "standalone",
 			seed:    seed,
 			servers: single.Servers(),
+			movable: zktest.MovableServers(t, single.Servers()),
 			nodes:   []chaosNode{node},
 			serverFaults: []chaosServerFault{{
 				kind: "pause",
@@ -198,6 +213,7 @@ func TestChaos(t *testing.T) {
 			name:    "ensemble",
 			seed:    seed + 1,
 			servers: ensemble.Servers(),
+			movable: zktest.MovableServers(t, ensemble.Servers()),
 			nodes:   nodes,
 			serverFaults: []chaosServerFault{
 				{
@@ -268,10 +284,13 @@ func TestChaos(t *testing.T) {
 }
 
 // chaosPlan is one phase: where the servers are and how to break them.
+// Every phase also has the fault "move" (chaosMove).
 type chaosPlan struct {
-	name         string
-	seed         uint64
-	servers      []string
+	name    string
+	seed    uint64
+	servers []string // the fixed endpoints, for the observer
+	// movable: the servers behind names that move, for the clients.
+	movable      *zktest.Movable
 	nodes        []chaosNode // every server, for four-letter words
 	serverFaults []chaosServerFault
 }
@@ -286,6 +305,24 @@ type chaosNode struct {
 type chaosServerFault struct {
 	kind   string
 	inject func(ctx context.Context, rng *rand.Rand) (heal func(context.Context) error, err error)
+}
+
+// chaosMove is the fault "the servers move": every server in turn leaves
+// its address (its name stops resolving, its connections are reset), is
+// away for up to half a second, as a replaced pod takes a while to start,
+// and answers at a new address, its name following (Movable.MoveAll). One
+// server is away at a time, so an ensemble keeps its quorum throughout.
+func chaosMove(m *zktest.Movable, rec *chaosRecorder) chaosServerFault {
+	return chaosServerFault{
+		kind: "move",
+		inject: func(ctx context.Context, rng *rand.Rand) (func(context.Context) error, error) {
+			return nil, m.MoveAll(ctx, func(ctx context.Context, _ int) error {
+				rec.count("server moves")
+				chaosSleep(ctx, time.Duration(rng.IntN(500))*time.Millisecond)
+				return nil
+			})
+		},
+	}
 }
 
 // chaosIsolate isolates server i of e; the heal it returns waits until the
@@ -480,7 +517,8 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 			opts = append(opts, zklock.WithLogger(slog.New(
 				slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("client", i)))
 		}
-		cl.c, err = zklock.Connect(ctx, plan.servers, opts...)
+		opts = append(opts, zklock.WithHostResolver(plan.movable.Lookup))
+		cl.c, err = zklock.Connect(ctx, plan.movable.Servers(), opts...)
 		require.NoError(t, err)
 		defer cl.f.Close()
 		defer cl.c.Close() // before the transport: defers run last-in first-out
@@ -595,6 +633,7 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		chaosClientFaults(ctx, plan.seed, chaosEnd, clients, rec, &serverMu)
 		clientFaultsDone = time.Now()
 	})
+	plan.serverFaults = append(slices.Clone(plan.serverFaults), chaosMove(plan.movable, rec))
 	injectors.Go(func() {
 		chaosServerFaults(ctx, plan, chaosEnd, rec, &serverMu)
 		serverFaultsDone = time.Now()
@@ -630,6 +669,9 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 				}
 			}
 			if _, ok := writeAfter(f, holds); !ok {
+				return false
+			}
+			if _, missing := everyClientAfter(f, holds); len(missing) > 0 {
 				return false
 			}
 		}
@@ -1282,6 +1324,30 @@ func heldAfter(f chaosFault, holds []chaosHold, which func(*chaosHold) bool) (ti
 	return best, ok
 }
 
+// everyClientAfter returns, for a move, how long after it healed every
+// client had held a lock again (the longest any took), and the clients
+// that had not: a client that kept the addresses it first resolved has
+// none left that answers once every server has moved. For other faults
+// the victim's recovery is enough (recoveryAfter): it returns 0 and none.
+func everyClientAfter(f chaosFault, holds []chaosHold) (time.Duration, []int) {
+	if f.kind != "move" {
+		return 0, nil
+	}
+	var (
+		worst   time.Duration
+		missing []int
+	)
+	for i := range chaosClients {
+		d, ok := recoveryAfter(chaosFault{healed: f.healed, victim: i}, holds)
+		if !ok {
+			missing = append(missing, i)
+			continue
+		}
+		worst = max(worst, d)
+	}
+	return worst, missing
+}
+
 // recoveryAfter returns how long after f healed its victim (anyone, for a
 // server fault) next held a lock.
 func recoveryAfter(f chaosFault, holds []chaosHold) (time.Duration, bool) {
@@ -1310,6 +1376,11 @@ type chaosFigures struct {
 	// writeProgress: the longest time from a fault's heal to the next
 	// write hold on the RWMutex.
 	writeProgress time.Duration
+	// moveRecovery: the longest time from a move's end until every client
+	// had held a lock again; movedLive, movedLost: the leases live when a
+	// move began, and how many of them were lost.
+	moveRecovery         time.Duration
+	movedLive, movedLost int
 	// grown: when each semaphore's SharedCount began to grow to K+1 (for
 	// check; not added up).
 	grown         map[string]time.Time
@@ -1347,6 +1418,9 @@ func (f *chaosFigures) add(o *chaosFigures) {
 		f.waits[k] = max(f.waits[k], d)
 	}
 	f.writeProgress = max(f.writeProgress, o.writeProgress)
+	f.moveRecovery = max(f.moveRecovery, o.moveRecovery)
+	f.movedLive += o.movedLive
+	f.movedLost += o.movedLost
 	f.overlaps += o.overlaps
 	f.inversions += o.inversions
 	f.overK += o.overK
@@ -1399,14 +1473,16 @@ func (f *chaosFigures) String() string {
 			}
 		}
 	}
-	return fmt.Sprintf("faults %s; acquisitions %d (mutex %d, read %d, shared read %d, write %d, downgrades %d, leaderships %d, "+
+	return fmt.Sprintf("faults %s; moves: servers moved %d, leases live when a move began %d (lost %d), every client "+
+		"holding a lock again within %v; acquisitions %d (mutex %d, read %d, shared read %d, write %d, downgrades %d, leaderships %d, "+
 		"semaphore leases %d, multilocks %d, mutexes on the multilock paths %d; lost while held %d, "+
 		"lost on return %d; cancelled waits %d, try-locked %d); %s; election: leaderships %d, lost while held %d, "+
 		"lost on return %d, cancelled campaigns %d, overlaps %d, token inversions %d; observer: reports %d "+
 		"(leaders %d, nobody %d), out of order %d; overlaps %d; token inversions %d; over-K %d; orphans %d; "+
 		"watches leaked %d; unexpected errors %d; longest recovery %v (%s); longest wake-up on Done after "+
 		"ValidUntil %v (overlaps and over-K had holders watched Done alone: %d)",
-		strings.Join(fs, " "), all, c["mutex"], c["read"], c["shared read"], c["write"], c["downgrade"], c["election"], sems,
+		strings.Join(fs, " "), c["server moves"], f.movedLive, f.movedLost, f.moveRecovery.Round(time.Millisecond),
+		all, c["mutex"], c["read"], c["shared read"], c["write"], c["downgrade"], c["election"], sems,
 		c["multilock"], c["multi-mutex"], c["lost"], c["stillborn"], c["cancelled"], c["try-locked"],
 		strings.Join(policies, "; "),
 		c["election"], c["election lost"], c["election stillborn"], c["election cancelled"], c["election overlaps"],
@@ -1515,6 +1591,9 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 					lock, chaosRecovery, fl.kind, fl.healed.Sub(origin).Round(time.Millisecond))
 			}
 		}
+		if fl.kind == "move" {
+			f.checkMove(t, fl, holds, origin)
+		}
 		if d, ok := writeAfter(fl, holds); !ok || d > chaosRecovery {
 			t.Errorf("chaos: writer starved: nobody held the rw's write side within %v after the %s that healed at +%v",
 				chaosRecovery, fl.kind, fl.healed.Sub(origin).Round(time.Millisecond))
@@ -1599,6 +1678,27 @@ func (f *chaosFigures) check(t *testing.T, holds []chaosHold, faults []chaosFaul
 			}
 		default:
 			f.checkExclusive(t, lock, mine)
+		}
+	}
+}
+
+// checkMove checks that every client held a lock again after the move fl
+// (everyClientAfter), and counts the leases live when it began.
+func (f *chaosFigures) checkMove(t *testing.T, fl chaosFault, holds []chaosHold, origin time.Time) {
+	t.Helper()
+	if worst, missing := everyClientAfter(fl, holds); len(missing) > 0 || worst > chaosRecovery {
+		t.Errorf("chaos: no progress after the %s that healed at +%v: client(s) %v never held a lock again, "+
+			"the others within %v (at most %v)", fl.kind, fl.healed.Sub(origin).Round(time.Millisecond), missing,
+			worst.Round(time.Millisecond), chaosRecovery)
+	} else {
+		f.moveRecovery = max(f.moveRecovery, worst)
+	}
+	for _, h := range holds {
+		if !h.stillborn && !h.start.After(fl.at) && h.end.After(fl.at) {
+			f.movedLive++
+			if h.lost != nil {
+				f.movedLost++
+			}
 		}
 	}
 }
@@ -2251,6 +2351,24 @@ func TestChaosChecker(t *testing.T) {
 	d, ok := writeAfter(fault, append(after, chaosHold{lock: "rw", recipe: "write", write: true, start: at(15), end: at(16)}))
 	require.True(t, ok)
 	require.Equal(t, 5*time.Millisecond, d)
+
+	// After a move, every client must hold a lock again; after any other
+	// fault, its victim (recoveryAfter).
+	move := chaosFault{kind: "move", victim: -1, healed: at(10)}
+	var again []chaosHold
+	for i := range chaosClients - 1 {
+		again = append(again, chaosHold{lock: "mutex", client: i, start: at(11 + i), end: at(30)})
+	}
+	again = append(again, chaosHold{lock: "mutex", client: chaosClients - 1, start: at(5), end: at(9)}, // before
+		chaosHold{lock: "mutex", client: chaosClients - 1, start: at(12), end: at(12), stillborn: true})
+	worst, missing := everyClientAfter(move, again)
+	require.Equal(t, []int{chaosClients - 1}, missing, "a client that held nothing after the move")
+	require.Equal(t, time.Duration(chaosClients-1)*time.Millisecond, worst)
+	worst, missing = everyClientAfter(move, append(again, chaosHold{lock: "rw", client: chaosClients - 1, start: at(40), end: at(41)}))
+	require.Empty(t, missing)
+	require.Equal(t, 30*time.Millisecond, worst)
+	_, missing = everyClientAfter(chaosFault{kind: "pause", victim: -1, healed: at(10)}, nil)
+	require.Empty(t, missing, "only a move needs every client")
 
 	// The semaphores' checker: never more than K live at once.
 	s := func(from, to int) chaosHold { return chaosHold{recipe: "sem-zklock", start: at(from), end: at(to)} }

@@ -145,6 +145,25 @@
 // run it at ZooKeeper's own. Isolate needs root, a local Docker engine and
 // the host's nsenter and iptables (scripts/setup.sh installs them).
 //
+// # Servers that move
+//
+// Where ZooKeeper runs in Kubernetes, a StatefulSet's rolling update
+// replaces its pods one by one, each on a new address, and a pod that is
+// not ready has no DNS record. [Movable] puts servers (of a [Container],
+// an [Ensemble], or [Servers]) behind names that a test moves the same
+// way, for a client that takes a lookup function:
+//
+//	m := zktest.MovableServers(t, e.Servers())
+//	c, err := zklock.Connect(ctx, m.Servers(), zklock.WithHostResolver(m.Lookup))
+//	// ... take leases, then, as a rolling update would:
+//	err = m.MoveAll(ctx, func(ctx context.Context, i int) error { return e.Restart(ctx, i) })
+//
+// [Movable.Move] moves one server to a new address at once,
+// [Movable.Unresolvable] takes its name away, and [Movable.Unreachable] its
+// address. The pieces work alone: [Names] is a name table of the test's
+// own, and [Forwarder] a server's address that moves. They need Linux,
+// where every address of 127.0.0.0/8 is local.
+//
 // # Cleaning up
 //
 // Testcontainers' reaper (Ryuk) removes what a crashed test leaves behind, when
