@@ -76,7 +76,6 @@ type config struct {
 	survivors string
 	run       string
 	equivs    string
-	verbose   bool
 }
 
 func main() {
@@ -98,7 +97,6 @@ func main() {
 	flag.StringVar(&c.survivors, "survivors", "", "re-run the survivors of this results file against the server-backed tests (needs ZKLOCK_TEST_SERVERS)")
 	flag.StringVar(&c.run, "run", "", "with -survivors: only the tests matching this pattern (go test -run)")
 	flag.StringVar(&c.equivs, "equivalent", "docs/testing.md", "the file that lists the equivalent mutants, relative to -C")
-	flag.BoolVar(&c.verbose, "v", false, "print every mutant's result as it comes")
 	flag.Parse()
 	c.files = split(files)
 	c.pkgs = split(pkgs)
@@ -150,7 +148,7 @@ type results struct {
 }
 
 type result struct {
-	*mutant
+	*Mutant
 	Status  string  `json:"status"` // not viable, killed, timed out, survived, equivalent
 	Killer  string  `json:"killer,omitempty"`
 	Why     string  `json:"why,omitempty"` // the reason given for an equivalent mutant
@@ -173,7 +171,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	mode := "fast"
-	var chosen []*mutant
+	var chosen []*Mutant
 	var prev *results
 	if c.survivors != "" {
 		mode = "server"
@@ -216,12 +214,12 @@ func run(ctx context.Context, c config) error {
 	out := &results{Tree: gitDescribe(root), Seed: c.seed, N: c.n, Mode: mode, Pkgs: c.pkgs, Run: c.run,
 		Elapsed: time.Since(start).Round(time.Second).String(), Baseline: r.suites, Mutants: res}
 	if prev != nil {
-		fmt.Printf("\nthe fast tier's survivors, against the server-backed tests:")
-		report(os.Stdout, out)
+		report(os.Stdout, out, "the fast tier's survivors, against the server-backed tests", false)
 		out.Seed, out.N, out.Mutants = prev.Seed, prev.N, merge(prev.Mutants, res)
-		fmt.Printf("\nthe whole suite (the fast tier, then the server-backed tests on its survivors):")
+		report(os.Stdout, out, "the whole suite: the fast tier, then the server-backed tests on its survivors", true)
+	} else {
+		report(os.Stdout, out, "the fast tier", true)
 	}
-	report(os.Stdout, out)
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err
@@ -249,8 +247,8 @@ func modulePath(root string) (string, error) {
 }
 
 // enumerateAll lists every mutant of the files, in the order of -files.
-func enumerateAll(c config, module string) ([]*mutant, error) {
-	var all []*mutant
+func enumerateAll(c config, module string) ([]*Mutant, error) {
+	var all []*Mutant
 	seen := map[string]bool{}
 	for _, pat := range c.files {
 		matches, err := filepath.Glob(filepath.Join(c.root, pat))
@@ -292,7 +290,7 @@ func enumerateAll(c config, module string) ([]*mutant, error) {
 }
 
 // choose draws the sample, or takes every mutant -at or -match names.
-func choose(c config, all []*mutant) ([]*mutant, error) {
+func choose(c config, all []*Mutant) ([]*Mutant, error) {
 	if c.at != "" || c.match != "" {
 		var re *regexp.Regexp
 		if c.match != "" {
@@ -305,7 +303,7 @@ func choose(c config, all []*mutant) ([]*mutant, error) {
 		for _, a := range split(c.at) {
 			lines[a] = true
 		}
-		var out []*mutant
+		var out []*Mutant
 		for _, m := range all {
 			atOK := c.at == "" || lines[fmt.Sprintf("%s:%d", m.File, m.Line)] || lines[fmt.Sprintf("%s:%d", filepath.Base(m.File), m.Line)]
 			reOK := re == nil || re.MatchString(m.ID) || re.MatchString(m.Desc)
@@ -328,7 +326,7 @@ func choose(c config, all []*mutant) ([]*mutant, error) {
 		idx = idx[:c.n]
 	}
 	sort.Ints(idx)
-	out := make([]*mutant, len(idx))
+	out := make([]*Mutant, len(idx))
 	for i, k := range idx {
 		out[i] = all[k]
 	}
@@ -337,7 +335,7 @@ func choose(c config, all []*mutant) ([]*mutant, error) {
 
 // fromSurvivors takes the mutants an earlier run left alive (not those
 // explained as equivalent), checking that the tree still has them.
-func fromSurvivors(path string, all []*mutant) ([]*mutant, *results, error) {
+func fromSurvivors(path string, all []*Mutant) ([]*Mutant, *results, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -349,11 +347,11 @@ func fromSurvivors(path string, all []*mutant) ([]*mutant, *results, error) {
 	if prev.Mode != "fast" {
 		return nil, nil, fmt.Errorf("%s: not the results of a fast-tier run", path)
 	}
-	byID := map[string]*mutant{}
+	byID := map[string]*Mutant{}
 	for _, m := range all {
 		byID[m.ID] = m
 	}
-	var out []*mutant
+	var out []*Mutant
 	for _, x := range prev.Mutants {
 		if x.Status != "survived" {
 			continue
@@ -422,8 +420,9 @@ func gitDescribe(root string) string {
 	return strings.TrimSpace(out)
 }
 
-// report prints the figures per file and the survivors.
-func report(w *os.File, r *results) {
+// report prints the figures per file, under title, and the survivors; with
+// hints, also as lines to paste into docs/testing.md.
+func report(w *os.File, r *results, title string, hints bool) {
 	type tally struct{ drawn, viable, killed, timedOut, survived, equivalent int }
 	byFile := map[string]*tally{}
 	var order []string
@@ -453,11 +452,7 @@ func report(w *os.File, r *results) {
 			t.viable++
 		}
 	}
-	what := "mutants"
-	if r.Mode == "server" {
-		what = "survivors of the fast tier"
-	}
-	fmt.Fprintf(w, "\n%s by file (killed counts the timed out; the rate is killed over viable less equivalent):\n", what)
+	fmt.Fprintf(w, "\n%s, by file (killed counts the timed out; the rate is killed over viable less equivalent):\n", title)
 	fmt.Fprintf(w, "%-32s %6s %6s %6s %9s %8s %10s %6s\n", "file", "drawn", "viable", "killed", "timed out", "survived", "equivalent", "rate")
 	row := func(name string, t *tally) {
 		rate := "-"
@@ -485,9 +480,11 @@ func report(w *os.File, r *results) {
 		for _, x := range surv {
 			fmt.Fprintf(w, "  %s:%d (%s) %s: %s\n", x.File, x.Line, x.Func, x.Kind, x.Desc)
 		}
-		fmt.Fprintf(w, "\nas lines for docs/testing.md's \"Equivalent mutants\", where one cannot change behaviour:\n")
-		for _, x := range surv {
-			fmt.Fprintf(w, "  - %s, `%s`: \n", x.File, x.Desc)
+		if hints {
+			fmt.Fprintf(w, "\nas lines for docs/testing.md's \"Equivalent mutants\", where one cannot change behaviour:\n")
+			for _, x := range surv {
+				fmt.Fprintf(w, "  - %s, `%s`: \n", x.File, x.Desc)
+			}
 		}
 	}
 	if len(eq) > 0 {

@@ -11,9 +11,9 @@ import (
 	"strings"
 )
 
-// A mutant is one change to one file: the bytes [start, end) replaced by
+// A Mutant is one change to one file: the bytes [start, end) replaced by
 // repl.
-type mutant struct {
+type Mutant struct {
 	ID     string `json:"id"`   // file:line:col/kind, unique in a run
 	File   string `json:"file"` // slash-separated, relative to the repository
 	Line   int    `json:"line"`
@@ -29,7 +29,7 @@ type mutant struct {
 }
 
 // apply returns the file's source with the mutation made.
-func (m *mutant) apply() []byte {
+func (m *Mutant) apply() []byte {
 	out := make([]byte, 0, len(m.source)+len(m.repl))
 	out = append(out, m.source[:m.start]...)
 	out = append(out, m.repl...)
@@ -59,7 +59,7 @@ var logMethods = map[string]bool{
 
 // enumerate returns every mutant of the file rel (relative to root), in
 // source order.
-func enumerate(root, rel, pkg string) ([]*mutant, error) {
+func enumerate(root, rel, pkg string) ([]*Mutant, error) {
 	src, err := os.ReadFile(filepath.Join(root, rel))
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ type enumerator struct {
 	pkg   string
 	fn    string
 	stack []ast.Node
-	out   []*mutant
+	out   []*Mutant
 }
 
 func (e *enumerator) visit(n ast.Node) bool {
@@ -188,7 +188,7 @@ func (e *enumerator) integer(n *ast.BasicLit) {
 
 func (e *enumerator) add(from, to token.Pos, repl, kind, desc string) {
 	p := e.fset.Position(from)
-	e.out = append(e.out, &mutant{
+	e.out = append(e.out, &Mutant{
 		ID:   fmt.Sprintf("%s:%d:%d/%s", e.rel, p.Line, p.Column, kind),
 		File: e.rel, Line: p.Line, Col: p.Column, Func: e.fn, Kind: kind, Desc: desc, Pkg: e.pkg,
 		start: e.off(from), end: e.off(to), repl: repl, source: e.src,

@@ -166,7 +166,7 @@ func (r *runner) testArgs(names []string, limit time.Duration) []string {
 }
 
 // runAll runs the mutants on c.workers workers, in order of the list.
-func (r *runner) runAll(ctx context.Context, ms []*mutant) []*result {
+func (r *runner) runAll(ctx context.Context, ms []*Mutant) []*result {
 	res := make([]*result, len(ms))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -210,9 +210,9 @@ func (r *runner) runAll(ctx context.Context, ms []*mutant) []*result {
 
 var failLine = regexp.MustCompile(`(?m)^--- FAIL: (\S+)`)
 
-func (r *runner) runOne(ctx context.Context, m *mutant, dir string) *result {
+func (r *runner) runOne(ctx context.Context, m *Mutant, dir string) *result {
 	start := time.Now()
-	x := &result{mutant: m}
+	x := &result{Mutant: m}
 	defer func() { x.Seconds = time.Since(start).Round(time.Second).Seconds() }()
 	src := filepath.Join(dir, filepath.Base(m.File))
 	overlay := filepath.Join(dir, "overlay.json")
@@ -265,7 +265,7 @@ func (r *runner) runOne(ctx context.Context, m *mutant, dir string) *result {
 }
 
 // affected is the suites that can see the mutant's package, its own first.
-func (r *runner) affected(m *mutant) []*suite {
+func (r *runner) affected(m *Mutant) []*suite {
 	var own, others []*suite
 	for _, s := range r.suites {
 		switch {
