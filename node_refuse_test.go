@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -18,17 +19,19 @@ func TestParseChildRefusesLookalikes(t *testing.T) {
 		name string
 		ok   bool // ends in a sequence: an unknown node, refused with ErrUnknownNode
 	}{
-		{u + "-lock-0000000001", true},              // no _c_
-		{"_x_" + u + "-lock-0000000001", true},      // another prefix
-		{"c_" + u + "-lock-0000000001", true},       // a prefix cut short
-		{"_c_" + u + "-lock-+000000001", false},     // a signed sequence: ParseInt reads it, ZooKeeper never writes it
-		{"_c_" + u + "-lock-0000-00001", false},     // a sign inside
-		{hex + "__lock__+000000003", false},         // kazoo's, signed
-		{"_c_" + hex + "-lock-+000000005", false},   // zk.Lock's, signed
-		{"_c_" + u + "-lock-+2147483647", true},     // a plus before ten digits: of no name zklock knows
-		{"_c_" + u + "-lock-0000000001x", false},    // trailing text
-		{"_c_" + u + "-lock-00000000 1", false},     // a space
-		{"_c_" + u[:35] + "-lock-0000000001", true}, // an id one short
+		{u + "-lock-0000000001", true},                // no _c_
+		{"_x_" + u + "-lock-0000000001", true},        // another prefix
+		{"c_" + u + "-lock-0000000001", true},         // a prefix cut short
+		{"_c_" + u + "-lock-+000000001", false},       // a signed sequence: ParseInt reads it, ZooKeeper never writes it
+		{"_c_" + u + "-lock-0000-00001", false},       // a sign inside
+		{hex + "__lock__+000000003", false},           // kazoo's, signed
+		{"_c_" + hex + "-lock-+000000005", false},     // zk.Lock's, signed
+		{"_c_" + u + "-lock-+2147483647", true},       // a plus before ten digits: of no name zklock knows
+		{"_c_" + u + "-lock-0000000001x", false},      // trailing text
+		{"_c_" + u + "-lock-00000000 1", false},       // a space
+		{"_c_" + u[:35] + "-lock-0000000001", true},   // an id one short
+		{"x" + hex[1:] + "__lock__0000000003", true},  // kazoo's id, but its first character is no hex digit
+		{"_c_x" + hex[1:] + "-lock-0000000005", true}, // zk.Lock's likewise
 	} {
 		ch, ok, err := parseChild(tc.name)
 		if ok != tc.ok || (ok && !errors.Is(err, ErrUnknownNode)) || (!ok && err != nil) {
@@ -63,5 +66,27 @@ func TestSemaphoreSizeBounds(t *testing.T) {
 		if n, ok := SemaphoreSize([]byte(data)); ok {
 			t.Errorf("SemaphoreSize(%q) = %d, want no size", data, n)
 		}
+	}
+}
+
+// TestSortChildrenAcrossZero: ZooKeeper's sequence counter, once wrapped,
+// counts up through -1 to 0 (a signed 32-bit cversion): a node made at -1
+// is ahead of one made at 0, whatever order the names come in.
+func TestSortChildrenAcrossZero(t *testing.T) {
+	created := []int32{-2, -1, 0, 1}
+	var names []string
+	for i, seq := range created {
+		names = append(names, fmt.Sprintf("_c_%s-lock-%010d", uuidN(i), seq))
+	}
+	for _, order := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {2, 0, 3, 1}} {
+		var in []string
+		for _, i := range order {
+			in = append(in, names[i])
+		}
+		kids, err := sortChildren(in, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equal(t, childNames(kids), names, "creation order across zero, read as ", order)
 	}
 }
