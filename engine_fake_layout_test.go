@@ -4,6 +4,7 @@ package zklock_test
 // how they start again, and how a Curator SharedCount is followed.
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -275,4 +276,155 @@ func TestFakeKazooLayoutFailsOnAPermanentReadError(t *testing.T) {
 		t.Fatalf("leases after the failed read: %v", kids)
 	}
 	fakeQueued(t, f, "/kp-__lock__", 0)
+}
+
+// TestFakeLayoutsIgnorePlainChildren: a child of no semaphore layout is not
+// another layout's: a Curator-layout semaphore ignores it (it counts its
+// own leases), a kazoo-layout one counts it as kazoo does (every child of
+// the path is a lease).
+func TestFakeLayoutsIgnorePlainChildren(t *testing.T) {
+	for _, layout := range []zklock.SemaphoreLayout{zklock.LayoutCurator, zklock.LayoutKazoo} {
+		layout := layout
+		t.Run(layout.String(), func(t *testing.T) {
+			f := zkfake.New()
+			c := fakeClient(t, f)
+			must(t, f.Create("/pc", []byte("2")))
+			must(t, f.Create("/pc/config", nil))
+			s, err := zklock.NewSemaphore(c, "/pc", 2, zklock.WithSemaphoreLayout(layout))
+			must(t, err)
+			l, err := s.Acquire(ctxT(t))
+			must(t, err, "acquire beside a plain child")
+			_, err = s.TryAcquire(ctxT(t))
+			if layout == zklock.LayoutKazoo {
+				mustIs(t, err, zklock.ErrLocked, "kazoo's layout counts the plain child")
+			} else if err != nil {
+				t.Fatalf("a second lease of two: %v", err)
+			}
+			release(t, l)
+		})
+	}
+}
+
+// guardedWaiter has a Client hold the only lease of the semaphore path
+// (size 1, in layout) and another wait for one, holding the layout's
+// inner lock meanwhile; it returns the holder's lease, the waiter's
+// acquire, and the inner lock's path.
+func guardedWaiter(t *testing.T, f *zkfake.Server, path string, layout zklock.SemaphoreLayout) (*zklock.Lease, <-chan result, string) {
+	t.Helper()
+	// The waiter's session timeout is short, so that the keeper watches its
+	// inner lock's node soon (a twentieth of the timeout after the grant).
+	ca, cb := fakeClient(t, f), fakeClient(t, f, zklock.WithSessionTimeout(2*time.Second))
+	sa, err := zklock.NewSemaphore(ca, path, 1, zklock.WithSemaphoreLayout(layout))
+	must(t, err)
+	sb, err := zklock.NewSemaphore(cb, path, 1, zklock.WithSemaphoreLayout(layout))
+	must(t, err)
+	la, err := sa.Acquire(ctxT(t))
+	must(t, err)
+	inner, leases, waiting := path+"/locks", path+"/leases", 2
+	if layout == zklock.LayoutKazoo {
+		inner, leases, waiting = path+"-__lock__", path, 1 // a kazoo waiter watches the leases, with no node of its own
+	}
+	w := async(sb.Acquire, ctxT(t))
+	fakeQueued(t, f, inner, 1)
+	fakeQueued(t, f, leases, waiting)
+	return la, w, inner
+}
+
+// TestFakeSemaphoreTryWhileTheInnerLockIsHeld: a TryAcquire of a Curator
+// or kazoo layout finds the inner lock held by a waiting acquire: it fails
+// with ErrLocked at once, rather than wait for the lock.
+func TestFakeSemaphoreTryWhileTheInnerLockIsHeld(t *testing.T) {
+	for _, layout := range []zklock.SemaphoreLayout{zklock.LayoutCurator, zklock.LayoutKazoo} {
+		layout := layout
+		t.Run(layout.String(), func(t *testing.T) {
+			f := zkfake.New()
+			la, w, _ := guardedWaiter(t, f, "/ti", layout)
+			s, err := zklock.NewSemaphore(fakeClient(t, f), "/ti", 1, zklock.WithSemaphoreLayout(layout))
+			must(t, err)
+			ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+			defer cancel()
+			_, err = s.TryAcquire(ctx)
+			mustIs(t, err, zklock.ErrLocked, "TryAcquire while another acquire holds the inner lock")
+			release(t, la)
+			release(t, await(t, w))
+		})
+	}
+}
+
+// TestFakeSemaphoreInnerLockLostWhileWaiting: the inner lock of a waiting
+// Curator or kazoo acquire is deleted from outside: the acquire starts
+// again from the inner lock (as Curator's and kazoo's do after a session
+// loss), rather than wait on without it, and gets its lease once one is
+// free.
+func TestFakeSemaphoreInnerLockLostWhileWaiting(t *testing.T) {
+	for _, layout := range []zklock.SemaphoreLayout{zklock.LayoutCurator, zklock.LayoutKazoo} {
+		layout := layout
+		t.Run(layout.String(), func(t *testing.T) {
+			f := zkfake.New()
+			la, w, inner := guardedWaiter(t, f, "/il", layout)
+			old := f.Children(inner)[0]
+			must(t, f.Delete(inner+"/"+old))
+			eventually(t, func() bool {
+				kids := f.Children(inner)
+				return len(kids) == 1 && kids[0] != old
+			}, "the waiter took the inner lock again: %v", f.Children(inner))
+			pending(t, w)
+			release(t, la)
+			lb := await(t, w)
+			release(t, lb)
+			fakeQueued(t, f, inner, 0)
+		})
+	}
+}
+
+// TestFakeKazooParticipantsReadError: Participants of a kazoo layout fails
+// with the error that stops it reading the leases.
+func TestFakeKazooParticipantsReadError(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	s, err := zklock.NewSemaphore(c, "/kr", 1, zklock.WithSemaphoreLayout(zklock.LayoutKazoo))
+	must(t, err)
+	l, err := s.Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, c)
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && op.Name == "Children" && op.Paths[0] == "/kr" {
+			return zk.ErrNoAuth
+		}
+		return nil
+	}})
+	_, err = s.Participants(ctxT(t))
+	mustIs(t, err, zk.ErrNoAuth, "participants of a kazoo layout that cannot be listed")
+	f.SetHooks(zkfake.Hooks{})
+	release(t, l)
+}
+
+// TestFakeLockPathsPersistOnlyWhereTheLayoutSays: a kazoo-layout
+// semaphore's path and its lock path are persistent, as kazoo makes them
+// (they stay, with the recorded size, once empty); every other path
+// zklock makes, and every parent, is a container, which the server reaps
+// once empty.
+func TestFakeLockPathsPersistOnlyWhereTheLayoutSays(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	k, err := zklock.NewSemaphore(c, "/pp/kazoo/sem", 1, zklock.WithSemaphoreLayout(zklock.LayoutKazoo))
+	must(t, err)
+	m, err := zklock.NewMutex(c, "/pp/mutex/lock")
+	must(t, err)
+	lk, err := k.Acquire(ctxT(t))
+	must(t, err)
+	lm, err := m.Acquire(ctxT(t))
+	must(t, err)
+	release(t, lk)
+	release(t, lm)
+	f.ReapContainers()
+	f.ReapContainers() // the parents, emptied by the first round
+	for path, want := range map[string]bool{
+		"/pp/kazoo/sem": true, "/pp/kazoo/sem-__lock__": true, "/pp/kazoo": true,
+		"/pp/mutex/lock": false, "/pp/mutex": false,
+	} {
+		if f.Exists(path) != want {
+			t.Errorf("%s exists: %v, want %v", path, f.Exists(path), want)
+		}
+	}
 }

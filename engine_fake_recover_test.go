@@ -210,3 +210,41 @@ func TestFakeCreateLostUnappliedIsMadeAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestFakeAbandonAfterAnUnknownCreateLeavesNothing: an acquire gives up
+// (its ctx ends) while the fate of its create is unknown: the create
+// applied, its reply was lost, and the read that would have found the
+// nodes failed too. Nobody knows the nodes' names, so they are deleted by
+// their protected id; none is left in the queue.
+func TestFakeAbandonAfterAnUnknownCreateLeavesNothing(t *testing.T) {
+	for _, tc := range recoverRecipes {
+		tc := tc
+		t.Run(tc.name, func(t *testing.T) {
+			f := zkfake.New()
+			c := fakeClient(t, f)
+			recoverPaths(t, f)
+			conn := connOf(t, f, c)
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			var creates, finds atomic.Int32
+			f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+				switch {
+				case op.Conn != conn:
+				case op.Name == "CreateEach" && creates.Add(1) == 1 && err == nil:
+					return zk.ErrConnectionClosed // applied; the reply is lost
+				case op.Name == "Children" && op.Paths[0] == "/rc/a" && finds.Add(1) == 1:
+					cancel() // the caller gives up while the create's fate is unknown
+					return zk.ErrConnectionClosed
+				}
+				return err
+			}})
+			_, err := tc.acquire(ctx, c)
+			mustIs(t, err, context.Canceled)
+			if creates.Load() != 1 || finds.Load() == 0 {
+				t.Fatalf("%d creates, %d reads to find them; want 1 and some", creates.Load(), finds.Load())
+			}
+			fakeQueued(t, f, "/rc/a", 0)
+			fakeQueued(t, f, "/rc/b", 0)
+		})
+	}
+}
