@@ -28,7 +28,7 @@
 // under the heading "Equivalent mutants" in docs/testing.md, as lines of
 // the form
 //
-//   - file.go, `description as printed`: why
+//   - file.go (function), `description as printed`: why
 //
 // and are reported as equivalent rather than survived.
 package main
@@ -206,7 +206,7 @@ func run(ctx context.Context, c config) error {
 	res := r.runAll(ctx, chosen)
 	for _, x := range res {
 		if x.Status == "survived" {
-			if why, ok := equivs[x.File+"\x00"+x.Desc]; ok {
+			if why, ok := equivalent(equivs, x.Mutant); ok {
 				x.Status, x.Why = "equivalent", why
 			}
 		}
@@ -388,7 +388,8 @@ func merge(fast, server []*result) []*result {
 }
 
 // readEquivalents reads the lines under the heading "Equivalent mutants":
-// "- file.go, `description`: why".
+// "- file.go (function), `description`: why". The function may be left
+// out: the line then covers that mutation anywhere in the file.
 func readEquivalents(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -397,7 +398,7 @@ func readEquivalents(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	line := regexp.MustCompile("^\\s*-\\s+(\\S+\\.go),?\\s+`([^`]+)`\\s*:?\\s*(.*)$")
+	line := regexp.MustCompile("^\\s*-\\s+(\\S+\\.go)(?:\\s+\\(([^)]*)\\))?,?\\s+`([^`]+)`\\s*:?\\s*(.*)$")
 	out := map[string]string{}
 	in := false
 	for _, l := range strings.Split(string(b), "\n") {
@@ -406,10 +407,21 @@ func readEquivalents(path string) (map[string]string, error) {
 			continue
 		}
 		if m := line.FindStringSubmatch(l); in && m != nil {
-			out[m[1]+"\x00"+m[2]] = m[3]
+			out[equivKey(m[1], m[2], m[3])] = m[4]
 		}
 	}
 	return out, nil
+}
+
+func equivKey(file, fn, desc string) string { return file + "\x00" + fn + "\x00" + desc }
+
+// equivalent returns why m cannot change behaviour, if docs say so.
+func equivalent(equivs map[string]string, m *Mutant) (string, bool) {
+	if why, ok := equivs[equivKey(m.File, m.Func, m.Desc)]; ok {
+		return why, true
+	}
+	why, ok := equivs[equivKey(m.File, "", m.Desc)]
+	return why, ok
 }
 
 func gitDescribe(root string) string {
@@ -483,7 +495,7 @@ func report(w *os.File, r *results, title string, hints bool) {
 		if hints {
 			fmt.Fprintf(w, "\nas lines for docs/testing.md's \"Equivalent mutants\", where one cannot change behaviour:\n")
 			for _, x := range surv {
-				fmt.Fprintf(w, "  - %s, `%s`: \n", x.File, x.Desc)
+				fmt.Fprintf(w, "  - %s (%s), `%s`: \n", x.File, x.Func, x.Desc)
 			}
 		}
 	}
