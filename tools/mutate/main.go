@@ -198,6 +198,7 @@ func run(ctx context.Context, c config) error {
 	}
 	start := time.Now()
 	r := &runner{c: c, module: module, server: mode == "server"}
+	defer r.cleanup()
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
