@@ -1,0 +1,83 @@
+package zklock_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/internal/zkfake"
+)
+
+// TestFakeReadErrorsReachTheCaller: a call that cannot read what it
+// reports (no auth, which retrying cannot help) fails with that error,
+// rather than report a partial or empty answer, or success.
+func TestFakeReadErrorsReachTheCaller(t *testing.T) {
+	f := zkfake.New()
+	c, other := fakeClient(t, f), fakeClient(t, f)
+	m, err := zklock.NewMutex(other, "/re/lock")
+	must(t, err)
+	l, err := m.Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, c)
+	mc, err := zklock.NewMutex(c, "/re/lock")
+	must(t, err)
+	for _, tc := range []struct {
+		name, op, path string
+		call           func(context.Context) error
+	}{
+		{"Lock.Participants, a node's data", "Get", l.Node(), func(ctx context.Context) error {
+			_, err := mc.Participants(ctx)
+			return err
+		}},
+		{"Participants, the path's data", "Get", "/re/lock", func(ctx context.Context) error {
+			_, err := zklock.Participants(ctx, c, "/re/lock")
+			return err
+		}},
+		{"Participants, a node's data", "Get", l.Node(), func(ctx context.Context) error {
+			_, err := zklock.Participants(ctx, c, "/re/lock")
+			return err
+		}},
+		{"Revoke", "Set", l.Node(), func(ctx context.Context) error { return zklock.Revoke(ctx, c, l.Node()) }},
+	} {
+		tc := tc
+		t.Run(tc.name, func(t *testing.T) {
+			f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+				if op.Conn == conn && op.Name == tc.op && op.Paths[0] == tc.path {
+					return zk.ErrNoAuth
+				}
+				return nil
+			}})
+			defer f.SetHooks(zkfake.Hooks{})
+			mustIs(t, tc.call(ctxT(t)), zk.ErrNoAuth, tc.name)
+		})
+	}
+	mustLive(t, l)
+	release(t, l)
+}
+
+// TestFakeRevokeBadInput: Revoke refuses a malformed node path, a nil
+// Client or a nil context with ErrInvalidArgument, before any ZooKeeper
+// call.
+func TestFakeRevokeBadInput(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	var calls atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "Set" {
+			calls.Add(1)
+		}
+		return nil
+	}})
+	for _, node := range []string{"", "not/a/path", "/a//b", "/a/", "/zookeeper/x"} {
+		mustIs(t, zklock.Revoke(ctxT(t), c, node), zklock.ErrInvalidArgument, "revoke %q", node)
+	}
+	mustIs(t, zklock.Revoke(ctxT(t), nil, "/a"), zklock.ErrInvalidArgument, "nil client")
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
+	mustIs(t, zklock.Revoke(nil, c, "/a"), zklock.ErrInvalidArgument, "nil context")
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("%d writes for bad arguments", n)
+	}
+}
