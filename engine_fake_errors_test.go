@@ -4,7 +4,9 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock"
@@ -80,4 +82,36 @@ func TestFakeRevokeBadInput(t *testing.T) {
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("%d writes for bad arguments", n)
 	}
+}
+
+// TestFakeTransientReadErrorIsRetried: a waiter's read fails with an
+// error that may pass (a connection loss), with no change of the session's
+// state to wake it: it backs off and reads again, and holds, rather than
+// go on with the read it does not have.
+func TestFakeTransientReadErrorIsRetried(t *testing.T) {
+	f := zkfake.New()
+	ca := fakeClient(t, f)
+	cb := fakeClient(t, f, zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+	ma, err := zklock.NewMutex(ca, "/tr/lock")
+	must(t, err)
+	mb, err := zklock.NewMutex(cb, "/tr/lock")
+	must(t, err)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	w := async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, "/tr/lock", 2)
+	conn := connOf(t, f, cb)
+	var failed atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && op.Name == "ChildrenStat" && failed.Add(1) == 1 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	release(t, la)
+	lb := await(t, w)
+	if failed.Load() < 2 {
+		t.Fatalf("%d reads after the wake; want the failed one and another", failed.Load())
+	}
+	release(t, lb)
 }
