@@ -248,3 +248,70 @@ func TestFakeAbandonAfterAnUnknownCreateLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeStrayOfARetriedCreateIsDeleted: a create applied and its reply
+// was lost, the read that would have found the node failed, and the
+// create was sent again: two nodes carry our protected id, one of them a
+// stray nobody holds. The first look finds it and deletes it: after the
+// release nothing is left, and nobody queues behind a node no one will
+// ever release.
+func TestFakeStrayOfARetriedCreateIsDeleted(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f, zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+	recoverPaths(t, f)
+	conn := connOf(t, f, c)
+	var creates, finds atomic.Int32
+	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		switch {
+		case op.Conn != conn:
+		case op.Name == "CreateEach" && creates.Add(1) == 1 && err == nil:
+			return zk.ErrConnectionClosed // applied; the reply is lost
+		case op.Name == "Children" && op.Paths[0] == "/rc/a" && finds.Add(1) == 1:
+			return zk.ErrConnectionClosed // and so is the read that would find it
+		}
+		return err
+	}})
+	m, err := zklock.NewMutex(c, "/rc/a")
+	must(t, err)
+	l, err := m.Acquire(ctxT(t))
+	must(t, err)
+	if creates.Load() != 2 {
+		t.Fatalf("%d creates, want 2", creates.Load())
+	}
+	fakeQueued(t, f, "/rc/a", 1) // the stray is gone
+	release(t, l)
+	fakeQueued(t, f, "/rc/a", 0)
+}
+
+// TestFakeDowngradeCreateLostUnapplied: the create of a downgrade's read
+// node fails with a connection loss before it applied. The engine looks
+// for the node by its name, finds none, and creates it again: the
+// downgrade succeeds, rather than take the missing node for made (and
+// then fail as if its session had ended).
+func TestFakeDowngradeCreateLostUnapplied(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f, zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+	rw, err := zklock.NewRWMutex(c, "/dg/lock")
+	must(t, err)
+	w, err := rw.WriteLock().Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, c)
+	var creates atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && op.Name == "CreateEphemeralIf" && creates.Add(1) == 1 {
+			return zk.ErrConnectionClosed // not applied
+		}
+		return nil
+	}})
+	r, err := rw.Downgrade(ctxT(t), w)
+	must(t, err, "downgrade after a lost create")
+	if creates.Load() != 2 {
+		t.Fatalf("%d creates, want 2", creates.Load())
+	}
+	mustLive(t, r)
+	if !f.Exists(r.Node()) {
+		t.Fatalf("the read lease's node %s does not exist", r.Node())
+	}
+	release(t, r)
+	fakeQueued(t, f, "/dg/lock", 0)
+}

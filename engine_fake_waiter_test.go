@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,4 +195,137 @@ func TestFakeTraceAheadIsTheMostOnAnyPath(t *testing.T) {
 	if fmt.Sprint(got) != "[queued 2 acquired 2]" {
 		t.Fatalf("trace %v, want [queued 2 acquired 2]", got)
 	}
+}
+
+// TestFakeSemaphoreWaiterBehindAWaiter: a semaphore waiter behind another
+// waiting group watches that group's last node for its hold (awaitHold),
+// and sleeps on it at once: a version not yet announced (0) is no news.
+// It reads the queue twice in all: when the group ahead announces that it
+// holds, and when it releases.
+func TestFakeSemaphoreWaiterBehindAWaiter(t *testing.T) {
+	f := zkfake.New()
+	ca, cb := fakeClient(t, f), fakeClient(t, f)
+	cc := fakeClient(t, f, zklock.WithSessionTimeout(time.Minute))
+	var sems []*zklock.Semaphore
+	for _, c := range []*zklock.Client{ca, cb, cc} {
+		s, err := zklock.NewSemaphore(c, "/sw", 1)
+		must(t, err)
+		sems = append(sems, s)
+	}
+	la, err := sems[0].Acquire(ctxT(t))
+	must(t, err)
+	wb := async(sems[1].Acquire, ctxT(t))
+	fakeQueued(t, f, "/sw", 2)
+	var nodeB string // the second waiter's node: the one that is not the holder's
+	for _, k := range f.Children("/sw") {
+		if "/sw/"+k != la.Node() {
+			nodeB = "/sw/" + k
+		}
+	}
+	connB, connC := connOf(t, f, cb), connOf(t, f, cc)
+	var reads atomic.Int32
+	var announced atomic.Bool
+	watching, settled := make(chan struct{}), make(chan struct{})
+	var onceW, onceS sync.Once
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		switch {
+		case op.Conn == connB && op.Name == "SetIf" && op.Paths[0] == nodeB:
+			announced.Store(true)
+		case op.Conn != connC:
+		case op.Name == "ChildrenStat":
+			reads.Add(1)
+		case op.Name == "GetW" && op.Paths[0] == nodeB:
+			onceW.Do(func() { close(watching) })
+			if announced.Load() {
+				onceS.Do(func() { close(settled) })
+			}
+		}
+		return nil
+	}})
+	wc := async(sems[2].Acquire, ctxT(t))
+	for _, ch := range []chan struct{}{watching, settled} {
+		select {
+		case <-ch:
+		case <-time.After(long):
+			t.Fatal("the third waiter never watched the second")
+		}
+		if ch == watching {
+			release(t, la)
+		}
+	}
+	lb := await(t, wb) // it announced, and the third waiter watches it again, now for its release
+	pending(t, wc)
+	release(t, lb)
+	lc := await(t, wc)
+	if n := reads.Load(); n != 2 {
+		t.Fatalf("the third waiter read the queue %d times after its first look; want 2", n)
+	}
+	release(t, lc)
+}
+
+// TestFakeSemaphoreAnnounceBeforeTheWatch: the group ahead of a semaphore
+// waiter announces that it holds between the waiter's read and its watch.
+// The watch's read shows the announced version: the waiter decides again
+// at once, finds itself the first waiting group, and watches every holder,
+// so that the next release lets it through, whoever's it is. Waiting for
+// the group ahead to change again instead would keep it waiting while a
+// lease is free.
+func TestFakeSemaphoreAnnounceBeforeTheWatch(t *testing.T) {
+	f := zkfake.New()
+	ca1, ca2, cb, cc := fakeClient(t, f), fakeClient(t, f), fakeClient(t, f), fakeClient(t, f)
+	var sems []*zklock.Semaphore
+	for _, c := range []*zklock.Client{ca1, ca2, cb, cc} {
+		s, err := zklock.NewSemaphore(c, "/sa", 2)
+		must(t, err)
+		sems = append(sems, s)
+	}
+	la1, err := sems[0].Acquire(ctxT(t))
+	must(t, err)
+	la2, err := sems[1].Acquire(ctxT(t))
+	must(t, err)
+	before := map[string]bool{la1.Node(): true, la2.Node(): true}
+	wb := async(sems[2].Acquire, ctxT(t))
+	fakeQueued(t, f, "/sa", 3)
+	var nodeB string
+	for _, k := range f.Children("/sa") {
+		if !before["/sa/"+k] {
+			nodeB = "/sa/" + k
+		}
+	}
+	connB, connC := connOf(t, f, cb), connOf(t, f, cc)
+	announced, held := make(chan struct{}), make(chan struct{})
+	var onceA, onceH sync.Once
+	f.SetHooks(zkfake.Hooks{
+		Before: func(op zkfake.Op) error {
+			if op.Conn == connC && op.Name == "GetW" && op.Paths[0] == nodeB {
+				onceH.Do(func() {
+					close(held) // the waiter read the queue, and is about to watch B
+					select {
+					case <-announced:
+					case <-time.After(long):
+					}
+				})
+			}
+			return nil
+		},
+		After: func(op zkfake.Op, err error) error {
+			if op.Conn == connB && op.Name == "SetIf" && op.Paths[0] == nodeB {
+				onceA.Do(func() { close(announced) })
+			}
+			return err
+		},
+	})
+	wc := async(sems[3].Acquire, ctxT(t))
+	select {
+	case <-held:
+	case <-time.After(long):
+		t.Fatal("the waiter never came to watch the group ahead")
+	}
+	release(t, la1) // B holds, and announces it before the waiter's watch is read
+	lb := await(t, wb)
+	release(t, la2) // a lease is free: the waiter takes it, beside B
+	lc := await(t, wc)
+	mustLive(t, lb)
+	release(t, lb)
+	release(t, lc)
 }
