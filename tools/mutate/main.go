@@ -76,6 +76,7 @@ type config struct {
 	survivors string
 	run       string
 	equivs    string
+	reprint   string
 }
 
 func main() {
@@ -97,6 +98,7 @@ func main() {
 	flag.StringVar(&c.survivors, "survivors", "", "re-run the survivors of this results file against the server-backed tests (needs ZKLOCK_TEST_SERVERS)")
 	flag.StringVar(&c.run, "run", "", "with -survivors: only the tests matching this pattern (go test -run)")
 	flag.StringVar(&c.equivs, "equivalent", "docs/testing.md", "the file that lists the equivalent mutants, relative to -C")
+	flag.StringVar(&c.reprint, "report", "", "print the report of this results file again, with the equivalent mutants listed now, and run nothing")
 	flag.Parse()
 	c.files = split(files)
 	c.pkgs = split(pkgs)
@@ -162,6 +164,9 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	c.root = root
+	if c.reprint != "" {
+		return reprint(c)
+	}
 	module, err := modulePath(root)
 	if err != nil {
 		return err
@@ -233,6 +238,38 @@ func run(ctx context.Context, c config) error {
 		fmt.Printf("survivors against the server: go run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- go run ./tools/mutate -survivors %s\n", c.out)
 	}
 	return ctx.Err()
+}
+
+// reprint reports a results file again, with today's list of equivalent
+// mutants.
+func reprint(c config) error {
+	b, err := os.ReadFile(c.reprint)
+	if err != nil {
+		return err
+	}
+	var r results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", c.reprint, err)
+	}
+	equivs, err := readEquivalents(filepath.Join(c.root, c.equivs))
+	if err != nil {
+		return err
+	}
+	for _, x := range r.Mutants {
+		if x.Status == "survived" || x.Status == "equivalent" {
+			x.Status, x.Why = "survived", ""
+			if why, ok := equivalent(equivs, x.Mutant); ok {
+				x.Status, x.Why = "equivalent", why
+			}
+		}
+	}
+	title := "the fast tier"
+	if r.Mode == "server" {
+		title = "the whole suite: the fast tier, then the server-backed tests on its survivors"
+	}
+	fmt.Printf("%s (%s, seed %d)\n", c.reprint, r.Tree, r.Seed)
+	report(os.Stdout, &r, title, true)
+	return nil
 }
 
 func modulePath(root string) (string, error) {
