@@ -96,7 +96,7 @@ func main() {
 	flag.BoolVar(&c.list, "list", false, "list the chosen mutants and stop")
 	flag.StringVar(&c.out, "out", "", "where to write the results as JSON (default: $TMPDIR/zklock-mutate-<seed>.json)")
 	flag.StringVar(&c.survivors, "survivors", "", "re-run the survivors of this results file against the server-backed tests (needs ZKLOCK_TEST_SERVERS)")
-	flag.StringVar(&c.run, "run", "", "with -survivors: only the tests matching this pattern (go test -run)")
+	flag.StringVar(&c.run, "run", "", "only the tests matching this pattern (go test -run), in either tier")
 	flag.StringVar(&c.equivs, "equivalent", "docs/testing.md", "the file that lists the equivalent mutants, relative to -C")
 	flag.StringVar(&c.reprint, "report", "", "print the report of this results file again, with the equivalent mutants listed now, and run nothing")
 	flag.Parse()
@@ -107,7 +107,10 @@ func main() {
 	}
 	if c.out == "" {
 		name := fmt.Sprintf("zklock-mutate-%d.json", c.seed)
-		if c.survivors != "" {
+		switch {
+		case c.at != "" || c.match != "":
+			name = "zklock-mutate-picked.json" // not a sample: keep the seed's file for -survivors
+		case c.survivors != "":
 			name = strings.TrimSuffix(filepath.Base(c.survivors), ".json") + "-server.json"
 		}
 		c.out = filepath.Join(os.TempDir(), name)
