@@ -204,6 +204,23 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
+	if prev != nil {
+		// The survivors explained since the fast run need no server.
+		for _, x := range prev.Mutants {
+			if x.Status == "survived" {
+				if why, ok := equivalent(equivs, x.Mutant); ok {
+					x.Status, x.Why = "equivalent", why
+				}
+			}
+		}
+		var left []*Mutant
+		for _, m := range chosen {
+			if _, ok := equivalent(equivs, m); !ok {
+				left = append(left, m)
+			}
+		}
+		chosen = left
+	}
 	start := time.Now()
 	r := &runner{c: c, module: module, server: mode == "server"}
 	defer r.cleanup()
