@@ -178,18 +178,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	mode := "fast"
-	var chosen []*Mutant
-	var prev *results
-	if c.survivors != "" {
-		mode = "server"
-		if strings.TrimSpace(os.Getenv("ZKLOCK_TEST_SERVERS")) == "" {
-			return errors.New("-survivors runs the server-backed tests: set ZKLOCK_TEST_SERVERS (go run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- go run ./tools/mutate ...)")
-		}
-		chosen, prev, err = fromSurvivors(c.survivors, all)
-	} else {
-		chosen, err = choose(c, all)
-	}
+	chosen, prev, err := pick(c, all)
 	if err != nil {
 		return err
 	}
@@ -204,25 +193,15 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
+	mode := "fast"
 	if prev != nil {
 		// The survivors explained since the fast run need no server.
-		for _, x := range prev.Mutants {
-			if x.Status == "survived" {
-				if why, ok := equivalent(equivs, x.Mutant); ok {
-					x.Status, x.Why = "equivalent", why
-				}
-			}
-		}
-		var left []*Mutant
-		for _, m := range chosen {
-			if _, ok := equivalent(equivs, m); !ok {
-				left = append(left, m)
-			}
-		}
-		chosen = left
+		mode = "server"
+		explain(equivs, prev.Mutants)
+		chosen = unexplained(equivs, chosen)
 	}
 	start := time.Now()
-	r := &runner{c: c, module: module, server: mode == "server"}
+	r := &runner{c: c, module: module, server: prev != nil}
 	defer r.cleanup()
 	if err := r.prepare(ctx); err != nil {
 		return err
@@ -230,13 +209,7 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("%d mutants (%s tier, seed %d, %d workers); the tests' normal run: %s\n",
 		len(chosen), mode, c.seed, c.workers, r.describeBaseline())
 	res := r.runAll(ctx, chosen)
-	for _, x := range res {
-		if x.Status == "survived" {
-			if why, ok := equivalent(equivs, x.Mutant); ok {
-				x.Status, x.Why = "equivalent", why
-			}
-		}
-	}
+	explain(equivs, res)
 	out := &results{Tree: gitDescribe(root), Seed: c.seed, N: c.n, Mode: mode, Pkgs: c.pkgs, Run: c.run,
 		Elapsed: time.Since(start).Round(time.Second).String(), Baseline: r.suites, Mutants: res}
 	if prev != nil {
@@ -246,18 +219,61 @@ func run(ctx context.Context, c config) error {
 	} else {
 		report(os.Stdout, out, "the fast tier", true)
 	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(c.out, b, 0o644); err != nil {
+	if err := write(c.out, out); err != nil {
 		return err
 	}
 	fmt.Printf("\nresults: %s\n", c.out)
-	if mode == "fast" {
+	if prev == nil {
 		fmt.Printf("survivors against the server: go run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- go run ./tools/mutate -survivors %s\n", c.out)
 	}
 	return ctx.Err()
+}
+
+// pick chooses the mutants to run: the sample (or those -at or -match
+// name), or, with -survivors, the survivors of that fast run, which it
+// returns too.
+func pick(c config, all []*Mutant) ([]*Mutant, *results, error) {
+	if c.survivors == "" {
+		chosen, err := choose(c, all)
+		return chosen, nil, err
+	}
+	if strings.TrimSpace(os.Getenv("ZKLOCK_TEST_SERVERS")) == "" {
+		return nil, nil, errors.New("-survivors runs the server-backed tests: set ZKLOCK_TEST_SERVERS (go run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- go run ./tools/mutate ...)")
+	}
+	return fromSurvivors(c.survivors, all)
+}
+
+// explain marks the survivors that docs list as equivalent (and, for
+// results read back, unmarks those it no longer lists).
+func explain(equivs map[string]string, xs []*result) {
+	for _, x := range xs {
+		if x.Status != "survived" && x.Status != "equivalent" {
+			continue
+		}
+		x.Status, x.Why = "survived", ""
+		if why, ok := equivalent(equivs, x.Mutant); ok {
+			x.Status, x.Why = "equivalent", why
+		}
+	}
+}
+
+// unexplained is ms less those docs list as equivalent.
+func unexplained(equivs map[string]string, ms []*Mutant) []*Mutant {
+	var out []*Mutant
+	for _, m := range ms {
+		if _, ok := equivalent(equivs, m); !ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func write(path string, r *results) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // reprint reports a results file again, with today's list of equivalent
@@ -275,14 +291,7 @@ func reprint(c config) error {
 	if err != nil {
 		return err
 	}
-	for _, x := range r.Mutants {
-		if x.Status == "survived" || x.Status == "equivalent" {
-			x.Status, x.Why = "survived", ""
-			if why, ok := equivalent(equivs, x.Mutant); ok {
-				x.Status, x.Why = "equivalent", why
-			}
-		}
-	}
+	explain(equivs, r.Mutants)
 	title := "the fast tier"
 	if r.Mode == "server" {
 		title = "the whole suite: the fast tier, then the server-backed tests on its survivors"
@@ -458,14 +467,19 @@ func readEquivalents(path string) (map[string]string, error) {
 	}
 	line := regexp.MustCompile("^\\s*-\\s+(\\S+\\.go)(?:\\s+\\(([^)]*)\\))?,?\\s+`([^`]+)`\\s*:?\\s*(.*)$")
 	out := map[string]string{}
-	in := false
+	in, last := false, ""
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "#") {
-			in = strings.Contains(strings.ToLower(l), "equivalent mutants")
-			continue
-		}
-		if m := line.FindStringSubmatch(l); in && m != nil {
-			out[equivKey(m[1], m[2], m[3])] = m[4]
+		switch m := line.FindStringSubmatch(l); {
+		case strings.HasPrefix(l, "#"):
+			in, last = strings.Contains(strings.ToLower(l), "equivalent mutants"), ""
+		case !in:
+		case m != nil:
+			last = equivKey(m[1], m[2], m[3])
+			out[last] = m[4]
+		case last != "" && strings.HasPrefix(l, "  "): // the item goes on
+			out[last] += " " + strings.TrimSpace(l)
+		default:
+			last = ""
 		}
 	}
 	return out, nil

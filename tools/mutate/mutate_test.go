@@ -73,7 +73,7 @@ func TestEnumerate(t *testing.T) {
 // without a function.
 func TestReadEquivalents(t *testing.T) {
 	doc := "# Testing\n- a.go (f), `x < y -> x <= y`: not here\n" +
-		"### Equivalent mutants\n- a.go (f), `x < y -> x <= y`: same value\n- b.go, `delete g()`: no effect\n" +
+		"### Equivalent mutants\n- a.go (f), `x < y -> x <= y`: same\n  value\n- b.go, `delete g()`: no effect\n\nprose\n" +
 		"## Next\n- c.go, `delete h()`: not here either\n"
 	path := filepath.Join(t.TempDir(), "testing.md")
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
