@@ -86,8 +86,9 @@ func TestFakeRevokeBadInput(t *testing.T) {
 
 // TestFakeTransientReadErrorIsRetried: a waiter's read fails with an
 // error that may pass (a connection loss), with no change of the session's
-// state to wake it: it backs off and reads again, and holds, rather than
-// go on with the read it does not have.
+// state to wake it: it backs off and reads again, and holds, in its place
+// (its node made once), rather than go on with the read it does not have
+// or queue again at the back.
 func TestFakeTransientReadErrorIsRetried(t *testing.T) {
 	f := zkfake.New()
 	ca := fakeClient(t, f)
@@ -101,9 +102,14 @@ func TestFakeTransientReadErrorIsRetried(t *testing.T) {
 	w := async(mb.Acquire, ctxT(t))
 	fakeQueued(t, f, "/tr/lock", 2)
 	conn := connOf(t, f, cb)
-	var failed atomic.Int32
+	queuedAt := f.Children("/tr/lock")
+	var failed, creates atomic.Int32
 	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Conn == conn && op.Name == "ChildrenStat" && failed.Add(1) == 1 {
+		switch {
+		case op.Conn != conn:
+		case op.Name == "CreateEach":
+			creates.Add(1)
+		case op.Name == "ChildrenStat" && failed.Add(1) == 1:
 			return zk.ErrConnectionClosed
 		}
 		return nil
@@ -113,5 +119,31 @@ func TestFakeTransientReadErrorIsRetried(t *testing.T) {
 	if failed.Load() < 2 {
 		t.Fatalf("%d reads after the wake; want the failed one and another", failed.Load())
 	}
+	if n := creates.Load(); n != 0 {
+		t.Fatalf("the waiter queued again (%d creates) after a read that may pass", n)
+	}
+	found := false
+	for _, k := range queuedAt {
+		found = found || "/tr/lock/"+k == lb.Node()
+	}
+	if !found {
+		t.Fatalf("lease on %s, not on the node it queued with (%v)", lb.Node(), queuedAt)
+	}
 	release(t, lb)
+}
+
+// TestFakeParticipantsOfAMissingLock: a lock path nobody has made yet has
+// no participants, and that is no error.
+func TestFakeParticipantsOfAMissingLock(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	m, err := zklock.NewMutex(c, "/none/lock")
+	must(t, err)
+	parts, err := m.Participants(ctxT(t))
+	if err != nil || len(parts) != 0 {
+		t.Fatalf("participants of a lock path never made: %v, %v", parts, err)
+	}
+	if f.Exists("/none") {
+		t.Fatal("listing the participants made the path")
+	}
 }

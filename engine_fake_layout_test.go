@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock"
@@ -427,4 +428,133 @@ func TestFakeLockPathsPersistOnlyWhereTheLayoutSays(t *testing.T) {
 			t.Errorf("%s exists: %v, want %v", path, f.Exists(path), want)
 		}
 	}
+}
+
+// TestFakeSemaphoreSizeRecordRead: a zklock semaphore compares its size
+// with the one its path records by value, in any form Python's int()
+// reads (kazoo writes str(n); "+12" and " 12\n" are 12 too), and refuses
+// another. A failed read of the record is retried, never taken for "no
+// record", which would overwrite the others' size with ours.
+func TestFakeSemaphoreSizeRecordRead(t *testing.T) {
+	for _, tc := range []struct {
+		record string
+		ok     bool
+	}{{"+12", true}, {" 12\n", true}, {"12", true}, {"13", false}, {"11", false}} {
+		tc := tc
+		t.Run(tc.record, func(t *testing.T) {
+			f := zkfake.New()
+			c := fakeClient(t, f, zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+			must(t, f.Create("/sr", []byte(tc.record)))
+			conn := connOf(t, f, c)
+			var failed atomic.Int32
+			f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+				if op.Conn == conn && op.Name == "Get" && op.Paths[0] == "/sr" && failed.Add(1) == 1 {
+					return zk.ErrConnectionClosed
+				}
+				return nil
+			}})
+			s, err := zklock.NewSemaphore(c, "/sr", 12)
+			must(t, err)
+			l, err := s.Acquire(ctxT(t))
+			if tc.ok {
+				must(t, err, "a semaphore of 12 on a path that records %q", tc.record)
+				release(t, l)
+			} else {
+				mustIs(t, err, zklock.ErrInvalidArgument, "a semaphore of 12 on a path that records %q", tc.record)
+			}
+			if failed.Load() == 0 {
+				t.Fatal("the size record was never read")
+			}
+			data, _, err := conn.Get("/sr")
+			must(t, err)
+			if string(data) != tc.record {
+				t.Fatalf("the path records %q now, not %q", data, tc.record)
+			}
+		})
+	}
+}
+
+// TestFakeSharedCountAcquireN: a Curator layout whose size is a
+// SharedCount takes any n of at least 1, more than the count too (it waits
+// for the count to grow), and refuses 0 and negatives with
+// ErrInvalidArgument.
+func TestFakeSharedCountAcquireN(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	s, err := zklock.NewSemaphore(c, "/sn", 1, countOpts...)
+	must(t, err)
+	for _, n := range []int{0, -1} {
+		_, err := s.AcquireN(ctxT(t), n)
+		mustIs(t, err, zklock.ErrInvalidArgument, "AcquireN(%d) with a SharedCount", n)
+	}
+	ls, err := s.AcquireN(ctxT(t), 1)
+	must(t, err)
+	release(t, ls[0])
+	type got struct {
+		leases []*zklock.Lease
+		err    error
+	}
+	two := make(chan got, 1)
+	go func() {
+		ls, err := s.AcquireN(ctxT(t), 2)
+		two <- got{ls, err}
+	}()
+	eventually(t, func() bool { return len(f.Children("/sn/leases")) == 2 }, "AcquireN(2) over a count of 1 queued")
+	must(t, connOf(t, f, c).Set("/count", []byte{0, 0, 0, 2}), "grow the count")
+	select {
+	case r := <-two:
+		must(t, r.err, "AcquireN(2) once the count is 2")
+		for _, l := range r.leases {
+			release(t, l)
+		}
+	case <-time.After(long):
+		t.Fatal("AcquireN(2) did not return once the count grew to 2")
+	}
+}
+
+// TestFakeLayoutCheckRetried: the check of a Curator-layout path for
+// another layout's nodes reads its children; a read that fails with an
+// error that may pass is read again, and the check still refuses what it
+// finds, rather than pass on the children it did not get.
+func TestFakeLayoutCheckRetried(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f, zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+	must(t, f.Create("/lc", nil))
+	must(t, f.Create("/lc/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lease-0000000003", nil)) // zklock's layout
+	conn := connOf(t, f, c)
+	var failed atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && op.Name == "Children" && op.Paths[0] == "/lc" && failed.Add(1) == 1 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	s, err := zklock.NewSemaphore(c, "/lc", 2, zklock.WithSemaphoreLayout(zklock.LayoutCurator))
+	must(t, err)
+	_, err = s.Acquire(ctxT(t))
+	mustIs(t, err, zklock.ErrUnknownNode, "a Curator-layout acquire over zklock's layout, after a failed read")
+	if failed.Load() < 2 {
+		t.Fatalf("%d reads of the children; want the failed one and another", failed.Load())
+	}
+}
+
+// TestFakeSharedCountCreateFails: an acquire that must make the
+// SharedCount, and cannot (no auth), fails with that error rather than
+// try forever.
+func TestFakeSharedCountCreateFails(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	conn := connOf(t, f, c)
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && op.Name == "CreatePersistent" && op.Paths[0] == "/cf/count" {
+			return zk.ErrNoAuth
+		}
+		return nil
+	}})
+	s, err := zklock.NewSemaphore(c, "/cf/sem", 1, zklock.WithSemaphoreLayout(zklock.LayoutCurator), zklock.WithSharedCount("/cf/count"))
+	must(t, err)
+	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel()
+	_, err = s.Acquire(ctx)
+	mustIs(t, err, zk.ErrNoAuth, "an acquire whose SharedCount cannot be made")
 }

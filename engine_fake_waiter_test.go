@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -328,4 +330,35 @@ func TestFakeSemaphoreAnnounceBeforeTheWatch(t *testing.T) {
 	mustLive(t, lb)
 	release(t, lb)
 	release(t, lc)
+}
+
+// TestFakePrefetchOfAnAbandonedAcquireEnds: the reads an acquire sends
+// right behind its create (each path's first look, prefetched) are not
+// all waited for when the acquire ends early: a MultiLock's TryAcquire
+// that fails on its first path never looks at its second. The goroutines
+// that made them must end all the same.
+func TestFakePrefetchOfAnAbandonedAcquireEnds(t *testing.T) {
+	f := zkfake.New()
+	ca, cb := fakeClient(t, f), fakeClient(t, f)
+	m, err := zklock.NewMutex(ca, "/pa/a")
+	must(t, err)
+	la, err := m.Acquire(ctxT(t))
+	must(t, err)
+	ml, err := zklock.NewMultiLock(cb, []string{"/pa/a", "/pa/b"})
+	must(t, err)
+	for i := 0; i < 3; i++ {
+		_, err = ml.TryAcquire(ctxT(t))
+		mustIs(t, err, zklock.ErrLocked)
+	}
+	fakeQueued(t, f, "/pa/b", 0)
+	eventually(t, func() bool { return !strings.Contains(goroutines(), "zklock.(*participant).prefetch") },
+		"a prefetch goroutine is left:\n%s", goroutines())
+	release(t, la)
+}
+
+// goroutines is the stacks of every goroutine.
+func goroutines() string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return b.String()
 }
