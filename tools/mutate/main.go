@@ -74,6 +74,7 @@ type config struct {
 	list      bool
 	out       string
 	survivors string
+	again     string
 	run       string
 	equivs    string
 	reprint   string
@@ -96,6 +97,7 @@ func main() {
 	flag.BoolVar(&c.list, "list", false, "list the chosen mutants and stop")
 	flag.StringVar(&c.out, "out", "", "where to write the results as JSON (default: $TMPDIR/zklock-mutate-<seed>.json)")
 	flag.StringVar(&c.survivors, "survivors", "", "re-run the survivors of this results file against the server-backed tests (needs ZKLOCK_TEST_SERVERS)")
+	flag.StringVar(&c.again, "again", "", "re-run the survivors of this results file against the fast tier (after new tests), and report the sample again")
 	flag.StringVar(&c.run, "run", "", "only the tests matching this pattern (go test -run), in either tier")
 	flag.StringVar(&c.equivs, "equivalent", "docs/testing.md", "the file that lists the equivalent mutants, relative to -C")
 	flag.StringVar(&c.reprint, "report", "", "print the report of this results file again, with the equivalent mutants listed now, and run nothing")
@@ -112,6 +114,8 @@ func main() {
 			name = "zklock-mutate-picked.json" // not a sample: keep the seed's file for -survivors
 		case c.survivors != "":
 			name = strings.TrimSuffix(filepath.Base(c.survivors), ".json") + "-server.json"
+		case c.again != "":
+			name = strings.TrimSuffix(filepath.Base(c.again), ".json") + "-again.json"
 		}
 		c.out = filepath.Join(os.TempDir(), name)
 	}
@@ -193,15 +197,17 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	mode := "fast"
-	if prev != nil {
-		// The survivors explained since the fast run need no server.
+	mode, server := "fast", c.survivors != ""
+	if server {
 		mode = "server"
+	}
+	if prev != nil {
+		// The survivors explained since that run need no new one.
 		explain(equivs, prev.Mutants)
 		chosen = unexplained(equivs, chosen)
 	}
 	start := time.Now()
-	r := &runner{c: c, module: module, server: prev != nil}
+	r := &runner{c: c, module: module, server: server}
 	defer r.cleanup()
 	if err := r.prepare(ctx); err != nil {
 		return err
@@ -212,27 +218,34 @@ func run(ctx context.Context, c config) error {
 	explain(equivs, res)
 	out := &results{Tree: gitDescribe(root), Seed: c.seed, N: c.n, Mode: mode, Pkgs: c.pkgs, Run: c.run,
 		Elapsed: time.Since(start).Round(time.Second).String(), Baseline: r.suites, Mutants: res}
-	if prev != nil {
+	switch {
+	case server:
 		report(os.Stdout, out, "the fast tier's survivors, against the server-backed tests", false)
 		out.Seed, out.N, out.Mutants = prev.Seed, prev.N, merge(prev.Mutants, res)
 		report(os.Stdout, out, "the whole suite: the fast tier, then the server-backed tests on its survivors", true)
-	} else {
+	case prev != nil:
+		out.Seed, out.N, out.Mutants = prev.Seed, prev.N, merge(prev.Mutants, res)
+		report(os.Stdout, out, "the fast tier, its earlier survivors run again", true)
+	default:
 		report(os.Stdout, out, "the fast tier", true)
 	}
 	if err := write(c.out, out); err != nil {
 		return err
 	}
 	fmt.Printf("\nresults: %s\n", c.out)
-	if prev == nil {
+	if !server {
 		fmt.Printf("survivors against the server: go run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- go run ./tools/mutate -survivors %s\n", c.out)
 	}
 	return ctx.Err()
 }
 
 // pick chooses the mutants to run: the sample (or those -at or -match
-// name), or, with -survivors, the survivors of that fast run, which it
-// returns too.
+// name), or, with -survivors or -again, the survivors of that fast run,
+// which it returns too.
 func pick(c config, all []*Mutant) ([]*Mutant, *results, error) {
+	if c.again != "" {
+		return fromSurvivors(c.again, all)
+	}
 	if c.survivors == "" {
 		chosen, err := choose(c, all)
 		return chosen, nil, err
