@@ -362,3 +362,26 @@ func goroutines() string {
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	return b.String()
 }
+
+// TestFakeTraceAheadOfAnAcquireN: an AcquireN of two leases on a free
+// semaphore has nobody ahead of it: its first node is the first child,
+// whatever follows it.
+func TestFakeTraceAheadOfAnAcquireN(t *testing.T) {
+	f := zkfake.New()
+	var mu sync.Mutex
+	var ahead []int
+	tr := &zklock.Trace{Acquired: func(a zklock.AcquireInfo) { mu.Lock(); ahead = append(ahead, a.Ahead); mu.Unlock() }}
+	c := fakeClient(t, f, zklock.WithTrace(tr))
+	s, err := zklock.NewSemaphore(c, "/an", 3)
+	must(t, err)
+	ls, err := s.AcquireN(ctxT(t), 2)
+	must(t, err)
+	for _, l := range ls {
+		release(t, l)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(ahead) != "[0 0]" {
+		t.Fatalf("Ahead of an AcquireN(2) on a free semaphore: %v, want [0 0]", ahead)
+	}
+}
