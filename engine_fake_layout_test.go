@@ -558,3 +558,29 @@ func TestFakeSharedCountCreateFails(t *testing.T) {
 	_, err = s.Acquire(ctx)
 	mustIs(t, err, zk.ErrNoAuth, "an acquire whose SharedCount cannot be made")
 }
+
+// TestFakeSizeRecordedOnThePathOnly: a semaphore records its size in its
+// own path's data, and in none of the parents it makes.
+func TestFakeSizeRecordedOnThePathOnly(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	s, err := zklock.NewSemaphore(c, "/sz/a/sem", 3)
+	must(t, err)
+	conn := connOf(t, f, c)
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && op.Name == "SetIf" && op.Paths[0] == "/sz/a/sem" {
+			return zk.ErrNoAuth // the size goes in with the create, or not at all
+		}
+		return nil
+	}})
+	l, err := s.Acquire(ctxT(t))
+	must(t, err)
+	for path, want := range map[string]string{"/sz": "", "/sz/a": "", "/sz/a/sem": "3"} {
+		data, _, err := conn.Get(path)
+		must(t, err)
+		if string(data) != want {
+			t.Errorf("%s records %q, want %q", path, data, want)
+		}
+	}
+	release(t, l)
+}

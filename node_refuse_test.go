@@ -33,6 +33,7 @@ func TestParseChildRefusesLookalikes(t *testing.T) {
 		{"x" + hex[1:] + "__lock__0000000003", true},  // kazoo's id, but its first character is no hex digit
 		{"_c_x" + hex[1:] + "-lock-0000000005", true}, // zk.Lock's likewise
 		{"0000000005", true},                          // a sequence alone, of no name
+		{hex + "0000000003", true},                    // kazoo's id and a sequence, but no __lock__ between
 	} {
 		ch, ok, err := parseChild(tc.name)
 		if ok != tc.ok || (ok && !errors.Is(err, ErrUnknownNode)) || (!ok && err != nil) {
