@@ -6,9 +6,14 @@ package zklock_test
 // Conn.LoseWatches makes such a reconnect.
 
 import (
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock"
 	"github.com/zkrecipes/zklock/internal/zkfake"
@@ -117,4 +122,75 @@ func TestFakeMultiLockWatchesItsNodeAgainAfterAReconnect(t *testing.T) {
 		t.Fatalf("granted a lease on %s, deleted before the grant", l.Node())
 	}
 	release(t, l)
+}
+
+// TestFakeMultiLockReadErrorKeepsItsPlace: after a reconnect, a MultiLock
+// decides its first path again with a read of the queue and of its own
+// node (its watch set again); when either fails with an error that may
+// pass, it backs off and reads again, and keeps its place: its nodes are
+// the ones it queued with, and it makes no new one.
+func TestFakeMultiLockReadErrorKeepsItsPlace(t *testing.T) {
+	for _, failing := range []string{"GetW", "ChildrenStat"} {
+		failing := failing
+		t.Run(failing, func(t *testing.T) {
+			f := zkfake.New()
+			cm := fakeClient(t, f, zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+			ch := fakeClient(t, f)
+			for _, p := range []string{"/mk", "/mk/a", "/mk/b"} {
+				must(t, f.Create(p, nil)) // so that the one create makes the nodes
+			}
+			hb, err := zklock.NewMutex(ch, "/mk/b")
+			must(t, err)
+			lh, err := hb.Acquire(ctxT(t))
+			must(t, err)
+			ml, err := zklock.NewMultiLock(cm, []string{"/mk/a", "/mk/b"})
+			must(t, err)
+			conn := connOf(t, f, cm)
+			watching := make(chan struct{}, 8)
+			var failed, creates atomic.Int32
+			var reconnected atomic.Bool
+			f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+				switch {
+				case op.Conn != conn:
+				case op.Name == "CreateEach":
+					creates.Add(1)
+				case op.Name == "GetW" && op.Paths[0] == lh.Node():
+					select {
+					case watching <- struct{}{}:
+					default:
+					}
+				case reconnected.Load() && op.Name == failing && strings.HasPrefix(op.Paths[0], "/mk/a") && failed.Add(1) == 1:
+					return zk.ErrConnectionClosed
+				}
+				return nil
+			}})
+			w := async(ml.Acquire, ctxT(t))
+			select {
+			case <-watching:
+			case <-time.After(long):
+				t.Fatal("the MultiLock never waited on /mk/b")
+			}
+			onA := f.Children("/mk/a")
+			reconnected.Store(true)
+			conn.Disconnect()
+			conn.Reconnect()
+			select {
+			case <-watching:
+			case <-time.After(long):
+				t.Fatal("the MultiLock never waited on /mk/b after the reconnect")
+			}
+			if failed.Load() == 0 {
+				t.Fatalf("no %s of /mk/a after the reconnect", failing)
+			}
+			release(t, lh)
+			l := await(t, w)
+			if n := creates.Load(); n != 1 {
+				t.Fatalf("%d creates; want 1: a read that may pass must not cost the MultiLock its place", n)
+			}
+			if len(onA) != 1 || l.Node() != "/mk/a/"+onA[0] {
+				t.Fatalf("lease on %s, not on the node it queued with (%v)", l.Node(), onA)
+			}
+			release(t, l)
+		})
+	}
 }
