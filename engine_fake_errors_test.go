@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,5 +146,27 @@ func TestFakeParticipantsOfAMissingLock(t *testing.T) {
 	}
 	if f.Exists("/none") {
 		t.Fatal("listing the participants made the path")
+	}
+}
+
+// TestFakeConstructorBounds: a MultiLock needs at least one path, none
+// twice and none inside another; a semaphore's size is from 1 to the
+// largest int32, both ends included.
+func TestFakeConstructorBounds(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	for _, paths := range [][]string{nil, {}, {"/cb/a", "/cb/a"}, {"/cb/a", "/cb/a/b"}, {"/cb/a/b", "/cb/a"}} {
+		_, err := zklock.NewMultiLock(c, paths)
+		mustIs(t, err, zklock.ErrInvalidArgument, "a MultiLock on %q", paths)
+	}
+	_, err := zklock.NewMultiLock(c, []string{"/cb/a", "/cb/ab"})
+	must(t, err, "a MultiLock on two sibling paths")
+	for _, n := range []int{1, math.MaxInt32} {
+		_, err := zklock.NewSemaphore(c, "/cb/s", n)
+		must(t, err, "a semaphore of %d", n)
+	}
+	for _, n := range []int{0, -1, math.MaxInt32 + 1} {
+		_, err := zklock.NewSemaphore(c, "/cb/s", n)
+		mustIs(t, err, zklock.ErrInvalidArgument, "a semaphore of %d", n)
 	}
 }

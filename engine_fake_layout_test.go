@@ -6,6 +6,7 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,6 +41,54 @@ func TestFakeCuratorLayoutRefusesAKazooSemaphore(t *testing.T) {
 	must(t, err)
 	l, err := k.Acquire(ctxT(t))
 	must(t, err, "a kazoo-layout acquire")
+	release(t, l)
+	// A kazoo lease (a plain node named by 32 hex digits) is refused too,
+	// with no lock path beside it.
+	must(t, f.Create("/kl2", nil))
+	must(t, f.Create("/kl2/0123456789abcdef0123456789abcdef", nil))
+	s2, err := zklock.NewSemaphore(c, "/kl2", 2, zklock.WithSemaphoreLayout(zklock.LayoutCurator))
+	must(t, err)
+	_, err = s2.Acquire(ctxT(t))
+	mustIs(t, err, zklock.ErrUnknownNode, "a Curator-layout acquire beside a kazoo lease")
+}
+
+// TestFakeKazooLayoutNames: the kazoo layout's nodes are named as kazoo
+// names them, so that kazoo's own Lock and Semaphore count them: its lock's
+// nodes `<32 hex>__lock__<seq>` at <path>-__lock__, its leases `<32 hex>`
+// at <path>.
+func TestFakeKazooLayoutNames(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	s, err := zklock.NewSemaphore(c, "/kn", 2, zklock.WithSemaphoreLayout(zklock.LayoutKazoo))
+	must(t, err)
+	conn := connOf(t, f, c)
+	var mu sync.Mutex
+	var lockNodes []string
+	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if op.Conn == conn && op.Name == "ChildrenStatW" && op.Paths[0] == "/kn-__lock__" {
+			mu.Lock()
+			lockNodes = append(lockNodes, f.Children("/kn-__lock__")...)
+			mu.Unlock()
+		}
+		return err
+	}})
+	l, err := s.Acquire(ctxT(t))
+	must(t, err)
+	f.SetHooks(zkfake.Hooks{})
+	mu.Lock()
+	defer mu.Unlock()
+	lockName := regexp.MustCompile(`^[0-9a-f]{32}__lock__[0-9]{10}$`)
+	if len(lockNodes) == 0 {
+		t.Fatal("the inner lock was never read")
+	}
+	for _, n := range lockNodes {
+		if !lockName.MatchString(n) {
+			t.Errorf("the inner lock's node %q is not named as kazoo's Lock names it", n)
+		}
+	}
+	if !regexp.MustCompile(`^/kn/[0-9a-f]{32}$`).MatchString(l.Node()) {
+		t.Errorf("the lease %q is not named as kazoo's Semaphore names it", l.Node())
+	}
 	release(t, l)
 }
 
@@ -339,15 +388,19 @@ func TestFakeSemaphoreTryWhileTheInnerLockIsHeld(t *testing.T) {
 		layout := layout
 		t.Run(layout.String(), func(t *testing.T) {
 			f := zkfake.New()
-			la, w, _ := guardedWaiter(t, f, "/ti", layout)
+			la, w, inner := guardedWaiter(t, f, "/ti", layout)
 			s, err := zklock.NewSemaphore(fakeClient(t, f), "/ti", 1, zklock.WithSemaphoreLayout(layout))
 			must(t, err)
 			ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 			defer cancel()
 			_, err = s.TryAcquire(ctx)
 			mustIs(t, err, zklock.ErrLocked, "TryAcquire while another acquire holds the inner lock")
+			// An Acquire waits for the inner lock instead.
+			w2 := async(s.Acquire, ctxT(t))
+			fakeQueued(t, f, inner, 2)
 			release(t, la)
 			release(t, await(t, w))
+			release(t, await(t, w2))
 		})
 	}
 }
