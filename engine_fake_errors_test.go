@@ -43,6 +43,10 @@ func TestFakeReadErrorsReachTheCaller(t *testing.T) {
 			_, err := zklock.Participants(ctx, c, "/re/lock")
 			return err
 		}},
+		{"Lock.Participants, the children", "Children", "/re/lock", func(ctx context.Context) error {
+			_, err := mc.Participants(ctx)
+			return err
+		}},
 		{"Revoke", "Set", l.Node(), func(ctx context.Context) error { return zklock.Revoke(ctx, c, l.Node()) }},
 	} {
 		tc := tc
@@ -169,4 +173,61 @@ func TestFakeConstructorBounds(t *testing.T) {
 		_, err := zklock.NewSemaphore(c, "/cb/s", n)
 		mustIs(t, err, zklock.ErrInvalidArgument, "a semaphore of %d", n)
 	}
+}
+
+// TestFakeRWMutexOptionsAndDowngradeInput: WithSharedReads makes a
+// Client's reads share one node; without it each read has its own. A
+// Downgrade of a lease that is not a write lease of this RWMutex is
+// refused with ErrInvalidArgument, and leaves that lease alone.
+func TestFakeRWMutexOptionsAndDowngradeInput(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	for path, shared := range map[string]bool{"/ro/plain": false, "/ro/shared": true} {
+		var opts []zklock.LockOption
+		if shared {
+			opts = append(opts, zklock.WithSharedReads())
+		}
+		rw, err := zklock.NewRWMutex(c, path, opts...)
+		must(t, err)
+		r1, err := rw.ReadLock().Acquire(ctxT(t))
+		must(t, err)
+		r2, err := rw.ReadLock().Acquire(ctxT(t))
+		must(t, err)
+		want := 2
+		if shared {
+			want = 1
+		}
+		if kids := f.Children(path); len(kids) != want {
+			t.Fatalf("%s: two reads of one Client on %d nodes %v, want %d", path, len(kids), kids, want)
+		}
+		release(t, r1)
+		release(t, r2)
+	}
+	rw, err := zklock.NewRWMutex(c, "/ro/rw")
+	must(t, err)
+	m, err := zklock.NewMutex(c, "/ro/m")
+	must(t, err)
+	other, err := m.Acquire(ctxT(t))
+	must(t, err)
+	elsewhere, err := zklock.NewRWMutex(c, "/ro/elsewhere")
+	must(t, err)
+	w, err := elsewhere.WriteLock().Acquire(ctxT(t))
+	must(t, err)
+	theirs, err := zklock.NewRWMutex(fakeClient(t, f), "/ro/rw") // the same lock, another Client's
+	must(t, err)
+	wt, err := theirs.WriteLock().Acquire(ctxT(t))
+	must(t, err)
+	for name, l := range map[string]*zklock.Lease{
+		"a mutex's lease": other, "another RWMutex's write lease": w, "another Client's write lease": wt,
+	} {
+		_, err := rw.Downgrade(ctxT(t), l)
+		mustIs(t, err, zklock.ErrInvalidArgument, "Downgrade of %s", name)
+		mustLive(t, l)
+	}
+	if kids := f.Children("/ro/rw"); len(kids) != 1 {
+		t.Fatalf("children of /ro/rw after the refusals: %v", kids)
+	}
+	release(t, other)
+	release(t, w)
+	release(t, wt)
 }
