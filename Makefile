@@ -29,7 +29,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 ZK_ENV = ZKLOCK_ZK_IMAGE="$${ZKLOCK_ZK_IMAGE:-$$(cat .zklock-image)}" \
 	TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}"
 
-.PHONY: setup test check vet vet-oldest fmt-check mod-check staticcheck demo model fuzz
+.PHONY: setup test check vet vet-oldest fmt-check mod-check staticcheck demo model fuzz mutate mutate-server
 
 setup:
 	scripts/setup.sh
@@ -93,3 +93,22 @@ staticcheck:
 
 demo: setup
 	$(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry && go run ./examples/election && go run ./examples/otelprometheus && examples/zklock-cli.sh'
+
+# Mutation testing of the decision code (tools/mutate, docs/testing.md,
+# "Mutation testing"): MUTATE_N mutants drawn with MUTATE_SEED, each run
+# against the tests that need no ZooKeeper; not part of make test (it takes
+# about half an hour). mutate-server runs that sample's survivors against the
+# root package's server-backed tests (MUTATE_RUN narrows them, as -run).
+MUTATE_SEED ?= 30
+MUTATE_N ?= 150
+MUTATE_WORKERS ?= 1
+MUTATE_FLAGS ?=
+MUTATE_RUN ?=
+
+mutate:
+	$(GO) run ./tools/mutate -seed $(MUTATE_SEED) -n $(MUTATE_N) -workers $(MUTATE_WORKERS) $(MUTATE_FLAGS)
+
+mutate-server: setup
+	$(ZK_ENV) $(GO) run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- \
+		$(GO) run ./tools/mutate -seed $(MUTATE_SEED) -workers $(MUTATE_WORKERS) -run '$(MUTATE_RUN)' $(MUTATE_FLAGS) \
+		-survivors "$${TMPDIR:-/tmp}/zklock-mutate-$(MUTATE_SEED).json"

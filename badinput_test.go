@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/internal/zkfake"
 )
 
 // refusingDialer counts the connections a Client tries to make, and makes
@@ -85,6 +86,23 @@ func TestConnectBadInput(t *testing.T) {
 func TestLockBadInput(t *testing.T) {
 	t.Parallel()
 	c := connect(t)
+	lockBadInput(t, c, func(path string) bool {
+		ok, _, err := c.Conn().Exists(path)
+		must(t, err)
+		return ok
+	})
+}
+
+// TestFakeLockBadInput is TestLockBadInput on the fake, in the fast tier.
+func TestFakeLockBadInput(t *testing.T) {
+	f := zkfake.New()
+	lockBadInput(t, fakeClient(t, f), f.Exists)
+}
+
+// lockBadInput checks that the constructors and calls of the recipes refuse
+// bad arguments with ErrInvalidArgument, and make no node (exists says
+// whether a path exists).
+func lockBadInput(t *testing.T, c *zklock.Client, exists func(path string) bool) {
 	root := lockPath(t)
 	paths := []string{"", "lock", "a/b", "/", root + "/", root + "//x", "/a//b", "/zookeeper", "/zookeeper/quota/x",
 		root + "/./x", root + "/..", "/a\x00b"}
@@ -162,9 +180,7 @@ func TestLockBadInput(t *testing.T) {
 	_, err = m.Acquire(nil)
 	mustIs(t, err, zklock.ErrInvalidArgument, "nil context")
 
-	ok, _, err := c.Conn().Exists(root)
-	must(t, err)
-	if ok {
+	if exists(root) {
 		t.Fatalf("bad input made a node: %s exists", root)
 	}
 }

@@ -231,6 +231,21 @@ func (c *Conn) Reconnect() {
 	s.state.Broadcast()
 }
 
+// LoseWatches makes the next [Conn.Reconnect] one whose setWatches failed:
+// go-zookeeper only logs that (conn.go, sendSetWatches: "Failed to set
+// previous watches") and goes on, so the server keeps none of the
+// session's watches, sends none of the events they would have brought,
+// and the client's watchers stay registered, never to fire. Call it while
+// disconnected.
+func (c *Conn) LoseWatches() {
+	s := c.srv
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if se := s.sessions[c.sid]; se != nil && !c.connected {
+		se.dataW, se.childW, se.pending = map[string]bool{}, map[string]bool{}, nil
+	}
+}
+
 // Connected reports whether the connection has a live session.
 func (c *Conn) Connected() bool {
 	c.srv.mu.Lock()
