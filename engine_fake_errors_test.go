@@ -27,6 +27,10 @@ func TestFakeReadErrorsReachTheCaller(t *testing.T) {
 	conn := connOf(t, f, c)
 	mc, err := zklock.NewMutex(c, "/re/lock")
 	must(t, err)
+	// A semaphore lease node whose id carries no size: Participants needs
+	// the size its path records.
+	must(t, f.Create("/re/sem", []byte("1")))
+	must(t, f.Create("/re/sem/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lease-0000000000", nil))
 	for _, tc := range []struct {
 		name, op, path string
 		call           func(context.Context) error
@@ -35,8 +39,8 @@ func TestFakeReadErrorsReachTheCaller(t *testing.T) {
 			_, err := mc.Participants(ctx)
 			return err
 		}},
-		{"Participants, the path's data", "Get", "/re/lock", func(ctx context.Context) error {
-			_, err := zklock.Participants(ctx, c, "/re/lock")
+		{"Participants, the path's data, for a legacy semaphore node", "Get", "/re/sem", func(ctx context.Context) error {
+			_, err := zklock.Participants(ctx, c, "/re/sem")
 			return err
 		}},
 		{"Participants, a node's data", "Get", l.Node(), func(ctx context.Context) error {

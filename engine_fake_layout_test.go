@@ -483,40 +483,46 @@ func TestFakeLockPathsPersistOnlyWhereTheLayoutSays(t *testing.T) {
 	}
 }
 
-// TestFakeSemaphoreSizeRecordRead: a zklock semaphore compares its size
-// with the one its path records by value, in any form Python's int()
-// reads (kazoo writes str(n); "+12" and " 12\n" are 12 too), and refuses
-// another. A failed read of the record is retried, never taken for "no
-// record", which would overwrite the others' size with ours.
-func TestFakeSemaphoreSizeRecordRead(t *testing.T) {
+// TestFakeSemaphoreLegacyRecordRead: a zklock semaphore with a node ahead
+// whose id carries no size (a build from before sizes were carried) bounds
+// that node by the size recorded in the path's data, in any form Python's
+// int() reads (kazoo writes str(n); "+1" and " 1\n" are 1 too). A failed
+// read of the record is retried, never taken for "no record", which would
+// leave the legacy node no bound and let a second holder in beside a
+// semaphore of 1. The record is read, never written.
+func TestFakeSemaphoreLegacyRecordRead(t *testing.T) {
 	for _, tc := range []struct {
 		record string
-		ok     bool
-	}{{"+12", true}, {" 12\n", true}, {"12", true}, {"13", false}, {"11", false}} {
+		holds  bool
+	}{{"+1", false}, {" 1\n", false}, {"1", false}, {"2", true}} {
 		tc := tc
 		t.Run(tc.record, func(t *testing.T) {
 			f := zkfake.New()
 			c := fakeClient(t, f, zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
 			must(t, f.Create("/sr", []byte(tc.record)))
+			must(t, f.Create("/sr/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lease-0000000000", nil)) // a v4 id: no size
 			conn := connOf(t, f, c)
-			var failed atomic.Int32
+			var reads atomic.Int32
 			f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-				if op.Conn == conn && op.Name == "Get" && op.Paths[0] == "/sr" && failed.Add(1) == 1 {
+				if op.Conn == conn && op.Name == "Get" && op.Paths[0] == "/sr" && reads.Add(1) == 1 {
 					return zk.ErrConnectionClosed
 				}
 				return nil
 			}})
 			s, err := zklock.NewSemaphore(c, "/sr", 12)
 			must(t, err)
-			l, err := s.Acquire(ctxT(t))
-			if tc.ok {
-				must(t, err, "a semaphore of 12 on a path that records %q", tc.record)
+			if tc.holds {
+				l, err := s.Acquire(ctxT(t))
+				must(t, err, "a semaphore of 12 behind a legacy node, on a path that records %q", tc.record)
 				release(t, l)
 			} else {
-				mustIs(t, err, zklock.ErrInvalidArgument, "a semaphore of 12 on a path that records %q", tc.record)
+				ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+				defer cancel()
+				_, err := s.Acquire(ctx)
+				mustIs(t, err, context.DeadlineExceeded, "a second lease beside a legacy node, on a path that records %q", tc.record)
 			}
-			if failed.Load() == 0 {
-				t.Fatal("the size record was never read")
+			if n := reads.Load(); n < 2 {
+				t.Fatalf("%d reads of the size record; want the failed one and another", n)
 			}
 			data, _, err := conn.Get("/sr")
 			must(t, err)
@@ -612,28 +618,40 @@ func TestFakeSharedCountCreateFails(t *testing.T) {
 	mustIs(t, err, zk.ErrNoAuth, "an acquire whose SharedCount cannot be made")
 }
 
-// TestFakeSizeRecordedOnThePathOnly: a semaphore records its size in its
-// own path's data, and in none of the parents it makes.
-func TestFakeSizeRecordedOnThePathOnly(t *testing.T) {
+// TestFakeSizeInNamesOnly: a semaphore carries its size in its nodes'
+// names and writes it nowhere else: not in its path's data, nor in the
+// parents' it makes (a write there would be the old single-size record,
+// which would refuse a rolling resize). Participants reads the size back
+// from the name.
+func TestFakeSizeInNamesOnly(t *testing.T) {
 	f := zkfake.New()
 	c := fakeClient(t, f)
 	s, err := zklock.NewSemaphore(c, "/sz/a/sem", 3)
 	must(t, err)
 	conn := connOf(t, f, c)
+	var writes atomic.Int32
 	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Conn == conn && op.Name == "SetIf" && op.Paths[0] == "/sz/a/sem" {
-			return zk.ErrNoAuth // the size goes in with the create, or not at all
+		if op.Conn == conn && (op.Name == "Set" || op.Name == "SetIf") {
+			writes.Add(1)
 		}
 		return nil
 	}})
 	l, err := s.Acquire(ctxT(t))
 	must(t, err)
-	for path, want := range map[string]string{"/sz": "", "/sz/a": "", "/sz/a/sem": "3"} {
+	for _, path := range []string{"/sz", "/sz/a", "/sz/a/sem"} {
 		data, _, err := conn.Get(path)
 		must(t, err)
-		if string(data) != want {
-			t.Errorf("%s records %q, want %q", path, data, want)
+		if len(data) != 0 {
+			t.Errorf("%s records %q, want nothing", path, data)
 		}
+	}
+	if n := writes.Load(); n != 0 {
+		t.Errorf("%d writes of data for an acquire", n)
+	}
+	ps, err := zklock.Participants(ctxT(t), c, "/sz/a/sem")
+	must(t, err)
+	if len(ps) != 1 || ps[0].Size != 3 {
+		t.Fatalf("participants %+v, want one of size 3", ps)
 	}
 	release(t, l)
 }
