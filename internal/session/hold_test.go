@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock/internal/session"
 	"github.com/zkrecipes/zklock/internal/zkfake"
@@ -191,4 +194,130 @@ func TestReleaseBatchUpToMaxNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Release ends the lease before it deletes its nodes (a lease never
+// outlives its nodes): Done is closed and Err says ErrReleased by the time
+// the delete goes out, and its deadline is no later than its end.
+func TestReleaseEndsTheLeaseBeforeItsNodes(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	h := hold(t, s, []string{"/e/a"})[0]
+	if until := h.ValidUntil(); !until.After(time.Now()) {
+		t.Fatalf("a live lease valid until %v", until)
+	}
+	endedFirst := make(chan bool, 1)
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "Delete" && op.Paths[0] == "/e/a" {
+			endedFirst <- isClosed(h.Done()) && errors.Is(h.Err(), session.ErrReleased)
+		}
+		return nil
+	}})
+	must(t, h.Release(ctxT(t)), "release")
+	released := time.Now()
+	select {
+	case ok := <-endedFirst:
+		if !ok {
+			t.Fatal("the node's delete went out while its lease was live")
+		}
+	default:
+		t.Fatal("Release did not delete the node")
+	}
+	if until := h.ValidUntil(); until.After(released) {
+		t.Fatalf("a lease released by %v valid until %v", released, until)
+	}
+}
+
+// Err compares the clock with the deadline itself: once it has passed, a
+// lease reports ErrLeaseExpired (and ends) before anything else has ended
+// it; here the keeper, which would, is held setting a watch.
+func TestErrReportsAPassedDeadline(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = 600 * time.Millisecond })
+	makeNodes(t, s, "/d/a")
+	g := make(chan struct{})
+	defer close(g)
+	held := make(chan struct{}, 1)
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "GetW" && op.Paths[0] == "/d/a" {
+			held <- struct{}{}
+			<-g
+		}
+		return nil
+	}})
+	h := grant(t, s, [][]string{{"/d/a"}}, []session.Cover{{}})[0] // covered by nothing: the keeper sets a watch
+	select {
+	case <-held:
+	case <-time.After(long):
+		t.Fatal("the keeper did not set the node's watch")
+	}
+	deadline := h.ValidUntil()
+	eventually(t, func() bool { return time.Now().After(deadline) }, "the deadline passed")
+	if isClosed(h.Done()) {
+		t.Fatal("the lease ended while the keeper was held: the test shows nothing")
+	}
+	if err := h.Err(); !errors.Is(err, session.ErrLeaseExpired) {
+		t.Fatalf("past its deadline, a lease says %v, want ErrLeaseExpired", err)
+	}
+	if !isClosed(h.Done()) {
+		t.Fatal("a lease that reported its expiry is not ended")
+	}
+	if until := h.ValidUntil(); !until.Equal(deadline) {
+		t.Fatalf("an expired lease valid until %v, want its deadline %v", until, deadline)
+	}
+}
+
+// A released lease is forgotten: the recipes hear of it once, and the
+// keeper neither confirms the session for it nor watches its node.
+func TestReleaseForgetsTheLease(t *testing.T) {
+	f := zkfake.New()
+	var mu sync.Mutex
+	var heard []*session.Hold
+	s := openFake(t, f, func(o *session.Options) {
+		o.Hooks.Released = func(h *session.Hold) { mu.Lock(); heard = append(heard, h); mu.Unlock() }
+	})
+	h := grant(t, s, [][]string{{"/f/a"}}, []session.Cover{{}})[0] // covered by nothing: handed to the keeper
+	if v := s.KeeperView(); len(v.Nodes) != 1 || s.CoverOf("/f/a") != "arm" {
+		t.Fatalf("a held node: the keeper checks %v, covered by %q", v.Nodes, s.CoverOf("/f/a"))
+	}
+	must(t, h.Release(ctxT(t)), "release")
+	if v := s.KeeperView(); len(v.Nodes) != 0 {
+		t.Fatalf("after the release, the keeper still checks %v", v.Nodes)
+	}
+	if cv := s.CoverOf("/f/a"); cv != "" {
+		t.Fatalf("after the release, the node is still covered by %q", cv)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 1 || heard[0] != h {
+		t.Fatalf("the recipes heard of %d releases, want this one", len(heard))
+	}
+}
+
+// What a Release could not delete before its ctx ended (the connection
+// kept failing) goes to the janitor, which deletes it once it can.
+func TestReleaseLeavesWhatIsLeftToTheJanitor(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	h := hold(t, s, []string{"/j/a"})[0]
+	var mu sync.Mutex
+	failing := true
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing && op.Name == "Delete" && op.Paths[0] == "/j/a" {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
+	defer cancel()
+	must(t, h.Release(ctx), "a release whose ctx ends before its delete")
+	if !f.Exists("/j/a") {
+		t.Fatal("the delete went through: the test shows nothing")
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	eventually(t, func() bool { return !f.Exists("/j/a") }, "the janitor deletes what the release left")
 }
