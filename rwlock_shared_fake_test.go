@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zklock"
 	"github.com/zkrecipes/zklock/internal/zkfake"
 )
@@ -626,6 +628,33 @@ func TestFakeSharedReadsJoinWhileDisconnected(t *testing.T) {
 	for _, l := range []*zklock.Lease{l1, l2, l3, l4} {
 		release(t, l)
 	}
+}
+
+// A children read that fails with a connection loss does not end the
+// shared node's watch for writers: it reads again once the connection is
+// back, and closes the node to new reads when it finds a writer behind.
+func TestFakeSharedReadsWatchSurvivesAConnectionLoss(t *testing.T) {
+	f := zkfake.New()
+	const path = "/wl/lock"
+	c, rw := sharedOn(t, f, path)
+	conn := connOf(t, f, c)
+	ops := watchOps(f, &opRule{conn: conn, name: "ChildrenW", path: path, nth: 2, do: func(zkfake.Op) error {
+		conn.Disconnect()
+		return zk.ErrConnectionClosed
+	}})
+	l1, err := rw.ReadLock().Acquire(ctxT(t))
+	must(t, err)
+	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
+	other, err := newRW(t, fakeClient(t, f), path).ReadLock().Acquire(ctxT(t))
+	must(t, err)
+	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 3 }, "the read after the failed one, waiting for the connection")
+	w := async(newRW(t, fakeClient(t, f), path).WriteLock().Acquire, ctxT(t))
+	fakeQueued(t, f, path, 3)
+	conn.Reconnect()
+	eventually(t, func() bool { _, _, open := zklock.SharedStateForTest(rw); return !open }, "the node closed to new reads: a writer is behind")
+	release(t, other)
+	release(t, l1)
+	release(t, await(t, w))
 }
 
 // The last Release waits, while its ctx allows, for the shared node's

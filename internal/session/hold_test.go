@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -320,4 +322,79 @@ func TestReleaseLeavesWhatIsLeftToTheJanitor(t *testing.T) {
 	failing = false
 	mu.Unlock()
 	eventually(t, func() bool { return !f.Exists("/j/a") }, "the janitor deletes what the release left")
+}
+
+// Releases one after another each delete at once: the first, once its
+// delete returned, leaves no delete counted in flight for the next to
+// queue behind.
+func TestReleasesOneAfterAnother(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	hs := hold(t, s, []string{"/o/a"}, []string{"/o/b"}, []string{"/o/c"})
+	for i, h := range hs {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		r := awaitRelease(t, releaseAsync(ctx, h), "a release")
+		cancel()
+		must(t, r.err, "release ", i)
+		if r.ctxEnded {
+			t.Fatalf("release %d waited for its ctx to end", i)
+		}
+		if busy, n := s.ReleasesState(); busy || n != 0 {
+			t.Fatalf("after release %d: in flight %v, %d queued; want idle", i, busy, n)
+		}
+	}
+}
+
+// Release retries a delete that meets a connection loss itself, with
+// backoff, before it returns; and of nodes that cannot be deleted for good
+// it names the first.
+func TestReleaseRetriesAndNamesTheFirstFailure(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	h := hold(t, s, []string{"/t/a"})[0]
+	var mu sync.Mutex
+	tries := map[string]int{}
+	byRelease := false // the delete of /t/a that went through was Release's own
+	answers := map[string][]error{
+		"/t/a": {zk.ErrConnectionClosed, zk.ErrConnectionClosed}, // then deleted
+		"/t/b": {zk.ErrNoAuth},                                   // for good
+		"/t/c": {zk.ErrConnectionClosed, zk.ErrNoAuth},           // for good, found on the retry
+	}
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "DeleteAll" {
+			return zk.ErrConnectionClosed // no multi: each node its own delete
+		}
+		if op.Name != "Delete" {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		n := tries[op.Paths[0]]
+		tries[op.Paths[0]]++
+		if a := answers[op.Paths[0]]; n < len(a) {
+			return a[n]
+		}
+		if op.Paths[0] == "/t/a" {
+			buf := make([]byte, 64<<10)
+			byRelease = strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*Hold).Release")
+		}
+		return nil
+	}})
+	must(t, h.Release(ctxT(t)), "a release whose delete meets a connection loss twice")
+	eventually(t, func() bool { return !f.Exists("/t/a") }, "the node deleted")
+	mu.Lock()
+	if !byRelease {
+		t.Fatal("Release left the retries of its delete to the janitor")
+	}
+	mu.Unlock()
+
+	m := hold(t, s, []string{"/t/b", "/t/c", "/t/d"})[0]
+	err := m.Release(ctxT(t))
+	var ne *session.NodeError
+	if !errors.As(err, &ne) || ne.Node != "/t/b" || !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("release of nodes that cannot be deleted: %v, want the first, /t/b", err)
+	}
+	if f.Exists("/t/d") {
+		t.Fatal("a node that could be deleted was kept")
+	}
 }

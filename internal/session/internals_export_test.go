@@ -2,6 +2,7 @@ package session
 
 import (
 	"path"
+	"strings"
 	"time"
 )
 
@@ -61,20 +62,44 @@ func (c *Session) LookedPaths() int {
 }
 
 // CoverOf says what watches a held node: "path" (the children watch of the
-// look that granted it), "arm" (handed to the keeper for a data watch), or
-// "" (neither: its own data watch, or not held).
+// look that granted it), "arm" (handed to the keeper for a data watch),
+// both ("arm+path"), or "" (neither: its own data watch, or not held).
 func (c *Session) CoverOf(node string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var out []string
 	if _, ok := c.held.arm[node]; ok {
-		return "arm"
+		out = append(out, "arm")
 	}
 	for _, n := range c.held.bare[path.Dir(node)] {
 		if n == node {
-			return "path"
+			out = append(out, "path")
 		}
 	}
-	return ""
+	return strings.Join(out, "+")
+}
+
+// ArmDue returns when node is due for the keeper's data watch (zero: not
+// handed to the keeper).
+func (c *Session) ArmDue(node string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held.arm[node]
+}
+
+// NextArm returns when the keeper next has nodes to watch.
+func (c *Session) NextArm() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held.nextArm()
+}
+
+// BarePaths returns how many lock paths have held nodes recorded as
+// covered by their children watch.
+func (c *Session) BarePaths() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held.bare)
 }
 
 // ReleasesState returns whether a batched delete is in flight, and how many
@@ -131,6 +156,10 @@ func (dk *DetachedKeeper) Confirm() bool {
 	act()
 	return true
 }
+
+// Arm sets the data watches of held nodes that are due, as the keeper's
+// turn would, and reports success.
+func (dk *DetachedKeeper) Arm() bool { return dk.k.arm() }
 
 // ArmingDue returns when the keeper would set the watches of held nodes
 // due at arm.

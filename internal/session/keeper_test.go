@@ -76,24 +76,80 @@ func TestKeeperChecksOnlyThisSessionsWaiters(t *testing.T) {
 	f := zkfake.New()
 	s := openFake(t, f)
 	id := s.ID()
-	makeNodes(t, s, "/k/old", "/k/first", "/k/second") // so that a check finds them all
-	_, done := s.Waiting("/k/old", id+1)               // an earlier session's, its end not recorded yet
+	mine := makeMany(t, s, "/k", 8) // they exist, so that the keeper's checks find them
+	old := makeMany(t, s, "/k-old", 1)[0]
+	_, done := s.Waiting(old, id+1) // an earlier session's, its end not recorded yet
 	defer done()
-	laterThan(s.Waiters()["/k/old"])
-	_, done = s.Waiting("/k/first", id)
-	defer done()
-	first := s.Waiters()["/k/first"]
-	laterThan(first)
-	_, done = s.Waiting("/k/second", id)
-	defer done()
-
-	v := s.KeeperView()
-	sort.Strings(v.Nodes)
-	if fmt.Sprint(v.Nodes) != "[/k/first /k/second]" {
-		t.Fatalf("the keeper checks %v, want this session's waiters' nodes", v.Nodes)
+	laterThan(s.Waiters()[old])
+	var first time.Time
+	for i, n := range mine {
+		_, done := s.Waiting(n, id)
+		defer done()
+		if i == 0 {
+			first = s.Waiters()[n]
+		}
+		laterThan(s.Waiters()[n])
 	}
-	if !v.WaitSince.Equal(first) {
-		t.Fatalf("waiting since %v, want the earliest of this session's waiters (%v)", v.WaitSince, first)
+	for i := 0; i < 4; i++ { // map order differs each time
+		v := s.KeeperView()
+		sort.Strings(v.Nodes)
+		if fmt.Sprint(v.Nodes) != fmt.Sprint(mine) {
+			t.Fatalf("the keeper checks %v, want this session's waiters' nodes %v", v.Nodes, mine)
+		}
+		if !v.WaitSince.Equal(first) {
+			t.Fatalf("waiting since %v, want the earliest of this session's waiters (%v)", v.WaitSince, first)
+		}
+	}
+}
+
+// A confirmation checks at most maxChecked (64) nodes, waiters' first:
+// no watch tells a waiter its node is gone.
+func TestKeeperChecksAtMostMaxNodes(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	waited := makeMany(t, s, "/m/w", 40)
+	more := makeMany(t, s, "/m/x", 30)
+	for _, n := range waited {
+		_, done := s.Waiting(n, s.ID())
+		defer done()
+	}
+	held := makeMany(t, s, "/m/h", 40)
+	var groups [][]string
+	var covers []session.Cover
+	for _, n := range held {
+		groups = append(groups, []string{n})
+		covers = append(covers, session.Cover{Own: true})
+	}
+	grant(t, s, groups, covers)
+	v := s.KeeperView()
+	if len(v.Nodes) != 64 {
+		t.Fatalf("the keeper checks %d nodes, want 64", len(v.Nodes))
+	}
+	checked := map[string]bool{}
+	for _, n := range v.Nodes {
+		checked[n] = true
+	}
+	for _, n := range waited {
+		if !checked[n] {
+			t.Fatalf("waiter's node %s not checked; held nodes were", n)
+		}
+	}
+
+	// More waiters than that: 64 of them, and no held node.
+	for _, n := range more {
+		_, done := s.Waiting(n, s.ID())
+		defer done()
+	}
+	v = s.KeeperView()
+	if len(v.Nodes) != 64 {
+		t.Fatalf("with 70 waiters, the keeper checks %d nodes, want 64", len(v.Nodes))
+	}
+	for _, n := range held {
+		for _, c := range v.Nodes {
+			if c == n {
+				t.Fatalf("held node %s checked before waiters' nodes", n)
+			}
+		}
 	}
 }
 
@@ -163,4 +219,26 @@ func TestNoRejoinBeforeAnyServerAnswered(t *testing.T) {
 func TestIdleKeeperSleeps(t *testing.T) {
 	s := openFake(t, zkfake.New())
 	eventually(t, s.KeeperAsleep, "the idle keeper asleep")
+}
+
+// Confirmations may complete out of order: one for an older write never
+// moves the deadline back.
+func TestConfirmNeverMovesTheDeadlineBack(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	f := zkfake.New()
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
+	early := time.Now() // w for a write sent now: the connection's first packet
+	// A packet recorded apart from those of Open (one is kept per 24th of
+	// the timeout).
+	eventually(t, func() bool { return time.Since(early) > timeout/10 }, "a tenth of the timeout since Open")
+	_, err := s.Conn().Exists("/")
+	must(t, err)
+	packet := time.Now()
+	eventually(t, func() bool { return time.Since(packet) > timeout/3+timeout/10 }, "a third of the timeout since the packet")
+	s.Confirm(time.Now(), s.ID()) // w: the packet
+	_, deadline := s.Confirmed()
+	s.Confirm(early, s.ID())
+	if _, d := s.Confirmed(); !d.Equal(deadline) {
+		t.Fatalf("a confirmation of an older write moved the deadline from %v to %v", deadline, d)
+	}
 }
