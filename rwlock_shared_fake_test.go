@@ -285,6 +285,10 @@ func TestFakeSharedReadsDeletedNodeEndsAll(t *testing.T) {
 	for i, l := range leases {
 		mustIs(t, doneWithin(t, l), zklock.ErrNodeDeleted, "lease %d", i)
 		mustIs(t, l.Release(ctxT(t)), zklock.ErrNodeDeleted, "release of lost lease %d", i)
+		err := l.Release(ctxT(t))
+		if !errors.Is(err, zklock.ErrReleased) || errors.Is(err, zklock.ErrNodeDeleted) {
+			t.Fatalf("second release of lost lease %d: %v, want ErrReleased alone", i, err)
+		}
 	}
 	s := rec.snapshot()
 	if len(s.lost) != 4 || len(s.released) != 0 {
@@ -541,6 +545,7 @@ func TestFakeSharedReadsUnwantedNodeReleased(t *testing.T) {
 // watch): a read checks the lease itself, and queues on a node of its own.
 // The lost leases report the deadline as their end.
 func TestFakeSharedReadsLostNodeStopsServing(t *testing.T) {
+	t.Parallel() // it waits on the clock
 	f := zkfake.New()
 	const path = "/ls/lock"
 	c, rw := sharedOn(t, f, path, zklock.WithSessionTimeout(600*time.Millisecond))
@@ -661,6 +666,7 @@ func TestFakeSharedReadsWatchSurvivesAConnectionLoss(t *testing.T) {
 // goroutine, which ends once a read it has in flight returns: a read that
 // hangs holds Release until ctx ends, and no longer.
 func TestFakeSharedReadsLastReleaseWaitsWhileCtxAllows(t *testing.T) {
+	t.Parallel() // it waits on the clock
 	f := zkfake.New()
 	const path = "/lr/lock"
 	c, rw := sharedOn(t, f, path)
@@ -714,6 +720,7 @@ func TestFakeSharedReadsClosedClient(t *testing.T) {
 // lock's children): a lease on it reports the loss, and a new read queues
 // on a node of its own.
 func TestFakeSharedReadsDeletedNodeServesNoMore(t *testing.T) {
+	t.Parallel() // it waits on the clock
 	f := zkfake.New()
 	const path = "/dn/lock"
 	// A short session timeout: the keeper sets a watch on a node whose
@@ -732,7 +739,11 @@ func TestFakeSharedReadsDeletedNodeServesNoMore(t *testing.T) {
 	// its lease and hands it to the janitor, whose delete says it is done.
 	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 2 }, "the read after the deletion, held")
 	eventually(t, func() bool { return ops.count(conn, "Delete", node) > 0 }, "the node's lease ended")
+	ended := time.Now() // the node's lease ended before this
 	mustIs(t, l1.Err(), zklock.ErrNodeDeleted, "a lease on the deleted node")
+	if until := l1.ValidUntil(); until.After(ended) {
+		t.Fatalf("a lease on a node whose lease ended by %v is valid until %v, later", ended, until)
+	}
 	l2, err := rw.ReadLock().Acquire(ctxT(t))
 	must(t, err, "a read after the node was deleted")
 	if l2.Node() == node {
