@@ -43,6 +43,7 @@ func TestLookEndDropsTheLook(t *testing.T) {
 // another session it says nothing (decide again); past the deadline it
 // says ErrUnconfirmed.
 func TestGrantRefusals(t *testing.T) {
+	t.Parallel() // it waits on the clock
 	f := zkfake.New()
 	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = 600 * time.Millisecond })
 	makeNodes(t, s, "/gr/a")
@@ -82,21 +83,33 @@ func TestGrantRefusals(t *testing.T) {
 	}
 }
 
-// A lease granted while the keeper sleeps with nothing to do wakes it: the
-// keeper then has the session confirmed before the deadline.
-func TestGrantWakesTheKeeper(t *testing.T) {
+// A lease granted while the keeper sleeps with nothing to do wakes it; the
+// keeper then has the session confirmed every third of the timeout, so
+// that the lease outlives the timeout many times over.
+func TestGrantWakesTheKeeperWhichKeepsConfirming(t *testing.T) {
+	t.Parallel() // it waits on the clock
+	const timeout = 600 * time.Millisecond
 	f := zkfake.New()
-	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = 600 * time.Millisecond })
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
 	eventually(t, s.KeeperAsleep, "the idle keeper asleep")
 	var log opLog
 	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error { log.add(op); return nil }})
-	hold(t, s, []string{"/gw/a"})
+	h := hold(t, s, []string{"/gw/a"})[0]
 	eventually(t, func() bool { return log.count("Check", "/gw/a") > 0 }, "the keeper confirms the session with the held node")
+	granted := h.Granted()
+	eventually(t, func() bool { return time.Since(granted) > 2*timeout }, "twice the timeout")
+	if err := h.Err(); err != nil {
+		t.Fatalf("a lease of a live session, held for twice the timeout: %v", err)
+	}
+	if n := log.count("Check", "/gw/a"); n < 4 {
+		t.Fatalf("%d confirmations in twice the timeout, want one every third of it", n)
+	}
 }
 
 // AwaitConfirmed returns when the quorum confirms the session, when its
 // state changes, or when ctx ends.
 func TestAwaitConfirmed(t *testing.T) {
+	t.Parallel() // it waits on the clock
 	f := zkfake.New()
 	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = 300 * time.Millisecond })
 	await := func(ctx context.Context, st session.Snapshot) <-chan error {

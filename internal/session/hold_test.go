@@ -234,6 +234,7 @@ func TestReleaseEndsTheLeaseBeforeItsNodes(t *testing.T) {
 // lease reports ErrLeaseExpired (and ends) before anything else has ended
 // it; here the keeper, which would, is held setting a watch.
 func TestErrReportsAPassedDeadline(t *testing.T) {
+	t.Parallel() // it waits on the clock
 	f := zkfake.New()
 	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = 600 * time.Millisecond })
 	makeNodes(t, s, "/d/a")

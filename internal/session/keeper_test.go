@@ -224,6 +224,7 @@ func TestIdleKeeperSleeps(t *testing.T) {
 // Confirmations may complete out of order: one for an older write never
 // moves the deadline back.
 func TestConfirmNeverMovesTheDeadlineBack(t *testing.T) {
+	t.Parallel() // it waits on the clock
 	const timeout = 300 * time.Millisecond
 	f := zkfake.New()
 	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
