@@ -157,9 +157,17 @@ func (dk *DetachedKeeper) Confirm() bool {
 	return true
 }
 
-// Arm sets the data watches of held nodes that are due, as the keeper's
-// turn would, and reports success.
-func (dk *DetachedKeeper) Arm() bool { return dk.k.arm() }
+// Arm runs the keeper's arming of held nodes if it is due now, as its turn
+// would, and reports whether it was.
+func (dk *DetachedKeeper) Arm() bool {
+	k := dk.k
+	due, act := k.arming(k.c.keeperView(), k.c.wire.sessionTimeout())
+	if act == nil || time.Now().Before(due) {
+		return false
+	}
+	act()
+	return true
+}
 
 // ArmingDue returns when the keeper would set the watches of held nodes
 // due at arm.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,5 +242,83 @@ func TestConfirmNeverMovesTheDeadlineBack(t *testing.T) {
 	s.Confirm(early, s.ID())
 	if _, d := s.Confirmed(); !d.Equal(deadline) {
 		t.Fatalf("a confirmation of an older write moved the deadline from %v to %v", deadline, d)
+	}
+}
+
+// The keeper ends the leases at their deadline, also while the connection
+// is down (it sets no watch then: the request would wait for the
+// connection, and the keeper with it).
+func TestKeeperEndsLeasesAtTheDeadline(t *testing.T) {
+	t.Parallel() // it waits on the clock
+	f := zkfake.New()
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = 600 * time.Millisecond })
+	makeNodes(t, s, "/ke/a", "/ke/b")
+	hs := grant(t, s, [][]string{{"/ke/a"}, {"/ke/b"}}, []session.Cover{{Own: true}, {}}) // b: the keeper watches it
+	fakeConn(t, f, s).Disconnect()
+	for _, h := range hs {
+		select {
+		case <-h.Done():
+		case <-time.After(long):
+			t.Fatalf("lease %s not ended by %v, its deadline", h.Nodes()[0], h.ValidUntil())
+		}
+		if err := h.Err(); !errors.Is(err, session.ErrLeaseExpired) {
+			t.Fatalf("lease ended with %v, want ErrLeaseExpired", err)
+		}
+	}
+}
+
+// An arming that fails holds the keeper's next arming off a twelfth of the
+// timeout; one that succeeds holds nothing off.
+func TestFailedArmingHoldsOffArming(t *testing.T) {
+	t.Parallel() // it waits on the clock
+	const timeout = 600 * time.Millisecond
+	f := zkfake.New()
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
+	makeNodes(t, s, "/fa/w", "/fa/a")
+	// The keeper's own goroutine is held in a confirmation for a waiter,
+	// so that the held node's arming is left to the test's keeper.
+	gate := make(chan struct{})
+	defer close(gate)
+	var mu sync.Mutex
+	failGetW := true
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		switch {
+		case op.Name == "Check":
+			<-gate
+		case op.Name == "GetW" && op.Paths[0] == "/fa/a":
+			mu.Lock()
+			defer mu.Unlock()
+			if failGetW {
+				return zk.ErrConnectionClosed
+			}
+		}
+		return nil
+	}})
+	_, done := s.Waiting("/fa/w", s.ID())
+	defer done()
+	h := grant(t, s, [][]string{{"/fa/a"}}, []session.Cover{{}})[0]
+	due := h.Granted().Add(timeout / 20)
+	eventually(t, func() bool { return time.Now().After(due) }, "the node due for its watch")
+	dk := s.DetachedKeeper()
+	before := time.Now()
+	if !dk.Arm() {
+		t.Fatal("the keeper would not arm a node due for its watch")
+	}
+	if next := dk.ArmingDue(time.Now()); next.Before(before.Add(timeout / 12)) {
+		t.Fatalf("after a failed arming, the next is due %v later, want a twelfth of the timeout", next.Sub(before))
+	}
+	mu.Lock()
+	failGetW = false
+	mu.Unlock()
+	dk = s.DetachedKeeper() // no retry pending
+	if !dk.Arm() {
+		t.Fatal("the node handed back after a failed arming is not due")
+	}
+	now := time.Now()
+	if next := dk.ArmingDue(now); !next.Equal(now) {
+		t.Fatalf("after an arming that succeeded, the next is held off until %v", next)
+	}
+	if cv := s.CoverOf("/fa/a"); cv != "" {
+		t.Fatalf("an armed node is still covered by %q", cv)
 	}
 }
