@@ -322,3 +322,99 @@ func TestFailedArmingHoldsOffArming(t *testing.T) {
 		t.Fatalf("an armed node is still covered by %q", cv)
 	}
 }
+
+// While anyone waits, the keeper checks the waiters' nodes at least every
+// third of the timeout, counted from the wait's start or its own last
+// check, whichever is later, even when confirmations are not due yet;
+// when a confirmation is due sooner, it comes first.
+func TestWaitersCheckedEveryThirdOfTheTimeout(t *testing.T) {
+	const third = testTimeout / 3
+	f := zkfake.New()
+	setUp := func(node string, waitFirst bool) (s *session.Session, wait, confirmed time.Time) {
+		s = openFake(t, f)
+		makeNodes(t, s, node)
+		confirm := func() {
+			_, err := s.Conn().Exists("/")
+			must(t, err)
+			confirmed = time.Now()
+			s.Confirm(confirmed, s.ID())
+		}
+		if !waitFirst {
+			confirm()
+			laterThan(confirmed)
+		}
+		_, done := s.Waiting(node, s.ID())
+		t.Cleanup(done)
+		wait = s.Waiters()[node]
+		if waitFirst {
+			laterThan(wait)
+			confirm()
+		}
+		return s, wait, confirmed
+	}
+
+	s, wait, _ := setUp("/wt/a", true)
+	if due := s.DetachedKeeper().ConfirmationDue(); !due.Equal(wait.Add(third)) {
+		t.Fatalf("confirmed after the wait began: the waiter's check due at %v, want a third of the timeout after the wait began (%v)", due, wait.Add(third))
+	}
+	dk := s.DetachedKeeper()
+	before := time.Now()
+	dk.Confirm()
+	after := time.Now()
+	if due := dk.ConfirmationDue(); due.Before(before.Add(third)) || due.After(after.Add(third)) {
+		t.Fatalf("after the keeper's check, the next is due %v after it, want a third of the timeout", due.Sub(before))
+	}
+
+	s, _, confirmed := setUp("/wt/b", false)
+	if due := s.DetachedKeeper().ConfirmationDue(); !due.Equal(confirmed.Add(third)) {
+		t.Fatalf("a wait that began after the confirmation: the next due at %v, want the confirmation's (%v)", due, confirmed.Add(third))
+	}
+}
+
+// A confirmation that fails while the deadline is behind (nothing
+// confirmed yet) holds the next one off a twelfth of the timeout, rather
+// than retrying at once, again and again.
+func TestFailedConfirmationHoldsOffTheNext(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	makeNodes(t, s, "/fc/w")
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "Check" {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	_, done := s.Waiting("/fc/w", s.ID())
+	defer done()
+	dk := s.DetachedKeeper()
+	if due := dk.ConfirmationDue(); due.After(time.Now()) {
+		t.Fatalf("nothing confirmed yet, and the first confirmation is due at %v", due)
+	}
+	before := time.Now()
+	dk.Confirm()
+	if due := dk.ConfirmationDue(); due.Before(before.Add(testTimeout / 12)) {
+		t.Fatalf("after a failed confirmation, the next is due %v later, want a twelfth of the timeout", due.Sub(before))
+	}
+}
+
+// When no server takes the session for twice its timeout, the keeper opens
+// a new connection (a new session), not sooner; also while it has a
+// waiter to confirm the session for (it sends nothing while disconnected,
+// where a request would wait for the connection, and the keeper with it).
+func TestKeeperRejoinsAfterTwiceTheTimeoutDown(t *testing.T) {
+	t.Parallel() // it waits on the clock
+	const timeout = 300 * time.Millisecond
+	f := zkfake.New()
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
+	makeNodes(t, s, "/kr/w")
+	_, done := s.Waiting("/kr/w", s.ID())
+	defer done()
+	gen := s.Gen()
+	down := time.Now()
+	fakeConn(t, f, s).Disconnect()
+	eventually(t, func() bool { return s.Gen() != gen }, "a new connection")
+	if replaced := time.Now(); replaced.Before(down.Add(2 * timeout)) {
+		t.Fatalf("a new connection %v after the drop, want twice the timeout", replaced.Sub(down))
+	}
+	eventually(t, func() bool { return s.State().Connected && s.ID() != 0 }, "the new connection's session")
+}
