@@ -326,8 +326,9 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 	// follower cut off from the quorum holds our pings behind it, so the
 	// connection takes two thirds of the timeout to fail).
 	var expire <-chan time.Time
+	var dl *time.Timer
 	if holding {
-		dl := time.NewTimer(time.Until(deadline))
+		dl = time.NewTimer(time.Until(deadline))
 		defer dl.Stop()
 		expire = dl.C
 	}
@@ -339,6 +340,15 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 		case <-expire:
 			c.expireLeases(time.Now())
 			expire = nil
+			// Other writes may have moved the deadline meanwhile (claim.go
+			// confirms the session too): the leases end at the new one, also
+			// while the check still hangs. Without this,
+			// TestLeasesEndAtTheDeadlineWhileTheCheckHangs sees a lease
+			// outlive its deadline, Done open.
+			if ok, next := c.valid(session, time.Now()); ok {
+				dl.Reset(time.Until(next))
+				expire = dl.C
+			}
 		case <-stall.C:
 			if len(c.dial.servers) < 2 {
 				continue // nowhere else to go: dropping would only cost the reconnect

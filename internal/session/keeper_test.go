@@ -216,10 +216,16 @@ func TestNoRejoinBeforeAnyServerAnswered(t *testing.T) {
 }
 
 // An idle keeper sleeps (it has nothing to do until something is held or
-// awaited), rather than spinning.
+// awaited), and stays asleep: nothing wakes it, not even its timer.
 func TestIdleKeeperSleeps(t *testing.T) {
 	s := openFake(t, zkfake.New())
 	eventually(t, s.KeeperAsleep, "the idle keeper asleep")
+	for i := 0; i < 2000; i++ {
+		runtime.Gosched()
+		if !s.KeeperAsleep() {
+			t.Fatalf("the idle keeper woke (look %d)", i)
+		}
+	}
 }
 
 // Confirmations may complete out of order: one for an older write never
@@ -417,4 +423,90 @@ func TestKeeperRejoinsAfterTwiceTheTimeoutDown(t *testing.T) {
 		t.Fatalf("a new connection %v after the drop, want twice the timeout", replaced.Sub(down))
 	}
 	eventually(t, func() bool { return s.State().Connected && s.ID() != 0 }, "the new connection's session")
+}
+
+// gatedChecks makes the fake hold every Check until the returned function
+// is called (at the latest when the test ends), and tells on entered when
+// one is held.
+func gatedChecks(t *testing.T, f *zkfake.Server) (entered <-chan struct{}, open func()) {
+	gate, in := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	open = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(open)
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "Check" {
+			select {
+			case in <- struct{}{}:
+			default:
+			}
+			<-gate
+		}
+		return nil
+	}})
+	return in, open
+}
+
+// The leases end at their deadline even while the keeper's check hangs
+// (a follower cut off from the quorum holds it); but a deadline that the
+// engine's own writes moved meanwhile counts: the keeper ends nothing
+// before it.
+func TestLeasesEndAtTheDeadlineWhileTheCheckHangs(t *testing.T) {
+	t.Parallel() // it waits on the clock
+	const timeout = 600 * time.Millisecond
+	f := zkfake.New()
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
+	entered, _ := gatedChecks(t, f)
+	h := hold(t, s, []string{"/lh/a"})[0]
+	select {
+	case <-entered:
+	case <-time.After(long):
+		t.Fatal("the keeper did not check the held node")
+	}
+	// Confirmations by other writes, while the check hangs.
+	first := h.ValidUntil()
+	eventually(t, func() bool {
+		_, err := s.Conn().Exists("/")
+		must(t, err)
+		s.Confirm(time.Now(), s.ID())
+		return time.Now().After(first.Add(timeout / 10))
+	}, "past the deadline the keeper's check began with")
+	if err := h.Err(); err != nil {
+		t.Fatalf("a lease whose deadline other writes moved ended at the old one: %v", err)
+	}
+	// No more confirmations: the lease ends at its deadline.
+	select {
+	case <-h.Done():
+	case <-time.After(long):
+		t.Fatalf("the lease outlived its deadline %v while the keeper's check hung", h.ValidUntil())
+	}
+	if err := h.Err(); !errors.Is(err, session.ErrLeaseExpired) {
+		t.Fatalf("lease ended with %v, want ErrLeaseExpired", err)
+	}
+}
+
+// An arming that finds the node gone ends its lease.
+func TestArmingFindsANodeGone(t *testing.T) {
+	t.Parallel() // it waits on the clock
+	const timeout = 600 * time.Millisecond
+	f := zkfake.New()
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
+	makeNodes(t, s, "/ag/w", "/ag/a")
+	entered, _ := gatedChecks(t, f) // the keeper's own goroutine held in a check
+	_, done := s.Waiting("/ag/w", s.ID())
+	defer done()
+	select {
+	case <-entered:
+	case <-time.After(long):
+		t.Fatal("the keeper did not check the waiter's node")
+	}
+	h := grant(t, s, [][]string{{"/ag/a"}}, []session.Cover{{}})[0]
+	must(t, f.Delete("/ag/a"))
+	due := h.Granted().Add(timeout / 20)
+	eventually(t, func() bool { return time.Now().After(due) }, "the node due for its watch")
+	if !s.DetachedKeeper().Arm() {
+		t.Fatal("the keeper would not arm a node due for its watch")
+	}
+	if err := h.Err(); !errors.Is(err, session.ErrNodeDeleted) {
+		t.Fatalf("a lease whose node the arming found gone: %v, want ErrNodeDeleted", err)
+	}
 }
