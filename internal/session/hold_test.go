@@ -399,3 +399,20 @@ func TestReleaseRetriesAndNamesTheFirstFailure(t *testing.T) {
 		t.Fatal("a node that could be deleted was kept")
 	}
 }
+
+// The nodes of a lease on several paths (a MultiLock's) are deleted in one
+// transaction: one multi, no delete of its own for any node.
+func TestReleaseOfSeveralNodesIsOneTransaction(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	h := hold(t, s, []string{"/m1/a", "/m2/a"})[0]
+	var log opLog
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error { log.add(op); return nil }})
+	must(t, h.Release(ctxT(t)), "release")
+	if got := log.sizes("DeleteAll"); fmt.Sprint(got) != "[2]" {
+		t.Fatalf("multis sent, by size: %v, want one of both nodes", got)
+	}
+	if n := log.count("Delete", ""); n != 0 {
+		t.Fatalf("%d deletes of single nodes besides the multi", n)
+	}
+}

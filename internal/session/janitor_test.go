@@ -97,14 +97,16 @@ func TestDiscardQueuesOnlyWhatALossLeft(t *testing.T) {
 }
 
 // A Discard of nodes named by prefix whose listing meets a connection loss
-// queues the job as it was: the janitor lists the parent again.
+// queues the job as it was; the janitor's own listing that meets one keeps
+// it as it was too: the janitor lists the parent again.
 func TestDiscardQueuesAPrefixJobWhole(t *testing.T) {
 	f := zkfake.New()
 	s := openFake(t, f)
 	makeNodes(t, s, "/p/_c_x-lock-1", "/p/_c_y-lock-2")
 	fs := newFaults(t, f,
-		rule{"Children", "/p", 1, 1, zk.ErrConnectionClosed},
-		rule{"Children", "/p", 2, forever, nil},
+		rule{"Children", "/p", 1, 1, zk.ErrConnectionClosed}, // Discard's
+		rule{"Children", "/p", 2, 2, nil},                    // the janitor's: held, then...
+		rule{"Children", "/p", 2, 2, zk.ErrConnectionClosed}, // ...failed: it lists again
 	)
 	job := session.Job{Parent: "/p", Prefix: "_c_x-", Session: s.ID()}
 	s.Discard(job)
@@ -200,5 +202,44 @@ func TestJanitorKeepsTheRestInItsSession(t *testing.T) {
 	}
 	if n := fs.log.count("Delete", "/r/a"); n != 1 {
 		t.Fatalf("a node deleted before the connection loss was deleted %d times", n)
+	}
+}
+
+// A job whose parent is gone is done (its nodes went with it): the janitor
+// moves on to the next.
+func TestJanitorMovesPastAJobWhoseParentIsGone(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	makeNodes(t, s, "/mp/s")
+	conn := fakeConn(t, f, s)
+	conn.Disconnect()
+	eventually(t, func() bool { return !s.State().Connected }, "the session sees the connection down")
+	s.Discard(session.Job{Parent: "/mp/gone", Prefix: "_c_x-", Session: s.ID()})
+	s.Discard(session.Job{Nodes: []string{"/mp/s"}, Session: s.ID()})
+	conn.Reconnect()
+	eventually(t, func() bool { return !f.Exists("/mp/s") }, "the janitor reaches the job behind")
+}
+
+// Closing the Session while the janitor is deleting ends the janitor
+// cleanly: the job it was at is dropped with the rest of the queue.
+func TestJanitorStopsCleanlyMidJob(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	makeNodes(t, s, "/sc/a")
+	fs := newFaults(t, f,
+		rule{"Delete", "/sc/a", 1, 1, zk.ErrConnectionClosed}, // Discard's
+		rule{"Delete", "/sc/a", 2, 2, nil},                    // the janitor's: held
+	)
+	s.Discard(session.Job{Nodes: []string{"/sc/a"}, Session: s.ID()})
+	eventually(t, func() bool { return fs.log.count("Delete", "/sc/a") == 2 }, "the janitor's delete, held")
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	eventually(t, func() bool { return len(s.JanitorJobs()) == 0 }, "Close drops the janitor's queue")
+	fs.open()
+	select {
+	case err := <-closed:
+		must(t, err, "close")
+	case <-time.After(long):
+		t.Fatal("Close did not return once the janitor's delete did")
 	}
 }
