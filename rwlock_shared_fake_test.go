@@ -132,6 +132,23 @@ func firstOf(t testing.TB, cond func() bool, ch <-chan result, got *result) bool
 	}
 }
 
+// doneSignal is a context that tells when its Done is first asked for: a
+// call that waits on it is about to.
+type doneSignal struct {
+	context.Context
+	once   sync.Once
+	called chan struct{}
+}
+
+func newDoneSignal(ctx context.Context) *doneSignal {
+	return &doneSignal{Context: ctx, called: make(chan struct{})}
+}
+
+func (d *doneSignal) Done() <-chan struct{} {
+	d.once.Do(func() { close(d.called) })
+	return d.Context.Done()
+}
+
 // sharedOn opens a Client on f with an RWMutex made WithSharedReads on path.
 func sharedOn(t testing.TB, f *zkfake.Server, path string, opts ...zklock.Option) (*zklock.Client, *zklock.RWMutex) {
 	t.Helper()
@@ -491,6 +508,8 @@ func TestFakeSharedReadsLeftNodeClosedToNewReads(t *testing.T) {
 	mustIs(t, returned(t, r1).err, context.Canceled, "the read that left")
 	eventually(t, func() bool { return ops.count(conn, "Delete", old) == 1 }, "the node's delete, held")
 	r2 := async(rw.ReadLock().Acquire, ctxT(t))
+	// It waits for a node: a new one, or (were the old one still open) that.
+	eventually(t, func() bool { n, _, _ := zklock.SharedStateForTest(rw); return n == 1 }, "the new read waits for a node")
 	g.open()
 	var got result
 	fresh := func() bool {
@@ -613,7 +632,13 @@ func TestFakeSharedReadsJoinWhileDisconnected(t *testing.T) {
 	must(t, err)
 	defer release(t, other)
 	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 2 }, "the read after the notification, held")
-	r := async(rw.ReadLock().Acquire, ctxT(t)) // waits for that read, or the connection's drop
+	ctx := newDoneSignal(ctxT(t))
+	r := async(rw.ReadLock().Acquire, ctx) // waits for that read, or the connection's drop
+	select {
+	case <-ctx.called: // it waits
+	case <-time.After(long):
+		t.Fatal("the read did not wait")
+	}
 	conn.Disconnect()
 	l2 := await(t, r)
 	if l2.Node() != l1.Node() {
