@@ -359,7 +359,8 @@ func TestReleaseRetriesAndNamesTheFirstFailure(t *testing.T) {
 	answers := map[string][]error{
 		"/t/a": {zk.ErrConnectionClosed, zk.ErrConnectionClosed}, // then deleted
 		"/t/b": {zk.ErrNoAuth},                                   // for good
-		"/t/c": {zk.ErrConnectionClosed, zk.ErrNoAuth},           // for good, found on the retry
+		"/t/c": {zk.ErrNoAuth},                                   // for good, after b
+		"/t/e": {zk.ErrConnectionClosed, zk.ErrNoAuth},           // for good, found on the retry
 	}
 	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
 		if op.Name == "DeleteAll" {
@@ -389,7 +390,7 @@ func TestReleaseRetriesAndNamesTheFirstFailure(t *testing.T) {
 	}
 	mu.Unlock()
 
-	m := hold(t, s, []string{"/t/b", "/t/c", "/t/d"})[0]
+	m := hold(t, s, []string{"/t/b", "/t/c", "/t/d", "/t/e"})[0]
 	err := m.Release(ctxT(t))
 	var ne *session.NodeError
 	if !errors.As(err, &ne) || ne.Node != "/t/b" || !errors.Is(err, zk.ErrNoAuth) {
@@ -414,5 +415,42 @@ func TestReleaseOfSeveralNodesIsOneTransaction(t *testing.T) {
 	}
 	if n := log.count("Delete", ""); n != 0 {
 		t.Fatalf("%d deletes of single nodes besides the multi", n)
+	}
+}
+
+// A node already gone (deleted by someone else, its watch not yet heard
+// of) is fine to a Release: deleted is deleted.
+func TestReleaseOfANodeAlreadyGoneIsFine(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	makeNodes(t, s, "/g1/a", "/g2/a")
+	h := grant(t, s, [][]string{{"/g1/a", "/g2/a"}}, []session.Cover{{Own: true}, {Own: true}})[0] // no watch, in truth
+	must(t, f.Delete("/g2/a"))
+	must(t, h.Release(ctxT(t)), "release of a lease one of whose nodes is gone")
+	if f.Exists("/g1/a") {
+		t.Fatal("the other node outlived the release")
+	}
+}
+
+// A Release whose delete meets the Session's Close returns nil: the
+// session's end deletes the node, which is no failure of the node.
+func TestReleaseRacingCloseIsFine(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	h := hold(t, s, []string{"/rc/a"})[0]
+	gate, in := make(chan struct{}), make(chan struct{})
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "Delete" && op.Paths[0] == "/rc/a" {
+			close(in)
+			<-gate
+		}
+		return nil
+	}})
+	r := releaseAsync(ctxT(t), h)
+	<-in
+	must(t, s.Close(), "close")
+	close(gate)
+	if res := awaitRelease(t, r, "a release racing Close"); res.err != nil {
+		t.Fatalf("a release racing Close: %v, want nil", res.err)
 	}
 }
