@@ -784,8 +784,7 @@ func TestFakeSharedReadsNilContext(t *testing.T) {
 	f := zkfake.New()
 	_, rw := sharedOn(t, f, "/nc/lock")
 	for _, acquire := range []func(context.Context) (*zklock.Lease, error){rw.ReadLock().Acquire, rw.ReadLock().TryAcquire} {
-		//lint:ignore SA1012 a nil context is exactly the bad input under test
-		_, err := acquire(nil)
+		_, err := acquire(nil) // a nil context is exactly the bad input under test
 		mustIs(t, err, zklock.ErrInvalidArgument, "a read with a nil context")
 	}
 	if f.Exists("/nc/lock") {
