@@ -8,8 +8,9 @@ import (
 
 // What the tests of package session_test (on internal/zkfake, which imports
 // this package) may see of a Session's insides: read-only views, taken
-// under the Session's mutex, and the keeper's decisions, asked of a keeper
-// with no goroutine (its own goroutine keeps running beside it).
+// under the Session's mutex; two calls the Session's own goroutines make
+// (OnWatch, Replace); and the keeper's decisions, asked of a keeper with no
+// goroutine (its own goroutine keeps running beside it).
 
 // Gen returns the generation of the Session's connection.
 func (c *Session) Gen() uint64 {
