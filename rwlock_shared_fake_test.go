@@ -359,9 +359,17 @@ func TestFakeSharedReadsWriterClosesTheNode(t *testing.T) {
 		t.Fatalf("a read that came while the node was paused joined it (%s) with a writer queued behind", l.Node())
 	}
 	mustIs(t, err, context.DeadlineExceeded, "a read while the node is paused")
+	// One that waits when the read returns goes on then: behind the
+	// writer, on a node of its own.
+	waiting := newDoneSignal(ctxT(t))
+	r2 := async(rw.ReadLock().Acquire, waiting)
+	select {
+	case <-waiting.called:
+	case <-time.After(long):
+		t.Fatal("the read did not wait")
+	}
 	g.open()
-	r2 := async(rw.ReadLock().Acquire, ctxT(t))
-	fakeQueued(t, f, path, 3) // behind the writer, on a node of its own
+	fakeQueued(t, f, path, 3)
 	if _, _, open := zklock.SharedStateForTest(rw); !open {
 		t.Fatal("the new read's node is not open to reads")
 	}
