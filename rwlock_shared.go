@@ -468,7 +468,11 @@ func (cl *sharedClaim) lost() {
 func (sub *subLease) end(err error) bool {
 	now := time.Now()
 	deadline := now // ValidUntil is the earlier of the deadline and the end
-	if now.UnixNano() >= sub.cl.until.Load() {
+	// If the node's lease has ended (lost), it ended first: no lease on the
+	// node is valid past the end that its ValidUntil reports, though this
+	// one ends only when its holder or the sharedClaim's goroutine sees it,
+	// later (TestFakeSharedReadsDeletedNodeServesNoMore).
+	if now.UnixNano() >= sub.cl.until.Load() || sub.cl.closedByLoss() {
 		deadline = sub.cl.base.ValidUntil()
 	}
 	sub.mu.Lock()
@@ -565,7 +569,7 @@ func (sub *subLease) Release(ctx context.Context) error {
 }
 
 // closedByLoss reports a sharedClaim whose node's lease ended already: its
-// goroutine takes care of it. s.mu is held.
+// goroutine takes care of it. It needs no lock.
 func (cl *sharedClaim) closedByLoss() bool {
 	select {
 	case <-cl.base.Done():

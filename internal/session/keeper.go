@@ -238,7 +238,7 @@ func (k *keeper) confirmation(v keeperView, t time.Duration) (time.Time, func())
 	}
 	return next, func() {
 		k.checked = time.Now()
-		if !k.confirm(v.nodes, v.session, t, v.holding, v.deadline) {
+		if !k.confirm(v.nodes, v.session, t, v.holding, v.deadline, v.changed) {
 			k.retryAt = time.Now().Add(t / 12)
 		}
 	}
@@ -312,8 +312,9 @@ func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 // stays up (a follower cut off from the quorum answers pings but not
 // writes), it drops the connection, so that go-zookeeper moves to another
 // server, before the deadline if it can (given more than one server
-// address: with one, a reconnect cannot help). It reports success.
-func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time) bool {
+// address: with one, a reconnect cannot help). It gives up when the
+// connection's state changes (changed is closed). It reports success.
+func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) bool {
 	c := k.c
 	zc := c.Conn()
 	sent := time.Now()
@@ -325,8 +326,9 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 	// follower cut off from the quorum holds our pings behind it, so the
 	// connection takes two thirds of the timeout to fail).
 	var expire <-chan time.Time
+	var dl *time.Timer
 	if holding {
-		dl := time.NewTimer(time.Until(deadline))
+		dl = time.NewTimer(time.Until(deadline))
 		defer dl.Stop()
 		expire = dl.C
 	}
@@ -338,12 +340,32 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 		case <-expire:
 			c.expireLeases(time.Now())
 			expire = nil
+			// Other writes may have moved the deadline meanwhile (claim.go
+			// confirms the session too): the leases end at the new one, also
+			// while the check still hangs. Without this,
+			// TestLeasesEndAtTheDeadlineWhileTheCheckHangs sees a lease
+			// outlive its deadline, Done open.
+			if ok, next := c.valid(session, time.Now()); ok {
+				dl.Reset(time.Until(next))
+				expire = dl.C
+			}
 		case <-stall.C:
 			if c.wire.servers() < 2 {
 				continue // nowhere else to go: dropping would only cost the reconnect
 			}
 			c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")
 			c.wire.drop()
+		case <-changed:
+			// The connection's state changed since the keeper saw it up. A
+			// check made once it was down waits in go-zookeeper's queue for
+			// the next connection (Conn.queueRequest; a connection's end
+			// fails only the requests sent on it, Conn.flushRequests),
+			// perhaps for ever if no server takes the session: the keeper
+			// must not wait with it, or it never opens a new connection
+			// (rejoin). An answer on a later connection confirms nothing
+			// of it anyway (wire.sentByOn). Without this,
+			// TestKeeperRejoinsAfterTwiceTheTimeoutDown hangs.
+			return false
 		}
 	}
 	switch c.Classify(err) {
