@@ -741,6 +741,10 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 							owner += fmt.Sprintf(" (client %d, live)", cl.i)
 						}
 					}
+					// When it was made, to hold against the faults: the
+					// leader's clock, and its epoch (a zxid's high half).
+					owner += fmt.Sprintf(", made at +%v, zxid %#x (epoch %d)",
+						time.UnixMilli(st.Ctime).Sub(began).Round(time.Millisecond), st.Czxid, st.Czxid>>32)
 				}
 				t.Errorf("chaos: orphan node %s/%s of %s", path, k, owner)
 			}
