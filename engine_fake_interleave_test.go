@@ -606,3 +606,35 @@ func TestFakeLostCreateAppliedLate(t *testing.T) {
 		fakeQueued(t, f, "/la/lock", 0)
 	})
 }
+
+// TestFakeDowngradeLosesItsWriteLease: the write lease is lost to a
+// disconnect while Downgrade runs, and the janitor deletes its node before
+// the read node's create: Downgrade fails with the write lease's loss (as
+// it does for a lease lost before the call), not with the guard's absence.
+func TestFakeDowngradeLosesItsWriteLease(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f, zklock.WithLossOnDisconnect())
+	rw, err := zklock.NewRWMutex(c, "/dg/lock")
+	must(t, err)
+	w, err := rw.WriteLock().Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, c)
+	var hit atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn != conn || op.Name != "CreateEphemeralIf" || hit.Add(1) != 1 {
+			return nil
+		}
+		// On the test's goroutine: Downgrade runs there.
+		conn.Disconnect()
+		mustIs(t, doneWithin(t, w), zklock.ErrConnectionSuspended, "the write lease")
+		conn.Reconnect()
+		eventually(t, func() bool { return !f.Exists(w.Node()) }, "the janitor deletes the lost lease's node")
+		return nil
+	}})
+	_, err = rw.Downgrade(ctxT(t), w)
+	if hit.Load() == 0 {
+		t.Fatal("the read node was never created")
+	}
+	mustIs(t, err, zklock.ErrConnectionSuspended, "a downgrade whose write lease was lost meanwhile")
+	fakeQueued(t, f, "/dg/lock", 0)
+}
