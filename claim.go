@@ -313,7 +313,10 @@ func (q queueClaim) create(p *participant, zc session.Conn, names []string) ([]s
 
 // find looks for our nodes on w's path. The sync first lets the server we
 // now talk to catch up with the leader. One transaction made all of them,
-// so it finds all or none.
+// so it finds all or none. If the sync failed, the read may miss nodes
+// applied later: the next create's reads drop them as strays
+// ([participant.dropStrays]), and an abandon's cleanup by id syncs until
+// it can (the janitor's find).
 func (q queueClaim) find(p *participant, w *waiter) ([]string, error) {
 	l, zc := w.l, p.c.s.Conn()
 	_ = zc.Sync(l.path)

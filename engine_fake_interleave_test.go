@@ -457,3 +457,184 @@ func TestFakeUnknownNodes(t *testing.T) {
 		t.Fatalf("children after the refusal: %v", kids)
 	}
 }
+
+// lateCreate makes conn's first create under a prefix one whose reply is
+// lost and which the servers the client reaches apply late, as a real
+// ensemble may: the reply never came, so the connect request's
+// LastZxidSeen cannot make ZooKeeper refuse a server that has not applied
+// it yet (a follower that lags, or one just synced with a new leader,
+// which serves before it commits the sync's proposals). What it models:
+//
+//   - the connection drops under the first two syncs of the session (the
+//     keeper moves it when the quorum is slow to confirm, as right after a
+//     new leader), and a read after a failed sync is of a server that has
+//     not applied the create; that server applies it just after the second
+//     such read;
+//   - a sync that succeeds applies it first (the server catches up with
+//     the leader, which had it), and so does any later write of the
+//     session (the leader orders it after the create, sent before).
+type lateCreate struct {
+	conn     *zkfake.Conn
+	prefix   string
+	onCreate func() // when the create is sent
+
+	mu                      sync.Mutex
+	pending                 []string // the create's prefixes, until applied
+	sent, applied, unsynced bool
+	failedSyncs, staleReads int
+}
+
+func (lc *lateCreate) hooks() zkfake.Hooks {
+	return zkfake.Hooks{Before: lc.before, After: lc.after}
+}
+
+func (lc *lateCreate) before(op zkfake.Op) error {
+	if op.Conn != lc.conn {
+		return nil
+	}
+	lc.mu.Lock()
+	switch {
+	case op.Name == "CreateEach" && !lc.sent && strings.HasPrefix(op.Paths[0], lc.prefix):
+		lc.sent, lc.pending = true, op.Paths
+		lc.mu.Unlock()
+		lc.onCreate()
+		return zk.ErrConnectionClosed // sent, and its connection dropped
+	case lc.pending == nil || lateReads[op.Name]:
+		lc.mu.Unlock()
+		return nil
+	case op.Name == "Sync" && lc.failedSyncs < 2:
+		lc.failedSyncs++
+		lc.unsynced = true
+		lc.mu.Unlock()
+		lc.conn.Disconnect()
+		lc.conn.Reconnect()
+		return zk.ErrConnectionClosed
+	}
+	lc.unsynced = false
+	lc.mu.Unlock()
+	lc.apply() // a sync or a write: the create comes first
+	return nil
+}
+
+func (lc *lateCreate) after(op zkfake.Op, err error) error {
+	if op.Conn != lc.conn || !strings.HasPrefix(op.Name, "Children") {
+		return err
+	}
+	lc.mu.Lock()
+	late := lc.pending != nil && lc.unsynced
+	if late {
+		lc.staleReads++
+		late = lc.staleReads == 2
+	}
+	lc.mu.Unlock()
+	if late {
+		lc.apply() // the lagging server catches up, just after the read
+	}
+	return err
+}
+
+// apply makes the pending create, in the connection's session.
+func (lc *lateCreate) apply() {
+	lc.mu.Lock()
+	pending := lc.pending
+	lc.pending = nil
+	lc.mu.Unlock()
+	if pending == nil {
+		return
+	}
+	if _, err := lc.conn.CreateEach(pending, nil, func(string) []zk.ACL { return zk.WorldACL(zk.PermAll) }); err == nil {
+		lc.mu.Lock()
+		lc.applied = true
+		lc.mu.Unlock()
+	}
+}
+
+func (lc *lateCreate) wasApplied() bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.applied
+}
+
+// lateReads are the fake's reads: a server that lags answers them.
+var lateReads = map[string]bool{"Children": true, "ChildrenStat": true, "ChildrenStatW": true, "ChildrenW": true,
+	"Get": true, "GetW": true, "GetDataW": true, "Exists": true, "ExistsW": true}
+
+// TestFakeLostCreateAppliedLate: a create whose reply was lost is applied
+// after the reads that looked for it (lateCreate). An acquire that goes
+// on drops the late node as a stray of its own; one whose ctx ended
+// meanwhile hands the node to the janitor by its id, which must not take
+// a read after a failed sync for proof that there is none: the node
+// would stay, in a live session, at the head of the queue, and nobody
+// could take the lock until that session ended.
+func TestFakeLostCreateAppliedLate(t *testing.T) {
+	t.Run("abandoned", func(t *testing.T) {
+		f := zkfake.New()
+		must(t, f.Create("/la", nil))
+		must(t, f.Create("/la/lock", nil)) // the create is refused otherwise
+		c := fakeClient(t, f)
+		m, err := zklock.NewMutex(c, "/la/lock")
+		must(t, err)
+		ctx, cancel := context.WithCancel(ctxT(t))
+		defer cancel()
+		lc := &lateCreate{conn: connOf(t, f, c), prefix: "/la/lock/", onCreate: cancel}
+		f.SetHooks(lc.hooks())
+		_, err = m.Acquire(ctx)
+		mustIs(t, err, context.Canceled, "an acquire whose ctx ended while its create's fate was unknown")
+		eventually(t, func() bool { return lc.wasApplied() && len(f.Children("/la/lock")) == 0 },
+			"the late node must go: applied %v, children %v", lc.wasApplied(), f.Children("/la/lock"))
+	})
+	t.Run("queued again", func(t *testing.T) {
+		f := zkfake.New()
+		must(t, f.Create("/la", nil))
+		must(t, f.Create("/la/lock", nil)) // the create is refused otherwise
+		c := fakeClient(t, f)
+		m, err := zklock.NewMutex(c, "/la/lock")
+		must(t, err)
+		lc := &lateCreate{conn: connOf(t, f, c), prefix: "/la/lock/", onCreate: func() {}}
+		f.SetHooks(lc.hooks())
+		l, err := m.Acquire(ctxT(t))
+		must(t, err, "acquire past a node of its own that came late")
+		if !lc.wasApplied() {
+			t.Fatal("the lost create was never applied")
+		}
+		eventually(t, func() bool { return len(f.Children("/la/lock")) == 1 },
+			"the late node must go, the lease's stay: %v", f.Children("/la/lock"))
+		if kids := f.Children("/la/lock"); "/la/lock/"+kids[0] != l.Node() {
+			t.Fatalf("left %v, want the lease's node %s", kids, l.Node())
+		}
+		release(t, l)
+		fakeQueued(t, f, "/la/lock", 0)
+	})
+}
+
+// TestFakeDowngradeLosesItsWriteLease: the write lease is lost to a
+// disconnect while Downgrade runs, and the janitor deletes its node before
+// the read node's create: Downgrade fails with the write lease's loss (as
+// it does for a lease lost before the call), not with the guard's absence.
+func TestFakeDowngradeLosesItsWriteLease(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f, zklock.WithLossOnDisconnect())
+	rw, err := zklock.NewRWMutex(c, "/dg/lock")
+	must(t, err)
+	w, err := rw.WriteLock().Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, c)
+	var hit atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn != conn || op.Name != "CreateEphemeralIf" || hit.Add(1) != 1 {
+			return nil
+		}
+		// On the test's goroutine: Downgrade runs there.
+		conn.Disconnect()
+		mustIs(t, doneWithin(t, w), zklock.ErrConnectionSuspended, "the write lease")
+		conn.Reconnect()
+		eventually(t, func() bool { return !f.Exists(w.Node()) }, "the janitor deletes the lost lease's node")
+		return nil
+	}})
+	_, err = rw.Downgrade(ctxT(t), w)
+	if hit.Load() == 0 {
+		t.Fatal("the read node was never created")
+	}
+	mustIs(t, err, zklock.ErrConnectionSuspended, "a downgrade whose write lease was lost meanwhile")
+	fakeQueued(t, f, "/dg/lock", 0)
+}

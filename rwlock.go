@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"context"
+	"errors"
 	"strings"
 )
 
@@ -114,6 +115,11 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) 
 	cl := placeClaim{l: rw.read, node: path + "/" + nodePrefix(id, KindRead) + seq, id: id, guard: write.node, sid: write.h.Session()}
 	leases, err := newParticipant(c, path, cl).acquire(ctx, "downgrade")
 	if err != nil {
+		if werr := write.Err(); werr != nil && errors.Is(err, errGuardGone) {
+			// Lost meanwhile, and its node deleted since (the janitor's,
+			// after a disconnect or the deadline): its loss says why.
+			return fail(werr)
+		}
 		return nil, err
 	}
 	if err := write.Release(ctx); err != nil {

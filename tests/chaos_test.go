@@ -113,6 +113,17 @@ const (
 	// chaosSemSize is every semaphore's size, K: small, so that its four
 	// clients' workers, some asking for K leases at once, queue for it.
 	chaosSemSize = 2
+	// chaosEnsemblePause is how long the ensemble's fault "pause" freezes a
+	// server: longer than its clients' read timeout (two thirds of
+	// chaosSession), shorter than zktest's syncLimit (2s), past which the
+	// leader drops a silent follower. ZooKeeper 3.8, which the offline
+	// image runs, loses acknowledged transactions on a follower so dropped
+	// that wakes up with requests in flight (a NullPointerException in
+	// SendAckRequestProcessor.flush kills its SyncThread, ZOOKEEPER-4409,
+	// and its shutdown leaves the sync processor half running,
+	// ZOOKEEPER-4712; both fixed in 3.9.3): nodes that their owners
+	// deleted come back, in live sessions, and block their locks.
+	chaosEnsemblePause = 1500 * time.Millisecond
 	// chaosSharedReaders is how many goroutines of a shared client
 	// (chaosShared) read through its shared RWMutex at once: its RWMutex
 	// worker and chaosSharedReaders-1 that only read.
@@ -227,10 +238,17 @@ func TestChaos(t *testing.T) {
 					},
 				},
 				{
+					// One server frozen, for less than syncLimit (see
+					// chaosEnsemblePause): its clients' reads time out and
+					// they move to another server.
 					kind: "pause",
 					inject: func(ctx context.Context, rng *rand.Rand) (func(context.Context) error, error) {
 						c := ensemble.Node(rng.IntN(zktest.EnsembleSize))
-						return c.Unpause, c.Pause(ctx)
+						if err := c.Pause(ctx); err != nil {
+							return nil, err
+						}
+						chaosSleep(ctx, chaosEnsemblePause)
+						return nil, c.Unpause(ctx)
 					},
 				},
 				{
@@ -741,10 +759,23 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 							owner += fmt.Sprintf(" (client %d, live)", cl.i)
 						}
 					}
+					// When it was made, to hold against the faults: the
+					// leader's clock, and its epoch (a zxid's high half).
+					owner += fmt.Sprintf(", made at +%v, zxid %#x (epoch %d)",
+						time.UnixMilli(st.Ctime).Sub(began).Round(time.Millisecond), st.Czxid, st.Czxid>>32)
 				}
 				t.Errorf("chaos: orphan node %s/%s of %s", path, k, owner)
 			}
 		}
+	}
+	if n := sumCounts(orphans); n > 0 {
+		// A node its owner deleted can come back: ZooKeeper 3.8 loses
+		// acknowledged transactions on a follower frozen past syncLimit
+		// (ZOOKEEPER-4409, ZOOKEEPER-4712; fixed in 3.9.3), and a server
+		// whose tree so diverged from its leader's counts a digest mismatch
+		// for each transaction it applies.
+		t.Logf("chaos: %d orphan(s); ZooKeeper's digest mismatches per server (a diverged server counts them): %s",
+			n, chaosDigestMismatches(ctx, plan.nodes))
 	}
 	leaked := 0
 	if !chaosWait(ctx, chaosDrain, func() bool {
@@ -1199,7 +1230,8 @@ func chaosExpire(ctx context.Context, cl *chaosClient, serverMu *sync.RWMutex) e
 
 // chaosServerFaults breaks the servers every 3s to 6s, one fault at a time,
 // each for 0.5s to 3.5s: a server pause beyond the 2s session timeout
-// expires every session it has. The kinds come in rounds, each kind once per
+// expires every session it has (the ensemble's pause lasts
+// chaosEnsemblePause). The kinds come in rounds, each kind once per
 // round in a random order, and the first round is always finished, so that
 // every phase has every kind of fault.
 func chaosServerFaults(ctx context.Context, plan chaosPlan, end time.Time, rec *chaosRecorder, serverMu *sync.RWMutex) {
@@ -2125,6 +2157,34 @@ var chaosSessionRE = regexp.MustCompile(`^\s+0x[0-9a-f]+\s*$`)
 // leaving out each zklock Client's anchor: one exists watch per session on
 // a path nobody creates, which the Client keeps for as long as it lives,
 // by design (internal/session/anchor.go). Everything else counts.
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// chaosDigestMismatches reads each server's zk_digest_mismatches_count
+// (mntr): "server 1 0, server 2 17, ...", "?" for a server that did not
+// answer.
+func chaosDigestMismatches(ctx context.Context, nodes []chaosNode) string {
+	var parts []string
+	for _, n := range nodes {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		out, err := n.fourLetter(qctx, "mntr")
+		cancel()
+		count := "?"
+		for _, line := range strings.Split(out, "\n") {
+			if v, ok := strings.CutPrefix(line, "zk_digest_mismatches_count"); ok && err == nil {
+				count = strings.TrimSpace(v)
+			}
+		}
+		parts = append(parts, n.name+" "+count)
+	}
+	return strings.Join(parts, ", ")
+}
+
 func chaosWatches(ctx context.Context, nodes []chaosNode) (int, error) {
 	total := 0
 	for _, n := range nodes {

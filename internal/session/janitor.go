@@ -170,26 +170,56 @@ func (j *janitor) delete(jb Job) deletion {
 	}
 	nodes := jb.Nodes
 	if jb.Prefix != "" {
-		_ = zc.Sync(jb.Parent) // see what the leader has
-		names, err := zc.Children(jb.Parent)
-		switch j.c.Classify(err) {
-		case Done:
-		case Gone:
-			return deletion{}
-		case Retry, Closing:
-			return deletion{retry: err} // try the whole job again
-		default:
-			j.c.log.Warn("zklock: cleanup gave up", "parent", jb.Parent, "prefix", jb.Prefix, "err", err)
-			return deletion{failed: err}
-		}
-		nodes = nil
-		for _, n := range names {
-			if strings.HasPrefix(n, jb.Prefix) {
-				nodes = append(nodes, jb.Parent+"/"+n)
-			}
+		var d deletion
+		if nodes, d = j.find(zc, jb); nodes == nil {
+			return d
 		}
 	}
 	return j.c.deleteOwned(zc, nodes, jb.Session)
+}
+
+// find lists the nodes a prefix job names, after a sync. nil: none, or
+// the listing failed, as d says (d.retry: try the whole job again).
+//
+// Why the sync must succeed: the job is for a create whose reply was lost,
+// so its zxid never reached us, and the connect request's LastZxidSeen
+// (anchor.go, lastZxid) cannot keep us off a server that has not applied
+// it yet: a follower that lags, or one just synced with a new leader
+// (Learner.syncWithLeader starts serving before it commits the proposals
+// of the sync). A read there finds nothing, the create is applied later,
+// and its node stays, in a live session, at the head of its queue: nobody
+// takes the lock until that session ends. A sync that succeeds has the
+// server catch up with the leader (Leader.processSync answers once the
+// proposals it has sent are committed), and the leader has our create by
+// then or never applies it (it came through a server our session has left
+// before the sync was sent: PrepRequestProcessor's checkSession refuses
+// it as SessionMoved). The sync's reply carries the server's zxid, which
+// the wire keeps, so a read on any later connection is of a server at
+// least as new. A sync that failed proves nothing: the read after it may
+// go out on a new connection, to a server that lags. TestFakeLostCreateAppliedLate.
+func (j *janitor) find(zc Conn, jb Job) ([]string, deletion) {
+	err := zc.Sync(jb.Parent)
+	var names []string
+	if err == nil {
+		names, err = zc.Children(jb.Parent)
+	}
+	switch j.c.Classify(err) {
+	case Done:
+	case Gone:
+		return nil, deletion{}
+	case Retry, Closing:
+		return nil, deletion{retry: err}
+	default:
+		j.c.log.Warn("zklock: cleanup gave up", "parent", jb.Parent, "prefix", jb.Prefix, "err", err)
+		return nil, deletion{failed: err}
+	}
+	var nodes []string
+	for _, n := range names {
+		if strings.HasPrefix(n, jb.Prefix) {
+			nodes = append(nodes, jb.Parent+"/"+n)
+		}
+	}
+	return nodes, deletion{}
 }
 
 // deletion is what deleting a set of nodes left behind.
