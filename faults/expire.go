@@ -355,6 +355,16 @@ func killSession(ctx context.Context, dial zk.Dialer, s wireSession) (err error)
 		}
 	}()
 
+	resumed, err := takeOver(conn, s)
+	if err != nil || !resumed {
+		return err
+	}
+	return closeSession(conn)
+}
+
+// takeOver sends a ConnectRequest for session s on conn; resumed is false
+// if the server refused it (the session is over already).
+func takeOver(conn net.Conn, s wireSession) (resumed bool, err error) {
 	be := binary.BigEndian
 	req := make([]byte, 4, 64)
 	req = be.AppendUint32(req, 0)                                  // protocolVersion
@@ -366,19 +376,22 @@ func killSession(ctx context.Context, dial zk.Dialer, s wireSession) (err error)
 	req = append(req, 0) // readOnly: false
 	be.PutUint32(req, uint32(len(req)-4))
 	if _, err := conn.Write(req); err != nil {
-		return err
+		return false, err
 	}
 	resp, err := readPacket(conn)
 	if err != nil {
-		return fmt.Errorf("read handshake: %w", err)
+		return false, fmt.Errorf("read handshake: %w", err)
 	}
 	if len(resp) < 16 {
-		return fmt.Errorf("short handshake of %d bytes", len(resp))
+		return false, fmt.Errorf("short handshake of %d bytes", len(resp))
 	}
-	if int64(be.Uint64(resp[8:16])) == 0 {
-		return nil // refused: the session is over already
-	}
+	return int64(be.Uint64(resp[8:16])) != 0, nil
+}
 
+// closeSession sends closeSession on conn and waits for its reply, which
+// comes once the session's end is committed.
+func closeSession(conn net.Conn) error {
+	be := binary.BigEndian
 	closeReq := be.AppendUint32(nil, 8)
 	closeReq = be.AppendUint32(closeReq, uint32(closeXid))
 	op := opCloseSession

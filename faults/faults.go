@@ -271,14 +271,7 @@ func (c *faultConn) write(q <-chan []byte, dst net.Conn, toServer bool) {
 	defer c.f.wg.Done()
 	defer c.close()
 	for chunk := range q {
-		c.f.mu.Lock()
-		delay := c.f.delay
-		drop := toServer && c.f.dropAfter != 0 && len(chunk) >= 12 &&
-			int32(binary.BigEndian.Uint32(chunk[8:12])) == c.f.dropAfter
-		if drop {
-			c.f.dropAfter = 0
-		}
-		c.f.mu.Unlock()
+		delay, drop := c.chunkFaults(chunk, toServer)
 		if delay > 0 {
 			time.Sleep(delay)
 		}
@@ -288,30 +281,8 @@ func (c *faultConn) write(q <-chan []byte, dst net.Conn, toServer bool) {
 		if !toServer {
 			c.awaitWatches()
 		}
-		for {
-			c.f.mu.Lock()
-			part, healed := c.f.partitioned, c.f.healed
-			c.f.mu.Unlock()
-			if !part {
-				break
-			}
-			select {
-			case <-healed:
-			case <-c.done:
-				return
-			}
-		}
-		if !(!toServer && c.muted.Load()) {
-			var read func()
-			if !toServer {
-				read = c.observe(chunk)
-			}
-			if _, err := dst.Write(chunk); err != nil {
-				return
-			}
-			if read != nil {
-				read()
-			}
+		if !c.awaitHealed() || !c.deliver(chunk, dst, toServer) {
+			return
 		}
 		if drop {
 			// Let the server read the request before the reset.
@@ -319,4 +290,54 @@ func (c *faultConn) write(q <-chan []byte, dst net.Conn, toServer bool) {
 			return
 		}
 	}
+}
+
+// chunkFaults returns the delay for a chunk, and whether it is the request
+// [Faults.DropAfter] names (which it then disarms).
+func (c *faultConn) chunkFaults(chunk []byte, toServer bool) (delay time.Duration, drop bool) {
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	drop = toServer && c.f.dropAfter != 0 && len(chunk) >= 12 &&
+		int32(binary.BigEndian.Uint32(chunk[8:12])) == c.f.dropAfter
+	if drop {
+		c.f.dropAfter = 0
+	}
+	return c.f.delay, drop
+}
+
+// awaitHealed waits while the faults partition the connection; false if
+// the connection closed meanwhile.
+func (c *faultConn) awaitHealed() bool {
+	for {
+		c.f.mu.Lock()
+		part, healed := c.f.partitioned, c.f.healed
+		c.f.mu.Unlock()
+		if !part {
+			return true
+		}
+		select {
+		case <-healed:
+		case <-c.done:
+			return false
+		}
+	}
+}
+
+// deliver writes a chunk to dst, unless it is a reply on a muted
+// connection; false if the write failed.
+func (c *faultConn) deliver(chunk []byte, dst net.Conn, toServer bool) bool {
+	if !toServer && c.muted.Load() {
+		return true
+	}
+	var read func()
+	if !toServer {
+		read = c.observe(chunk)
+	}
+	if _, err := dst.Write(chunk); err != nil {
+		return false
+	}
+	if read != nil {
+		read()
+	}
+	return true
 }
