@@ -194,3 +194,25 @@ func TestHostsShuffleAndRound(t *testing.T) {
 		t.Fatal("Init with no servers succeeded")
 	}
 }
+
+// A name's first dial starts at a random one of its addresses, so that
+// clients of a name with two addresses (or more) spread over them: over
+// 64 wires, both addresses of a two-address name come first (the chance
+// that 64 fair draws all agree is 2^-63).
+func TestNameStartsAtARandomAddress(t *testing.T) {
+	var tb table
+	tb.set("zk-hs", "127.0.0.2", "127.0.0.3")
+	firsts := map[string]int{}
+	for i := 0; i < 64; i++ {
+		w, dialed := recordingWire(t, &tb, new(bytes.Buffer), "zk-hs:2181")
+		name, _ := w.hosts.Next()
+		_, _ = w.dialer("tcp", name, time.Second)
+		if len(*dialed) != 2 {
+			t.Fatalf("dialed %v, want both addresses", *dialed)
+		}
+		firsts[(*dialed)[0]]++
+	}
+	if len(firsts) != 2 {
+		t.Fatalf("64 clients began at %v: want both addresses first now and then", firsts)
+	}
+}

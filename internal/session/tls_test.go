@@ -9,8 +9,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,5 +193,63 @@ func TestTLSHandshakeBounded(t *testing.T) {
 	}
 	if took > 10*minHandshake {
 		t.Fatalf("gave up after %v: the bound is %v", took, minHandshake)
+	}
+}
+
+// A ServerName the user set is kept: the handshake verifies the server
+// against it, not against the host dialed (here an address, which the
+// certificate does not name).
+func TestTLSUsersServerNameKept(t *testing.T) {
+	server, client := localhostTLS(t)
+	addr := listen(t, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			_ = tls.Server(c, server).Handshake()
+			var b [1]byte
+			_, _ = c.Read(b[:])
+		}()
+	})
+	named := client.Clone()
+	named.ServerName = "localhost"
+	w, _ := tlsWire(t, named, 2*time.Second, addr) // 127.0.0.1:port
+	c, err := dialLoopback(t, w)
+	if err != nil {
+		t.Fatalf("dial %s with ServerName localhost: %v", addr, err)
+	}
+	defer c.Close()
+	if got := c.(*wireConn).Conn.(tlsConn).ConnectionState().ServerName; got != "localhost" {
+		t.Fatalf("ServerName %q, want the user's, localhost", got)
+	}
+}
+
+// A handshake that timed out is told apart from a refusal: by the
+// context's deadline or by a connection's own (a net.Error that times
+// out); a refusal is not a timeout.
+func TestTLSTimeoutsTold(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		err     error
+		timeout bool
+	}{
+		{"the context's deadline", &TLSError{Addr: "a:1", Err: context.DeadlineExceeded}, true},
+		{"the connection's deadline", &TLSError{Addr: "a:1", Err: &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}}, true},
+		{"a refusal", &TLSError{Addr: "a:1", Err: errors.New("remote error: tls: bad certificate")}, false},
+		{"the server closed", &TLSError{Addr: "a:1", Err: io.EOF}, false},
+	} {
+		if got := isTimeout(c.err); got != c.timeout {
+			t.Errorf("%s: isTimeout %v, want %v", c.name, got, c.timeout)
+		}
+	}
+}
+
+// A handshake that the server ended with EOF says what that most often
+// means (a plaintext port); any other failure says only what it is.
+func TestTLSErrorSaysPlaintextPortOnEOF(t *testing.T) {
+	const hint = "is it a plaintext port?"
+	if msg := (&TLSError{Addr: "zk1:2181", Err: fmt.Errorf("read: %w", io.EOF)}).Error(); !strings.Contains(msg, hint) || !strings.Contains(msg, "zk1:2181") {
+		t.Errorf("EOF: %q, want the server and %q", msg, hint)
+	}
+	if msg := (&TLSError{Addr: "zk1:2181", Err: errors.New("x509: unknown authority")}).Error(); strings.Contains(msg, hint) {
+		t.Errorf("a certificate error: %q, want no %q", msg, hint)
 	}
 }
