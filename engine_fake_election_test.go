@@ -177,3 +177,50 @@ func TestFakeObserverSyncsBeforeItReads(t *testing.T) {
 		t.Fatalf("the observer made %v; want a failed sync, a sync, then its reads", ops)
 	}
 }
+
+// TestFakeObserverPathGoneBetweenReads: an empty election path that goes
+// between the observer's read of its children and the watch it then sets
+// (a container reaped) is read again, and the watch set on the next read:
+// the first candidate after it is reported.
+func TestFakeObserverPathGoneBetweenReads(t *testing.T) {
+	f := zkfake.New()
+	must(t, f.Create("/eg", nil))
+	c := fakeClient(t, f)
+	conn := connOf(t, f, c)
+	var failed atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && op.Name == "ChildrenW" && op.Paths[0] == "/eg" && failed.Add(1) == 1 {
+			return zk.ErrNoNode
+		}
+		return nil
+	}})
+	e, err := zklock.NewElection(c, "/eg")
+	must(t, err)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	obs := e.Observe(ctx)
+	select {
+	case p := <-obs:
+		if p.Node != "" {
+			t.Fatalf("observed %+v, want nobody", p)
+		}
+	case <-time.After(long):
+		t.Fatal("no observation of an election nobody joined")
+	}
+	if failed.Load() < 2 {
+		t.Fatalf("%d watches of the children; want the one that found the path gone and another", failed.Load())
+	}
+	other, err := zklock.NewElection(fakeClient(t, f), "/eg")
+	must(t, err)
+	l, err := other.Campaign(ctxT(t))
+	must(t, err)
+	select {
+	case p := <-obs:
+		if p.Node != l.Node() {
+			t.Fatalf("observed %+v, want %s", p, l.Node())
+		}
+	case <-time.After(long):
+		t.Fatal("the first candidate after the path went was not reported")
+	}
+	release(t, l)
+}

@@ -655,3 +655,37 @@ func TestFakeSizeInNamesOnly(t *testing.T) {
 	}
 	release(t, l)
 }
+
+// TestFakeLayoutsRefuseUnusableCalls: a Curator- or kazoo-layout
+// semaphore refuses a nil context (ErrInvalidArgument), a context already
+// done (its error) and a closed Client (ErrClientClosed) before any
+// ZooKeeper call, as zklock's layout does.
+func TestFakeLayoutsRefuseUnusableCalls(t *testing.T) {
+	for _, layout := range []zklock.SemaphoreLayout{zklock.LayoutCurator, zklock.LayoutKazoo} {
+		f := zkfake.New()
+		c := fakeClient(t, f)
+		conn := connOf(t, f, c)
+		var calls atomic.Int32
+		f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+			if op.Conn == conn {
+				calls.Add(1)
+			}
+			return nil
+		}})
+		s, err := zklock.NewSemaphore(c, "/lu/sem", 2, zklock.WithSemaphoreLayout(layout))
+		must(t, err)
+		//lint:ignore SA1012 a nil context is exactly the bad input under test
+		_, err = s.Acquire(nil)
+		mustIs(t, err, zklock.ErrInvalidArgument, "%v layout, nil context", layout)
+		done, cancel := context.WithCancel(ctxT(t))
+		cancel()
+		_, err = s.TryAcquire(done)
+		mustIs(t, err, context.Canceled, "%v layout, a context done", layout)
+		must(t, c.Close())
+		_, err = s.Acquire(ctxT(t))
+		mustIs(t, err, zklock.ErrClientClosed, "%v layout, a closed Client", layout)
+		if n := calls.Load(); n != 0 {
+			t.Fatalf("%v layout: %d ZooKeeper calls for calls refused", layout, n)
+		}
+	}
+}

@@ -799,3 +799,35 @@ func TestFakeSharedReadsNilContext(t *testing.T) {
 		t.Fatal("a read with a nil context made its path")
 	}
 }
+
+// The leases on a shared read node share one revocation watch: asking
+// each for Revoked sets one getData watch on the node (read again when it
+// fires), and a revocation closes every lease's channel.
+func TestFakeSharedReadsOneRevocationWatch(t *testing.T) {
+	f := zkfake.New()
+	const path = "/rv/lock"
+	c, rw := sharedOn(t, f, path)
+	ops := watchOps(f)
+	a, err := rw.ReadLock().Acquire(ctxT(t))
+	must(t, err)
+	b, err := rw.ReadLock().Acquire(ctxT(t))
+	must(t, err)
+	ra, rb := a.Revoked(), b.Revoked()
+	conn := connOf(t, f, c)
+	eventually(t, func() bool { return ops.count(conn, "GetDataW", a.Node()) > 0 }, "the revocation watch set")
+	must(t, zklock.Revoke(ctxT(t), fakeClient(t, f), a.Node()))
+	for name, ch := range map[string]<-chan struct{}{"the first lease": ra, "the second lease": rb} {
+		select {
+		case <-ch:
+		case <-time.After(long):
+			t.Fatalf("%s was not told of the revocation", name)
+		}
+	}
+	// One watcher: its watch, and its read again when the revocation
+	// fired it. A watcher per lease would make four.
+	if n := ops.count(conn, "GetDataW", a.Node()); n != 2 {
+		t.Fatalf("%d getData watches on the shared node for two leases' Revoked, want 2 (one watcher)", n)
+	}
+	release(t, a)
+	release(t, b)
+}
