@@ -183,3 +183,21 @@ func TestFakeFindLocksNodeGone(t *testing.T) {
 	f.SetHooks(zkfake.Hooks{})
 	release(t, l)
 }
+
+// TestFakeFindLocksFromTheRoot: FindLocks of "/" on a Client without a
+// chroot walks the whole tree (ZooKeeper's own /zookeeper left out) and
+// finds a lock at any depth it allows.
+func TestFakeFindLocksFromTheRoot(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	m, err := zklock.NewMutex(c, "/fr/app/lock")
+	must(t, err)
+	l, err := m.Acquire(ctxT(t))
+	must(t, err)
+	found, _, err := zklock.FindLocks(ctxT(t), c, "/", zklock.FindLimit{})
+	must(t, err, "FindLocks of /")
+	if len(found) != 1 || found[0].Path != "/fr/app/lock" {
+		t.Fatalf("FindLocks of / found %+v, want /fr/app/lock alone", found)
+	}
+	release(t, l)
+}
