@@ -90,7 +90,7 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 1, "mutants run at once")
 	flag.Float64Var(&c.factor, "timeout-factor", 3, "a mutant's run is cut off (and counted as killed) after this many times the normal run")
 	flag.DurationVar(&c.minTime, "min-timeout", 15*time.Second, "the shortest cut-off")
-	flag.StringVar(&pkgs, "pkgs", ".,./internal/session,./internal/zkfake", "test packages (fast tier); with -survivors, default .")
+	flag.StringVar(&pkgs, "pkgs", ".,./internal/session,./internal/zkfake", "test packages, in either tier")
 	flag.BoolVar(&c.race, "race", false, "build the tests with -race")
 	flag.StringVar(&c.at, "at", "", "only the mutants at these file:line (comma-separated), all of them, no sampling")
 	flag.StringVar(&c.match, "match", "", "only the mutants whose id or description matches this regexp, all of them, no sampling")
@@ -104,9 +104,6 @@ func main() {
 	flag.Parse()
 	c.files = split(files)
 	c.pkgs = split(pkgs)
-	if c.survivors != "" && !flagSet("pkgs") {
-		c.pkgs = []string{"."}
-	}
 	if c.out == "" {
 		name := fmt.Sprintf("zklock-mutate-%d.json", c.seed)
 		switch {
@@ -135,12 +132,6 @@ func split(s string) []string {
 		}
 	}
 	return out
-}
-
-func flagSet(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // results is what a run writes to -out, and what -survivors reads.
