@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
 // localhostTLS returns a server configuration whose certificate is valid
@@ -251,5 +254,46 @@ func TestTLSErrorSaysPlaintextPortOnEOF(t *testing.T) {
 	}
 	if msg := (&TLSError{Addr: "zk1:2181", Err: errors.New("x509: unknown authority")}).Error(); strings.Contains(msg, hint) {
 		t.Errorf("a certificate error: %q, want no %q", msg, hint)
+	}
+}
+
+// Open against servers that all fail the TLS handshake for a reason that
+// will not pass (here: a certificate for another name) returns that
+// *TLSError as soon as every server has failed, not when ctx ends, and
+// not as a context error (its own wait for a session was cut short, the
+// caller's ctx was not).
+func TestOpenEndsOnTLSVerdict(t *testing.T) {
+	server, client := localhostTLS(t)
+	addr := listen(t, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			_ = tls.Server(c, server).Handshake()
+		}()
+	})
+	other := client.Clone()
+	other.ServerName = "zk.example" // the certificate names localhost only
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Open(ctx, Options{
+		Servers:        []string{addr},
+		SessionTimeout: 4 * time.Second,
+		TLS:            other,
+		Dialer:         net.DialTimeout,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewBackOff:     func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) },
+		Hooks:          Hooks{Lost: func(*Hold, error) {}, Released: func(*Hold) {}, State: func(State, int64, string) {}},
+	})
+	if s != nil {
+		_ = s.Close()
+	}
+	var te *TLSError
+	if !errors.As(err, &te) {
+		t.Fatalf("Open: %v, want a *TLSError", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Open returned only when its ctx ended: %v", err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Open: %v: a context error, though the caller's ctx is live", err)
 	}
 }
