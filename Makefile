@@ -29,7 +29,7 @@ STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 ZK_ENV = ZKLOCK_ZK_IMAGE="$${ZKLOCK_ZK_IMAGE:-$$(cat .zklock-image)}" \
 	TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}"
 
-.PHONY: setup test check vet vet-oldest fmt-check mod-check staticcheck demo model fuzz mutate mutate-server
+.PHONY: setup test check docs-check vet vet-oldest fmt-check mod-check staticcheck demo model fuzz mutate mutate-server
 
 setup:
 	scripts/setup.sh
@@ -67,7 +67,12 @@ fuzz:
 	done
 
 # Everything that needs no ZooKeeper.
-check: mod-check vet vet-oldest fmt-check staticcheck
+check: mod-check vet vet-oldest fmt-check staticcheck docs-check
+
+# Every relative link and anchor in the Markdown resolves, and every Go block
+# a page marks as a copy of a source declaration matches it (tools/docscheck).
+docs-check:
+	$(GO) run ./tools/docscheck
 
 vet:
 	$(GO) vet $(MODULE)/...

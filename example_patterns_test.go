@@ -148,7 +148,7 @@ func Example_workerPool() {
 	wg.Wait()
 
 	// During a rolling resize, the smallest size among the live
-	// participants bounds new grants: zklock ls shows the same.
+	// participants bounds whoever queues now: zklock ls shows the same.
 	ps, err := exports.Participants(ctx)
 	if err != nil {
 		log.Fatal(err)
