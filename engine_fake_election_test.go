@@ -36,17 +36,7 @@ func TestFakeObserverSeesAPathMadeBetweenItsReads(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	obs := eo.Observe(ctx)
-	next := func() zklock.Participant {
-		t.Helper()
-		select {
-		case p := <-obs:
-			return p
-		case <-time.After(long):
-			t.Fatal("no observation")
-			return zklock.Participant{}
-		}
-	}
-	if p := next(); p.Node != "" {
+	if p := next(t, obs); p.Node != "" {
 		t.Fatalf("first observation %+v, want nobody", p)
 	}
 	if made.Load() != 1 {
@@ -56,7 +46,7 @@ func TestFakeObserverSeesAPathMadeBetweenItsReads(t *testing.T) {
 	must(t, err)
 	l, err := ec.Campaign(ctxT(t))
 	must(t, err)
-	if p := next(); p.Node != l.Node() {
+	if p := next(t, obs); p.Node != l.Node() {
 		t.Fatalf("observed %+v, want the leader %s", p, l.Node())
 	}
 	release(t, l)
@@ -96,13 +86,8 @@ func TestFakeElectionReads(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	obs := eo.Observe(ctx)
-	select {
-	case p := <-obs:
-		if p.Node != l.Node() {
-			t.Fatalf("observed %+v, want %s", p, l.Node())
-		}
-	case <-time.After(long):
-		t.Fatal("no observation")
+	if p := next(t, obs); p.Node != l.Node() {
+		t.Fatalf("observed %+v, want %s", p, l.Node())
 	}
 	want = []string{"Sync /er", "Children /er", "GetDataW " + l.Node()}
 	if got := log.since(from); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -128,13 +113,8 @@ func TestFakeObserverSyncOnAMissingPath(t *testing.T) {
 	must(t, err)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
-	select {
-	case p := <-e.Observe(ctx):
-		if p.Node != "" {
-			t.Fatalf("observed %+v, want nobody", p)
-		}
-	case <-time.After(long):
-		t.Fatal("no observation of an election nobody joined")
+	if p := next(t, e.Observe(ctx)); p.Node != "" {
+		t.Fatalf("observed %+v, want nobody", p)
 	}
 	_, err = e.Leader(ctxT(t))
 	mustIs(t, err, zklock.ErrNoLeader, "Leader of an election nobody joined")
@@ -164,13 +144,8 @@ func TestFakeObserverSyncsBeforeItReads(t *testing.T) {
 	must(t, err)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
-	select {
-	case p := <-e.Observe(ctx):
-		if p.Node != "" {
-			t.Fatalf("observed %+v, want nobody", p)
-		}
-	case <-time.After(long):
-		t.Fatal("no observation")
+	if p := next(t, e.Observe(ctx)); p.Node != "" {
+		t.Fatalf("observed %+v, want nobody", p)
 	}
 	ops := log.since(0)
 	if len(ops) < 3 || ops[0] != "Sync /ey" || ops[1] != "Sync /ey" {
@@ -199,13 +174,8 @@ func TestFakeObserverPathGoneBetweenReads(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	obs := e.Observe(ctx)
-	select {
-	case p := <-obs:
-		if p.Node != "" {
-			t.Fatalf("observed %+v, want nobody", p)
-		}
-	case <-time.After(long):
-		t.Fatal("no observation of an election nobody joined")
+	if p := next(t, obs); p.Node != "" {
+		t.Fatalf("observed %+v, want nobody", p)
 	}
 	if failed.Load() < 2 {
 		t.Fatalf("%d watches of the children; want the one that found the path gone and another", failed.Load())
@@ -214,13 +184,8 @@ func TestFakeObserverPathGoneBetweenReads(t *testing.T) {
 	must(t, err)
 	l, err := other.Campaign(ctxT(t))
 	must(t, err)
-	select {
-	case p := <-obs:
-		if p.Node != l.Node() {
-			t.Fatalf("observed %+v, want %s", p, l.Node())
-		}
-	case <-time.After(long):
-		t.Fatal("the first candidate after the path went was not reported")
+	if p := next(t, obs); p.Node != l.Node() {
+		t.Fatalf("observed %+v, want %s", p, l.Node())
 	}
 	release(t, l)
 }
