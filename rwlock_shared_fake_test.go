@@ -439,12 +439,12 @@ func TestFakeSharedReadsCancelLeavesNothing(t *testing.T) {
 	fakeQueued(t, f, path, 0)
 }
 
-// A read that joined a TryAcquire's node, which could not hold, queues
-// again (on a node of its own) instead of failing with ErrLocked; a
-// TryAcquire that joined it fails with it.
-func TestFakeSharedReadsJoinerOfAFailedTryQueues(t *testing.T) {
+// sharedTryHeldBack sets up a shared read TryAcquire that cannot hold: a
+// write lease held on path by another Client, and the shared RWMutex's
+// TryAcquire started with its create held at g, its node on its way.
+func sharedTryHeldBack(t *testing.T, path string) (*zkfake.Server, *zklock.Lease, *zklock.RWMutex, *gate, <-chan result) {
+	t.Helper()
 	f := zkfake.New()
-	const path = "/tj/lock"
 	w, err := newRW(t, fakeClient(t, f), path).WriteLock().Acquire(ctxT(t))
 	must(t, err)
 	c, rw := sharedOn(t, f, path)
@@ -452,6 +452,15 @@ func TestFakeSharedReadsJoinerOfAFailedTryQueues(t *testing.T) {
 	watchOps(f, &opRule{conn: connOf(t, f, c), name: "CreateEach", path: path + "/", prefix: true, nth: 1, do: g.hold})
 	try := async(rw.ReadLock().TryAcquire, ctxT(t))
 	eventually(t, func() bool { n, _, _ := zklock.SharedStateForTest(rw); return n == 1 }, "the TryAcquire's node on its way")
+	return f, w, rw, g, try
+}
+
+// A read that joined a TryAcquire's node, which could not hold, queues
+// again (on a node of its own) instead of failing with ErrLocked; a
+// TryAcquire that joined it fails with it.
+func TestFakeSharedReadsJoinerOfAFailedTryQueues(t *testing.T) {
+	const path = "/tj/lock"
+	f, w, rw, g, try := sharedTryHeldBack(t, path)
 	tryToo := async(rw.ReadLock().TryAcquire, ctxT(t))
 	read := async(rw.ReadLock().Acquire, ctxT(t))
 	eventually(t, func() bool { n, _, _ := zklock.SharedStateForTest(rw); return n == 3 }, "a TryAcquire and a read join it")
@@ -471,15 +480,8 @@ func TestFakeSharedReadsJoinerOfAFailedTryQueues(t *testing.T) {
 // A TryAcquire that joined another's node, which could not hold, fails
 // with it: it does not try again and again while the lock is held.
 func TestFakeSharedReadsTryJoinerOfAFailedTryFails(t *testing.T) {
-	f := zkfake.New()
 	const path = "/tt/lock"
-	w, err := newRW(t, fakeClient(t, f), path).WriteLock().Acquire(ctxT(t))
-	must(t, err)
-	c, rw := sharedOn(t, f, path)
-	g := newGate(t)
-	watchOps(f, &opRule{conn: connOf(t, f, c), name: "CreateEach", path: path + "/", prefix: true, nth: 1, do: g.hold})
-	try := async(rw.ReadLock().TryAcquire, ctxT(t))
-	eventually(t, func() bool { n, _, _ := zklock.SharedStateForTest(rw); return n == 1 }, "the TryAcquire's node on its way")
+	f, w, rw, g, try := sharedTryHeldBack(t, path)
 	tryToo := async(rw.ReadLock().TryAcquire, ctxT(t))
 	eventually(t, func() bool { n, _, _ := zklock.SharedStateForTest(rw); return n == 2 }, "a TryAcquire joins it")
 	g.open()
