@@ -139,19 +139,7 @@ func TestFakeCreateReplyLostIsFoundNotMadeAgain(t *testing.T) {
 			if n := creates.Load(); n != 1 {
 				t.Fatalf("%d creates, want 1: the one whose reply was lost made the nodes", n)
 			}
-			if kids := f.Children("/rc/a"); len(kids) != tc.n {
-				t.Fatalf("children of /rc/a: %v, want %d", kids, tc.n)
-			}
-			for _, l := range leases {
-				mustLive(t, l)
-				if !f.Exists(l.Node()) || f.Owner(l.Node()) != c.SessionID() {
-					t.Fatalf("lease on %s: exists %v, owner %#x, session %#x", l.Node(), f.Exists(l.Node()), f.Owner(l.Node()), c.SessionID())
-				}
-			}
-			for _, l := range leases {
-				release(t, l)
-			}
-			fakeQueued(t, f, "/rc/a", 0)
+			ownLeasesThenRelease(t, f, c, leases, tc.n)
 		})
 	}
 }
@@ -193,19 +181,7 @@ func TestFakeCreateLostUnappliedIsMadeAgain(t *testing.T) {
 				if expire && c.SessionID() == first {
 					t.Fatalf("still in session %#x, which expired", first)
 				}
-				if kids := f.Children("/rc/a"); len(kids) != tc.n {
-					t.Fatalf("children of /rc/a: %v, want %d", kids, tc.n)
-				}
-				for _, l := range leases {
-					mustLive(t, l)
-					if !f.Exists(l.Node()) || f.Owner(l.Node()) != c.SessionID() {
-						t.Fatalf("lease on %s: exists %v, owner %#x, session %#x", l.Node(), f.Exists(l.Node()), f.Owner(l.Node()), c.SessionID())
-					}
-				}
-				for _, l := range leases {
-					release(t, l)
-				}
-				fakeQueued(t, f, "/rc/a", 0)
+				ownLeasesThenRelease(t, f, c, leases, tc.n)
 			})
 		}
 	}
@@ -339,4 +315,24 @@ func TestFakeFailedCreateReadsNothing(t *testing.T) {
 	if n := reads.Load(); n != 1 {
 		t.Fatalf("%d reads of the children for an acquire on a new path, want 1", n)
 	}
+}
+
+// ownLeasesThenRelease checks that leases are n live leases on /rc/a's n
+// nodes, each of c's session, releases them, and checks that the queue is
+// empty then.
+func ownLeasesThenRelease(t *testing.T, f *zkfake.Server, c *zklock.Client, leases []*zklock.Lease, n int) {
+	t.Helper()
+	if kids := f.Children("/rc/a"); len(kids) != n {
+		t.Fatalf("children of /rc/a: %v, want %d", kids, n)
+	}
+	for _, l := range leases {
+		mustLive(t, l)
+		if !f.Exists(l.Node()) || f.Owner(l.Node()) != c.SessionID() {
+			t.Fatalf("lease on %s: exists %v, owner %#x, session %#x", l.Node(), f.Exists(l.Node()), f.Owner(l.Node()), c.SessionID())
+		}
+	}
+	for _, l := range leases {
+		release(t, l)
+	}
+	fakeQueued(t, f, "/rc/a", 0)
 }
