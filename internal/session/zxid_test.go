@@ -60,14 +60,15 @@ func readWhole(t *testing.T, c *wireConn) []byte {
 }
 
 // go-zookeeper gets every reply whose xid is not negative with a zxid of
-// 0, however the reads split it, so that its recvLoop never writes
+// 0, every byte of it (the first reply's zxid has none zero), however the
+// reads split it, so that its recvLoop never writes
 // Conn.lastZxid; the wire keeps the zxid, per session. Watch events, pings
 // and the connect response pass as sent.
 func TestReplyZxidsKeptByTheWire(t *testing.T) {
 	event := reply(-1, 0x7ff, 0)
 	for _, chunk := range []int{1, 3, 7, 64} {
 		w := &wire{anchor: newAnchor()}
-		sent := [][]byte{connectResponse(4000, 55), reply(7, 0x900, 0), event, reply(-2, 0x901, 0), reply(8, 0x902, zkNoNodeCode), reply(9, 0, 0)}
+		sent := [][]byte{connectResponse(4000, 55), reply(7, 0x0102030405060708, 0), event, reply(-2, 0x901, 0), reply(8, 0x902, zkNoNodeCode), reply(9, 0, 0)}
 		var data []byte
 		for _, p := range sent {
 			data = append(data, p...)
@@ -151,8 +152,19 @@ func TestRequestsCarryTheKeptZxid(t *testing.T) {
 
 // A connect response for another session starts the kept zxid again from
 // 0, as go-zookeeper's own lastZxid starts (a new Conn) or is reset
-// (authenticate, on an expired session: session 0).
+// (authenticate, on an expired session: session 0); one that resumes the
+// session keeps it, so that the next connect request still keeps the
+// client off servers behind what it has seen.
 func TestNewSessionStartsFromZero(t *testing.T) {
+	w := &wire{anchor: newAnchor()}
+	w.last = lastZxid{55, 0x900}
+	c := newWireConn(&writesConn{bytesConn: bytesConn{data: connectResponse(4000, 55), chunk: 64}}, w)
+	sendConnect(t, c)
+	readWhole(t, c)
+	if w.last != (lastZxid{55, 0x900}) {
+		t.Fatalf("after a connect response resuming session 55 the wire keeps %+v, want 0x900 still", w.last)
+	}
+
 	for _, session := range []int64{77, 0} {
 		w := &wire{anchor: newAnchor()}
 		w.last = lastZxid{55, 0x900}
