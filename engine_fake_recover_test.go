@@ -292,31 +292,6 @@ func TestFakeDowngradeCreateLostUnapplied(t *testing.T) {
 	fakeQueued(t, f, "/dg/lock", 0)
 }
 
-// TestFakeFailedCreateReadsNothing: the first look is sent with the
-// create, and a create that fails (here: the path's parents are missing,
-// as on a lock's first use) stops it, so an acquire on a new path reads
-// the children once, after the create that made its node.
-func TestFakeFailedCreateReadsNothing(t *testing.T) {
-	f := zkfake.New()
-	c := fakeClient(t, f)
-	conn := connOf(t, f, c)
-	var reads atomic.Int32
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Conn == conn && strings.HasPrefix(op.Name, "Children") && op.Paths[0] == "/fc/a/lock" {
-			reads.Add(1)
-		}
-		return nil
-	}})
-	m, err := zklock.NewMutex(c, "/fc/a/lock")
-	must(t, err)
-	l, err := m.Acquire(ctxT(t))
-	must(t, err)
-	release(t, l)
-	if n := reads.Load(); n != 1 {
-		t.Fatalf("%d reads of the children for an acquire on a new path, want 1", n)
-	}
-}
-
 // ownLeasesThenRelease checks that leases are n live leases on /rc/a's n
 // nodes, each of c's session, releases them, and checks that the queue is
 // empty then.
