@@ -282,14 +282,21 @@ func TestFailedArmingHoldsOffArming(t *testing.T) {
 	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
 	makeNodes(t, s, "/fa/w", "/fa/a")
 	// The keeper's own goroutine is held in a confirmation for a waiter,
-	// so that the held node's arming is left to the test's keeper.
-	gate := make(chan struct{})
+	// before the node is granted, so that the held node's arming is left
+	// to the test's keeper. (Without waiting for that, the keeper's own
+	// goroutine may be arming the node itself when the test's keeper
+	// looks, and find nothing due.)
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
 	defer close(gate)
 	var mu sync.Mutex
 	failGetW := true
 	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
 		switch {
 		case op.Name == "Check":
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
 			<-gate
 		case op.Name == "GetW" && op.Paths[0] == "/fa/a":
 			mu.Lock()
@@ -302,6 +309,11 @@ func TestFailedArmingHoldsOffArming(t *testing.T) {
 	}})
 	_, done := s.Waiting("/fa/w", s.ID())
 	defer done()
+	select {
+	case <-entered:
+	case <-time.After(long):
+		t.Fatal("the keeper did not check the waiter's node")
+	}
 	h := grant(t, s, [][]string{{"/fa/a"}}, []session.Cover{{}})[0]
 	due := h.Granted().Add(timeout / 20)
 	eventually(t, func() bool { return time.Now().After(due) }, "the node due for its watch")
