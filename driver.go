@@ -167,6 +167,21 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 // at index 2, waits; x leaves; a, at index 1, holds: three leases (y, a,
 // b), a's granted while the 2 was queued.
 //
+// No rule that decides from the names alone can do better, because the
+// names do not say who holds once a smaller size has arrived. Take a, b,
+// c of size 3, queued in that order, and a newcomer N of size 2 behind
+// them, nobody else. Any two of a, b, c may have read before N's create
+// and hold (a semaphore of 3 must grant its third lease to a node whose
+// read cannot tell whether the others ahead have read yet), while the
+// third had not read: granting the third then makes three leases while N
+// is queued. So in this view none of the three may be granted. But in
+// the history where all three read after N's create, nobody holds, and
+// with none granted nobody ever will while N waits. The names, and so
+// every participant's view, are the same in all these histories: a rule
+// must either over-grant in some or deadlock in another. Closing the gap
+// needs a record of each grant in ZooKeeper, a write per lease that the
+// rule above does without; this layout keeps no such record.
+//
 // Waking the right waiter on any release, with O(1) notifications. A
 // waiting group's decision changes only when a node ahead of it goes.
 //
