@@ -38,6 +38,16 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 }
 
 // readParticipants is listParticipants of the children names, read.
+//
+// Who holds is decided over the nodes found when their data was read, not
+// over the names listed: a node deleted in between (a holder releasing) is
+// left out of both. Deciding over the names would show its successor
+// waiting behind a node that is no longer shown, and a lock with no holder
+// at all; observe printed that ("none", then the successor) for a mutex
+// handed over between its reads. Every rule decides a node from the nodes
+// ahead of it, and a node created since the listing queues behind every
+// node listed, so each node shown holds as it did once the nodes left out
+// were gone.
 func readParticipants(ctx context.Context, c *Client, path string, names []string, refuse func(string) bool,
 	pick func(Child) Driver) ([]Participant, error) {
 	kids, err := sortChildren(names, refuse)
@@ -47,9 +57,11 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 	if pick, err = withLegacy(ctx, c, path, kids, pick); err != nil {
 		return nil, err
 	}
-	held := holders(kids, pick)
-	var hold, wait []Participant
-	for i, k := range kids {
+	var (
+		found []Child
+		pts   []Participant
+	)
+	for _, k := range kids {
 		node := path + "/" + k.Name
 		data, st, err := readNode(ctx, c, node)
 		if err != nil {
@@ -59,16 +71,21 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 			continue // gone since we listed it
 		}
 		pt := Participant{
-			Node: node, Data: data, Holder: held[i], Read: k.Kind == KindRead,
+			Node: node, Data: data, Read: k.Kind == KindRead,
 			Kind: k.Kind, Created: time.UnixMilli(st.Ctime),
 		}
 		if d, ok := pick(k).(semaphoreDriver); ok {
 			pt.Size = d.recorded(k)
 		}
-		if held[i] {
-			hold = append(hold, pt)
+		found, pts = append(found, k), append(pts, pt)
+	}
+	var hold, wait []Participant
+	for i, h := range holders(found, pick) {
+		pts[i].Holder = h
+		if h {
+			hold = append(hold, pts[i])
 		} else {
-			wait = append(wait, pt)
+			wait = append(wait, pts[i])
 		}
 	}
 	return append(hold, wait...), nil
