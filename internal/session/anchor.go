@@ -68,6 +68,7 @@ const (
 	opGetData      = 4
 	opGetChildren  = 8
 	opGetChildren2 = 12
+	opSetAuth      = 100
 	opSetWatches   = 101
 	opCloseSession = -11
 	replyHdrBytes  = 16 // xid int32, zxid int64, err int32; or a connect response's protocol version, timeout and session id

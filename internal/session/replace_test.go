@@ -17,8 +17,9 @@ import (
 )
 
 // testSession opens a session on ZKLOCK_TEST_SERVERS, with a session
-// timeout of 4s and dial as its transport (net.DialTimeout if nil).
-func testSession(t *testing.T, ctx context.Context, dial zk.Dialer) *Session {
+// timeout of 4s and dial as its transport (net.DialTimeout if nil), and
+// the options as edit changes them.
+func testSession(t *testing.T, ctx context.Context, dial zk.Dialer, edit ...func(*Options)) *Session {
 	t.Helper()
 	env := os.Getenv("ZKLOCK_TEST_SERVERS")
 	if env == "" {
@@ -28,7 +29,7 @@ func testSession(t *testing.T, ctx context.Context, dial zk.Dialer) *Session {
 		dial = net.DialTimeout
 	}
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := Open(ctx, Options{
+	o := Options{
 		Servers:        strings.Split(env, ","),
 		SessionTimeout: 4 * time.Second,
 		ACL:            func(string) []zk.ACL { return zk.WorldACL(zk.PermAll) },
@@ -40,7 +41,11 @@ func testSession(t *testing.T, ctx context.Context, dial zk.Dialer) *Session {
 			Released: func(*Hold) {},
 			State:    func(State, int64, string) {},
 		},
-	})
+	}
+	for _, e := range edit {
+		e(&o)
+	}
+	c, err := Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
