@@ -101,10 +101,13 @@ func (o clientOptions) aclFor() func(path string) []zk.ACL {
 	}
 }
 
-// WithAuth adds authentication, sent when the session is established and
-// again on every reconnect; for example "digest" with []byte("user:pass").
-// Default: none. An empty scheme makes [Connect] fail with
-// ErrInvalidArgument.
+// WithAuth adds authentication, sent on every connection with its connect
+// request, as ZooKeeper's Java client sends it, so that no request is made
+// without it (also on the connection that replaces one no server took);
+// for example "digest" with []byte("user:pass"). [Connect] fails with an
+// error wrapping zk.ErrAuthFailed if the server refuses it (a scheme it
+// has no provider for). Default: none. An empty scheme makes [Connect]
+// fail with ErrInvalidArgument.
 func WithAuth(scheme string, auth []byte) Option {
 	return func(o *clientOptions) error {
 		if scheme == "" {

@@ -250,6 +250,7 @@ func (r *reader) body(b []byte) ([]byte, bool) {
 	from := r.nhdr
 	r.nhdr += copy(r.hdr[r.nhdr:], b[:k])
 	r.hideZxid(b[:k], from)
+	r.hideAuthXid(b[:k], from)
 	r.left -= k
 	if r.left > 0 {
 		return b[k:], false
@@ -322,6 +323,10 @@ func (c *wireConn) reply() (hold bool) {
 	code := int32(binary.BigEndian.Uint32(r.hdr[12:16]))
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if xid == authXid {
+		c.authReplyLocked(code)
+		return false
+	}
 	if xid >= 0 && zxid > 0 && r.session == w.last.session {
 		w.last.zxid = zxid // what recvLoop would write (see lastZxid)
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // authFailer is a dialer whose connections fail the write of a credential
@@ -54,7 +57,8 @@ func (c *authFailConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// go-zookeeper v1.0.4 re-sends the credentials after each reconnect
+// go-zookeeper v1.0.4 re-sends the credentials added through its own
+// Conn.AddAuth (a user may, through Client.Conn) after each reconnect
 // (resendZkAuth), through sendRequest, whose reply channel holds one
 // reply. When that write fails, sendData puts the error in the channel
 // and leaves the request in the connection's table; resendZkAuth returns
@@ -71,9 +75,11 @@ func TestFailedCredentialWriteKeepsTheSession(t *testing.T) {
 	defer cancel()
 	d := &authFailer{failed: make(chan struct{})}
 	c := testSession(t, ctx, d.dial, func(o *Options) {
-		o.Auth = []Auth{{Scheme: "digest", Auth: []byte("zklock:authresend")}}
 		o.SessionTimeout = 20 * time.Second // so that only a wedged connection loses it
 	})
+	if err := c.Conn().AddAuth("digest", []byte("zklock:authresend")); err != nil {
+		t.Fatal(err)
+	}
 	id := c.ID()
 	d.fail.Store(1)
 	_ = d.last().Close() // go-zookeeper reconnects, and re-sends the credential
@@ -91,5 +97,69 @@ func TestFailedCredentialWriteKeepsTheSession(t *testing.T) {
 	}
 	if got := c.ID(); got != id {
 		t.Fatalf("the session %#x was replaced by %#x: the connection did not take it up again", id, got)
+	}
+}
+
+// A connection the Session opens to replace one that no server took (twice
+// the session timeout) carries the credentials too: a node that only the
+// credentials' identity may read is still read after the replace.
+func TestReplacedConnectionKeepsTheCredentials(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := testSession(t, ctx, nil, func(o *Options) {
+		o.Auth = []Auth{{Scheme: "digest", Auth: []byte("zklock:replaced")}}
+	})
+	node := "/" + t.Name()
+	err := c.Retry(ctx, func(zc Conn) error {
+		return zc.CreatePersistent(node, nil, zk.DigestACL(zk.PermAll, "zklock", "replaced"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Retry(ctx, func(zc Conn) error { return zc.Delete(node) }) })
+	id := c.ID()
+	c.replace()
+	if err := c.Retry(ctx, func(zc Conn) error { _, _, err := zc.Get(node); return err }); err != nil {
+		t.Fatalf("a read of a node of the credentials' identity after the connection was replaced: %v", err)
+	}
+	if c.ID() == id {
+		t.Fatal("the session was not replaced")
+	}
+}
+
+// Credentials go out with every connect request: on a connection that
+// took the session up after a drop, the first request is made with them.
+// And a credential the server refuses (a scheme it has no provider for)
+// fails Open with zk.ErrAuthFailed, naming the scheme, rather than
+// letting it wait for its context.
+func TestCredentialsOnEveryConnection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := &authFailer{failed: make(chan struct{})}
+	c := testSession(t, ctx, d.dial, func(o *Options) {
+		o.Auth = []Auth{{Scheme: "digest", Auth: []byte("zklock:every")}, {Scheme: "digest", Auth: []byte("zklock:other")}}
+		o.SessionTimeout = 20 * time.Second
+	})
+	node := "/" + t.Name()
+	err := c.Retry(ctx, func(zc Conn) error {
+		return zc.CreatePersistent(node, nil, zk.DigestACL(zk.PermAll, "zklock", "other"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Retry(ctx, func(zc Conn) error { return zc.Delete(node) }) })
+	id := c.ID()
+	_ = d.last().Close()
+	if err := c.Retry(ctx, func(zc Conn) error { _, _, err := zc.Get(node); return err }); err != nil {
+		t.Fatalf("a read of a node of the credentials' identity after a reconnect: %v", err)
+	}
+	if c.ID() != id {
+		t.Fatal("the session was not taken up again")
+	}
+
+	start := time.Now()
+	_, err = openSession(ctx, func(o *Options) { o.Auth = []Auth{{Scheme: "no-such-scheme", Auth: []byte("x")}} })
+	if !errors.Is(err, zk.ErrAuthFailed) || !strings.Contains(err.Error(), "no-such-scheme") || ctx.Err() != nil {
+		t.Fatalf("Open with a credential the server refuses: %v after %v; want zk.ErrAuthFailed naming the scheme", err, time.Since(start))
 	}
 }

@@ -21,19 +21,30 @@ import (
 // the options as edit changes them.
 func testSession(t *testing.T, ctx context.Context, dial zk.Dialer, edit ...func(*Options)) *Session {
 	t.Helper()
-	env := os.Getenv("ZKLOCK_TEST_SERVERS")
-	if env == "" {
+	if os.Getenv("ZKLOCK_TEST_SERVERS") == "" {
 		t.Fatal("ZKLOCK_TEST_SERVERS is not set: run `make test`")
 	}
 	if dial == nil {
 		dial = net.DialTimeout
 	}
+	c, err := openSession(ctx, append([]func(*Options){func(o *Options) { o.Dialer = dial }}, edit...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// openSession opens a session on ZKLOCK_TEST_SERVERS as testSession does,
+// and returns Open's result.
+func openSession(ctx context.Context, edit ...func(*Options)) (*Session, error) {
+	env := os.Getenv("ZKLOCK_TEST_SERVERS")
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	o := Options{
 		Servers:        strings.Split(env, ","),
 		SessionTimeout: 4 * time.Second,
 		ACL:            func(string) []zk.ACL { return zk.WorldACL(zk.PermAll) },
-		Dialer:         dial,
+		Dialer:         net.DialTimeout,
 		Logger:         discard,
 		NewBackOff:     func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) },
 		Hooks: Hooks{
@@ -45,12 +56,7 @@ func testSession(t *testing.T, ctx context.Context, dial zk.Dialer, edit ...func
 	for _, e := range edit {
 		e(&o)
 	}
-	c, err := Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return Open(ctx, o)
 }
 
 // When the Client replaces its connection (no server took the session for

@@ -126,7 +126,10 @@ type Session struct {
 // so a new session.
 func Open(ctx context.Context, o Options) (*Session, error) {
 	w := &wire{dial: o.Dialer, anchor: newAnchor(), requested: o.SessionTimeout, tls: o.TLS,
-		names: names{lookup: o.Lookup}, logger: o.Logger}
+		names: names{lookup: o.Lookup}, logger: o.Logger, authChanged: make(chan struct{})}
+	if o.Connect == nil {
+		w.creds = newCredentials(o.Auth) // the wire sends them (auth.go)
+	}
 	var endLife context.CancelFunc
 	w.life, endLife = context.WithCancel(context.Background())
 	// Every server failed its TLS handshake (tls.go): no session will come.
@@ -185,17 +188,17 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		_ = c.Close()
 		return nil, err
 	}
+	// Credentials first: a server that refuses one closes the connection,
+	// and no anchor would come.
+	if err := c.credentials(ctx, zc, o.Auth); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
 	// The keeper arms the anchor in the session (anchor.go); waiting for it
 	// here keeps that request out of what the new Client's user sees.
 	if err := c.awaitAnchor(ctx); err != nil {
 		_ = c.Close()
 		return nil, err
-	}
-	for _, a := range o.Auth {
-		if err := zc.AddAuth(a.Scheme, a.Auth); err != nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("auth %s: %w", a.Scheme, err)
-		}
 	}
 	c.mu.Lock()
 	c.opening = false
@@ -205,6 +208,21 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	}
 	c.mu.Unlock()
 	return c, nil
+}
+
+// credentials waits until the server has accepted auths, which the wire
+// sends on every connection (auth.go); on a connection of o.Connect's
+// (the fake's), which has no wire, it adds them to zc.
+func (c *Session) credentials(ctx context.Context, zc Conn, auths []Auth) error {
+	if c.connect == nil {
+		return c.wire.awaitCredentials(ctx)
+	}
+	for _, a := range auths {
+		if err := zc.AddAuth(a.Scheme, a.Auth); err != nil {
+			return fmt.Errorf("auth %s: %w", a.Scheme, err)
+		}
+	}
+	return nil
 }
 
 // open dials a connection of generation gen: under the chroot, if there

@@ -56,6 +56,14 @@ type wire struct {
 	tlsVerdict *TLSError
 	onTLSFail  func(error)
 	life       context.Context
+
+	// The credentials (auth.go), sent on every connection; under mu,
+	// whether a connection had them all accepted, the last refusal, and a
+	// channel closed when either changes.
+	creds       credentials
+	authed      bool
+	authErr     error
+	authChanged chan struct{}
 }
 
 // expectation is a wait for the packet that carries marker to go out.
@@ -97,6 +105,7 @@ type wireConn struct {
 	shutting  bool       // closed by the first-watch rule: never ordered
 	watchReqs []watchReq // requests for a watch in flight, while watchful and not ordered
 	startZxid int64      // the LastZxidSeen its connect request carried (anchor.go)
+	authLeft  int        // replies to its credentials still to come (auth.go)
 }
 
 // wireGrain thins the record of sent packets: one per wireGrain of the
@@ -226,10 +235,15 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		// runs again, and must be known for what it answers (anchor.go).
 		c.sawRequest(p)
 	}
-	n, err := c.Conn.Write(c.zxidOut(p, connect))
+	out := c.zxidOut(p, connect)
+	if connect {
+		out = c.withCredentials(out)
+	}
+	n, err := c.Conn.Write(out)
 	switch {
 	case err == nil:
 		c.w.sawWrite(p)
+		return len(p), nil
 	case !connect && opcode(p) == opSetAuth:
 		// go-zookeeper (v1.0.4) re-sends each credential after a
 		// reconnect (resendZkAuth) through sendRequest, whose reply

@@ -1,0 +1,86 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// The credentials go out in the connect request's Write, behind it, framed
+// as AuthPackets (xid -4, opcode 100, type 0, scheme, auth); their replies
+// reach go-zookeeper as ping replies (xid -2), whatever the reads split,
+// and the other replies as they came. Once each is accepted the wire says
+// so; a refusal is kept, naming its scheme, with zk.ErrAuthFailed.
+func TestWireSendsCredentials(t *testing.T) {
+	auths := []Auth{{Scheme: "digest", Auth: []byte("u:p")}, {Scheme: "other", Auth: []byte("xyz")}}
+	for _, chunk := range []int{1, 3, 1 << 20} {
+		w := &wire{creds: newCredentials(auths), authChanged: make(chan struct{})}
+		data := append(append(connectResponse(4000, 55), reply(authXid, 0, 0)...), reply(7, 0, 0)...)
+		nc := &writesConn{bytesConn: bytesConn{data: data, chunk: chunk}}
+		c := newWireConn(nc, w)
+		connect := connectRequest(0, 0)
+		if n, err := c.Write(connect); err != nil || n != len(connect) {
+			t.Fatalf("the connect request's Write: %d, %v", n, err)
+		}
+		want := append(append([]byte(nil), connect...), authPacket(authXid, opAuth, "digest", "u:p")...)
+		want = append(want, authPacket(authXid, opAuth, "other", "xyz")...)
+		if len(nc.wrote) != 1 || !bytes.Equal(nc.wrote[0], want) {
+			t.Fatalf("chunk %d: wrote %x\nwant %x", chunk, nc.wrote, want)
+		}
+		var xids []int32
+		for i := 0; i < 3; i++ {
+			p := readWhole(t, c)
+			if i > 0 {
+				xids = append(xids, int32(binary.BigEndian.Uint32(p[4:8])))
+			}
+		}
+		if xids[0] != pingXid || xids[1] != 7 {
+			t.Fatalf("chunk %d: go-zookeeper read xids %v, want [%d 7]", chunk, xids, pingXid)
+		}
+		if w.authed {
+			t.Fatalf("chunk %d: accepted with one credential of two answered", chunk)
+		}
+		nc.data = reply(authXid, 0, zkAuthFailCode)
+		readWhole(t, c)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := w.awaitCredentials(ctx)
+		if !errors.Is(err, zk.ErrAuthFailed) || !strings.Contains(err.Error(), "auth other") {
+			t.Fatalf("chunk %d: a refused credential: %v, want zk.ErrAuthFailed naming scheme other", chunk, err)
+		}
+	}
+}
+
+// With every credential accepted, awaitCredentials returns nil.
+func TestWireCredentialsAccepted(t *testing.T) {
+	w := &wire{creds: newCredentials([]Auth{{Scheme: "digest", Auth: []byte("u:p")}}), authChanged: make(chan struct{})}
+	nc := &writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 55), reply(authXid, 0, 0)...), chunk: 5}}
+	c := newWireConn(nc, w)
+	if _, err := c.Write(connectRequest(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	readWhole(t, c)
+	readWhole(t, c)
+	if err := w.awaitCredentials(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// authPacket is an AuthPacket as the Java client frames it.
+func authPacket(xid, op int32, scheme, auth string) []byte {
+	b := make([]byte, 4, 64)
+	b = binary.BigEndian.AppendUint32(b, uint32(xid))
+	b = binary.BigEndian.AppendUint32(b, uint32(op))
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(scheme)))
+	b = append(b, scheme...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(auth)))
+	b = append(b, auth...)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
