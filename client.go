@@ -141,7 +141,9 @@ func connectOptions(ctx context.Context, servers []string, opts []Option) (clien
 // is not chrooted: its paths are the server's, so a path of the Client's
 // is [Client.Chroot] + path there. Closing it directly leaves the Client's
 // leases to find out through session events. The Client may replace it
-// (see [Connect]).
+// (see [Connect]); what was set on it (credentials added with its AddAuth,
+// for one) does not carry over to the new one: give credentials with
+// [WithAuth], which go out on every connection.
 func (c *Client) Conn() *zk.Conn { return c.s.Raw() }
 
 // Chroot returns the chroot of the connect string given to [Connect]
