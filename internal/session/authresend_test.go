@@ -109,17 +109,10 @@ func TestReplacedConnectionKeepsTheCredentials(t *testing.T) {
 	c := testSession(t, ctx, nil, func(o *Options) {
 		o.Auth = []Auth{{Scheme: "digest", Auth: []byte("zklock:replaced")}}
 	})
-	node := "/" + t.Name()
-	err := c.Retry(ctx, func(zc Conn) error {
-		return zc.CreatePersistent(node, nil, zk.DigestACL(zk.PermAll, "zklock", "replaced"))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Retry(ctx, func(zc Conn) error { return zc.Delete(node) }) })
+	read := ownNode(t, ctx, c, "replaced")
 	id := c.ID()
 	c.replace()
-	if err := c.Retry(ctx, func(zc Conn) error { _, _, err := zc.Get(node); return err }); err != nil {
+	if err := read(); err != nil {
 		t.Fatalf("a read of a node of the credentials' identity after the connection was replaced: %v", err)
 	}
 	if c.ID() == id {
@@ -140,17 +133,10 @@ func TestCredentialsOnEveryConnection(t *testing.T) {
 		o.Auth = []Auth{{Scheme: "digest", Auth: []byte("zklock:every")}, {Scheme: "digest", Auth: []byte("zklock:other")}}
 		o.SessionTimeout = 20 * time.Second
 	})
-	node := "/" + t.Name()
-	err := c.Retry(ctx, func(zc Conn) error {
-		return zc.CreatePersistent(node, nil, zk.DigestACL(zk.PermAll, "zklock", "other"))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Retry(ctx, func(zc Conn) error { return zc.Delete(node) }) })
+	read := ownNode(t, ctx, c, "other")
 	id := c.ID()
 	_ = d.last().Close()
-	if err := c.Retry(ctx, func(zc Conn) error { _, _, err := zc.Get(node); return err }); err != nil {
+	if err := read(); err != nil {
 		t.Fatalf("a read of a node of the credentials' identity after a reconnect: %v", err)
 	}
 	if c.ID() != id {
@@ -158,8 +144,25 @@ func TestCredentialsOnEveryConnection(t *testing.T) {
 	}
 
 	start := time.Now()
-	_, err = openSession(ctx, func(o *Options) { o.Auth = []Auth{{Scheme: "no-such-scheme", Auth: []byte("x")}} })
+	_, err := openSession(ctx, func(o *Options) { o.Auth = []Auth{{Scheme: "no-such-scheme", Auth: []byte("x")}} })
 	if !errors.Is(err, zk.ErrAuthFailed) || !strings.Contains(err.Error(), "no-such-scheme") || ctx.Err() != nil {
 		t.Fatalf("Open with a credential the server refuses: %v after %v; want zk.ErrAuthFailed naming the scheme", err, time.Since(start))
+	}
+}
+
+// ownNode makes a node that only the digest identity zklock:password may
+// touch (deleted when the test ends), and returns a read of it through c.
+func ownNode(t *testing.T, ctx context.Context, c *Session, password string) (read func() error) {
+	t.Helper()
+	node := "/" + t.Name()
+	err := c.Retry(ctx, func(zc Conn) error {
+		return zc.CreatePersistent(node, nil, zk.DigestACL(zk.PermAll, "zklock", password))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Retry(ctx, func(zc Conn) error { return zc.Delete(node) }) })
+	return func() error {
+		return c.Retry(ctx, func(zc Conn) error { _, _, err := zc.Get(node); return err })
 	}
 }
