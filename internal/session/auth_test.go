@@ -12,7 +12,8 @@ import (
 )
 
 // The credentials go out in the connect request's Write, behind it, framed
-// as AuthPackets (xid -4, opcode 100, type 0, scheme, auth); their replies
+// as AuthPackets (xid -4, opcode 100, type 0, scheme, auth: the values are
+// ZooKeeper's, written out here rather than taken from the code); their replies
 // reach go-zookeeper as ping replies (xid -2), whatever the reads split,
 // and the other replies as they came. Once each is accepted the wire says
 // so; a refusal is kept, naming its scheme, with zk.ErrAuthFailed.
@@ -20,15 +21,15 @@ func TestWireSendsCredentials(t *testing.T) {
 	auths := []Auth{{Scheme: "digest", Auth: []byte("u:p")}, {Scheme: "other", Auth: []byte("xyz")}}
 	for _, chunk := range []int{1, 3, 1 << 20} {
 		w := &wire{creds: newCredentials(auths), authChanged: make(chan struct{})}
-		data := append(append(connectResponse(4000, 55), reply(authXid, 0, 0)...), reply(7, 0, 0)...)
+		data := append(append(connectResponse(4000, 55), reply(-4, 0, 0)...), reply(7, 0, 0)...)
 		nc := &writesConn{bytesConn: bytesConn{data: data, chunk: chunk}}
 		c := newWireConn(nc, w)
 		connect := connectRequest(0, 0)
 		if n, err := c.Write(connect); err != nil || n != len(connect) {
 			t.Fatalf("the connect request's Write: %d, %v", n, err)
 		}
-		want := append(append([]byte(nil), connect...), authPacket(authXid, opAuth, "digest", "u:p")...)
-		want = append(want, authPacket(authXid, opAuth, "other", "xyz")...)
+		want := append(append([]byte(nil), connect...), authPacket(-4, 100, "digest", "u:p")...)
+		want = append(want, authPacket(-4, 100, "other", "xyz")...)
 		if len(nc.wrote) != 1 || !bytes.Equal(nc.wrote[0], want) {
 			t.Fatalf("chunk %d: wrote %x\nwant %x", chunk, nc.wrote, want)
 		}
@@ -39,13 +40,13 @@ func TestWireSendsCredentials(t *testing.T) {
 				xids = append(xids, int32(binary.BigEndian.Uint32(p[4:8])))
 			}
 		}
-		if xids[0] != pingXid || xids[1] != 7 {
-			t.Fatalf("chunk %d: go-zookeeper read xids %v, want [%d 7]", chunk, xids, pingXid)
+		if xids[0] != -2 || xids[1] != 7 {
+			t.Fatalf("chunk %d: go-zookeeper read xids %v, want [-2 7]", chunk, xids)
 		}
 		if w.authed {
 			t.Fatalf("chunk %d: accepted with one credential of two answered", chunk)
 		}
-		nc.data = reply(authXid, 0, zkAuthFailCode)
+		nc.data = reply(-4, 0, -115) // AUTHFAILED
 		readWhole(t, c)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -59,7 +60,7 @@ func TestWireSendsCredentials(t *testing.T) {
 // With every credential accepted, awaitCredentials returns nil.
 func TestWireCredentialsAccepted(t *testing.T) {
 	w := &wire{creds: newCredentials([]Auth{{Scheme: "digest", Auth: []byte("u:p")}}), authChanged: make(chan struct{})}
-	nc := &writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 55), reply(authXid, 0, 0)...), chunk: 5}}
+	nc := &writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 55), reply(-4, 0, 0)...), chunk: 5}}
 	c := newWireConn(nc, w)
 	if _, err := c.Write(connectRequest(0, 0)); err != nil {
 		t.Fatal(err)
