@@ -135,6 +135,11 @@ func lockBadInput(t *testing.T, c *zklock.Client, exists func(path string) bool)
 	//lint:ignore SA1012 a nil context is exactly the bad input under test
 	_, err = zklock.Participants(nil, c, root)
 	mustIs(t, err, zklock.ErrInvalidArgument, "participants with a nil context")
+	pm, err := zklock.NewMutex(c, root)
+	must(t, err)
+	//lint:ignore SA1012 a nil context is exactly the bad input under test
+	_, err = pm.Participants(nil)
+	mustIs(t, err, zklock.ErrInvalidArgument, "a mutex's participants with a nil context")
 	e, err := zklock.NewElection(c, root)
 	must(t, err)
 	//lint:ignore SA1012 a nil context is exactly the bad input under test

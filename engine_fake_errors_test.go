@@ -51,6 +51,10 @@ func TestFakeReadErrorsReachTheCaller(t *testing.T) {
 			_, err := mc.Participants(ctx)
 			return err
 		}},
+		{"Participants, the children", "Children", "/re/lock", func(ctx context.Context) error {
+			_, err := zklock.Participants(ctx, c, "/re/lock")
+			return err
+		}},
 		{"Revoke", "Set", l.Node(), func(ctx context.Context) error { return zklock.Revoke(ctx, c, l.Node()) }},
 	} {
 		tc := tc

@@ -1,6 +1,7 @@
 package zklock_test
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 
@@ -41,4 +42,76 @@ func TestFakeParticipantsHolderGoneBetweenReads(t *testing.T) {
 	}
 	f.SetHooks(zkfake.Hooks{})
 	release(t, await(t, rb))
+}
+
+// Participants lists the holders first, then the waiters, each in queue
+// order, also under a user's Driver whose holders are not a prefix of the
+// queue (here: the newest node holds).
+func TestFakeParticipantsHoldersFirst(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	must(t, f.Create("/hf", nil))
+	old := "/hf/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lock-0000000000"
+	newest := "/hf/_c_7c9e6679-7425-40de-944b-e07fc1f90ae7-lock-0000000001"
+	must(t, f.Create(old, nil))
+	must(t, f.Create(newest, nil))
+	lk, err := zklock.NewLock(c, "/hf", newestHolds{})
+	must(t, err)
+	ps, err := lk.Participants(ctxT(t))
+	must(t, err)
+	if len(ps) != 2 || ps[0].Node != newest || !ps[0].Holder || ps[1].Node != old || ps[1].Holder {
+		t.Fatalf("participants %+v; want %s holding, then %s waiting", ps, newest, old)
+	}
+}
+
+// newestHolds is a Driver under which the last node of the queue holds.
+type newestHolds struct{}
+
+func (newestHolds) Kind() zklock.Kind { return zklock.KindMutex }
+
+func (newestHolds) GetsTheLock(children []zklock.Child, first, last int) zklock.Decision {
+	if last == len(children)-1 {
+		return zklock.Decision{Holds: true}
+	}
+	return zklock.Decision{Watch: []int{len(children) - 1}}
+}
+
+// A Semaphore's Participants on a path that holds another layout's nodes
+// (a kazoo lease node) refuses it with ErrUnknownNode, as its acquire does,
+// rather than list what it cannot count.
+func TestFakeSemaphoreParticipantsRefuseForeignNodes(t *testing.T) {
+	f := zkfake.New()
+	must(t, f.Create("/fn", nil))
+	must(t, f.Create("/fn/0123456789abcdef0123456789abcdef", nil))
+	s, err := zklock.NewSemaphore(fakeClient(t, f), "/fn", 2)
+	must(t, err)
+	ps, err := s.Participants(ctxT(t))
+	if !errors.Is(err, zklock.ErrUnknownNode) {
+		t.Fatalf("participants of a path with a kazoo lease node: %+v, %v; want ErrUnknownNode", ps, err)
+	}
+}
+
+// SizeInForce is the smallest size among the participants that have one:
+// a participant of size 1 bounds, and one with none (a mutex node, or a
+// lease of another layout) does not.
+func TestSizeInForce(t *testing.T) {
+	for _, tc := range []struct {
+		sizes []int
+		want  int
+	}{
+		{nil, 0},
+		{[]int{0}, 0},
+		{[]int{3, 0}, 3},
+		{[]int{0, 3, 2}, 2},
+		{[]int{3, 1, 0}, 1},
+		{[]int{2, 2}, 2},
+	} {
+		var ps []zklock.Participant
+		for _, n := range tc.sizes {
+			ps = append(ps, zklock.Participant{Size: n})
+		}
+		if got := zklock.SizeInForce(ps); got != tc.want {
+			t.Errorf("SizeInForce of sizes %v: %d, want %d", tc.sizes, got, tc.want)
+		}
+	}
 }

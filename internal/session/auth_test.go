@@ -13,15 +13,17 @@ import (
 
 // The credentials go out in the connect request's Write, behind it, framed
 // as AuthPackets (xid -4, opcode 100, type 0, scheme, auth: the values are
-// ZooKeeper's, written out here rather than taken from the code); their replies
-// reach go-zookeeper as ping replies (xid -2), whatever the reads split,
-// and the other replies as they came. Once each is accepted the wire says
-// so; a refusal is kept, naming its scheme, with zk.ErrAuthFailed.
+// ZooKeeper's, written out here rather than taken from the code); their
+// replies reach go-zookeeper as ping replies (xid -2), whatever the reads
+// split, back to back too, and the other replies as they came. A refusal
+// is kept, naming its scheme, with zk.ErrAuthFailed.
 func TestWireSendsCredentials(t *testing.T) {
 	auths := []Auth{{Scheme: "digest", Auth: []byte("u:p")}, {Scheme: "other", Auth: []byte("xyz")}}
 	for _, chunk := range []int{1, 3, 1 << 20} {
 		w := &wire{creds: newCredentials(auths), authChanged: make(chan struct{})}
-		data := append(append(connectResponse(4000, 55), reply(-4, 0, 0)...), reply(7, 0, 0)...)
+		data := append(connectResponse(4000, 55), reply(-4, 0, 0)...)
+		data = append(data, reply(-4, 0, -115)...) // AUTHFAILED
+		data = append(data, reply(7, 0, 0)...)
 		nc := &writesConn{bytesConn: bytesConn{data: data, chunk: chunk}}
 		c := newWireConn(nc, w)
 		connect := connectRequest(0, 0)
@@ -33,21 +35,14 @@ func TestWireSendsCredentials(t *testing.T) {
 		if len(nc.wrote) != 1 || !bytes.Equal(nc.wrote[0], want) {
 			t.Fatalf("chunk %d: wrote %x\nwant %x", chunk, nc.wrote, want)
 		}
+		readWhole(t, c) // the connect response
 		var xids []int32
 		for i := 0; i < 3; i++ {
-			p := readWhole(t, c)
-			if i > 0 {
-				xids = append(xids, int32(binary.BigEndian.Uint32(p[4:8])))
-			}
+			xids = append(xids, int32(binary.BigEndian.Uint32(readWhole(t, c)[4:8])))
 		}
-		if xids[0] != -2 || xids[1] != 7 {
-			t.Fatalf("chunk %d: go-zookeeper read xids %v, want [-2 7]", chunk, xids)
+		if xids[0] != -2 || xids[1] != -2 || xids[2] != 7 {
+			t.Fatalf("chunk %d: go-zookeeper read xids %v, want [-2 -2 7]", chunk, xids)
 		}
-		if w.authed {
-			t.Fatalf("chunk %d: accepted with one credential of two answered", chunk)
-		}
-		nc.data = reply(-4, 0, -115) // AUTHFAILED
-		readWhole(t, c)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		err := w.awaitCredentials(ctx)
@@ -57,18 +52,55 @@ func TestWireSendsCredentials(t *testing.T) {
 	}
 }
 
-// With every credential accepted, awaitCredentials returns nil.
-func TestWireCredentialsAccepted(t *testing.T) {
+// awaitCredentials waits for every credential to be accepted, and wakes
+// when the last is; it returns nil at once when there are none; a refusal
+// of another code than AUTHFAILED is told with its code; a reply of xid -4
+// that answers none of ours (none was sent) passes as a ping reply.
+func TestWireAwaitsCredentials(t *testing.T) {
 	w := &wire{creds: newCredentials([]Auth{{Scheme: "digest", Auth: []byte("u:p")}}), authChanged: make(chan struct{})}
 	nc := &writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 55), reply(-4, 0, 0)...), chunk: 5}}
 	c := newWireConn(nc, w)
 	if _, err := c.Write(connectRequest(0, 0)); err != nil {
 		t.Fatal(err)
 	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.awaitCredentials(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("before the reply: %v, want the context's error", err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- w.awaitCredentials(context.Background()) }()
 	readWhole(t, c)
 	readWhole(t, c)
-	if err := w.awaitCredentials(context.Background()); err != nil {
+	if err := <-res; err != nil {
 		t.Fatal(err)
+	}
+	if err := w.awaitCredentials(done); err != nil {
+		t.Fatalf("once accepted: %v", err)
+	}
+
+	none := &wire{authChanged: make(chan struct{})}
+	if err := none.awaitCredentials(done); err != nil {
+		t.Fatalf("with no credentials: %v, want nil at once", err)
+	}
+	stray := newWireConn(&writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 56), reply(-4, 0, 0)...), chunk: 1}}, none)
+	if _, err := stray.Write(connectRequest(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	readWhole(t, stray)
+	if xid := int32(binary.BigEndian.Uint32(readWhole(t, stray)[4:8])); xid != -2 {
+		t.Fatalf("a stray reply of xid -4 reached go-zookeeper as xid %d, want -2", xid)
+	}
+
+	w = &wire{creds: newCredentials([]Auth{{Scheme: "digest", Auth: []byte("u:p")}}), authChanged: make(chan struct{})}
+	c = newWireConn(&writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 57), reply(-4, 0, -6)...), chunk: 64}}, w)
+	if _, err := c.Write(connectRequest(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	readWhole(t, c)
+	readWhole(t, c)
+	if err := w.awaitCredentials(done); err == nil || errors.Is(err, zk.ErrAuthFailed) || !strings.Contains(err.Error(), "-6") {
+		t.Fatalf("a credential refused with code -6: %v, want an error with the code, not zk.ErrAuthFailed", err)
 	}
 }
 
