@@ -115,3 +115,37 @@ func TestSizeInForce(t *testing.T) {
 		}
 	}
 }
+
+// Participants reads a Curator InterProcessSemaphoreV2 path (leases/ and
+// locks/) as that layout: its lease node holds, not the path's two
+// children.
+func TestFakeParticipantsCuratorLayout(t *testing.T) {
+	f := zkfake.New()
+	for _, p := range []string{"/cl", "/cl/locks", "/cl/leases"} {
+		must(t, f.Create(p, nil))
+	}
+	lease := "/cl/leases/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lease-0000000000"
+	must(t, f.Create(lease, []byte("curator")))
+	ps, err := zklock.Participants(ctxT(t), fakeClient(t, f), "/cl")
+	must(t, err)
+	if len(ps) != 1 || ps[0].Node != lease || !ps[0].Holder {
+		t.Fatalf("participants %+v; want the lease node %s, holding", ps, lease)
+	}
+}
+
+// A mutex node on a path where a semaphore lease node without a size in
+// its id counts with the path's recorded size is still decided as a
+// mutex: second in the queue, it waits.
+func TestFakeParticipantsLegacySizeOnlyForLeases(t *testing.T) {
+	f := zkfake.New()
+	must(t, f.Create("/ls", []byte("3")))
+	lease := "/ls/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lease-0000000000"
+	mutex := "/ls/_c_7c9e6679-7425-40de-944b-e07fc1f90ae7-lock-0000000001"
+	must(t, f.Create(lease, nil))
+	must(t, f.Create(mutex, nil))
+	ps, err := zklock.Participants(ctxT(t), fakeClient(t, f), "/ls")
+	must(t, err)
+	if len(ps) != 2 || ps[0].Node != lease || !ps[0].Holder || ps[1].Node != mutex || ps[1].Holder {
+		t.Fatalf("participants %+v; want %s holding, then %s waiting", ps, lease, mutex)
+	}
+}
