@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -119,4 +120,71 @@ func authPacket(xid, op int32, scheme, auth string) []byte {
 	b = append(b, auth...)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	return b
+}
+
+// failConn fails every Write, and says whether it was closed.
+type failConn struct {
+	bytesConn
+	closed bool
+}
+
+func (f *failConn) Write([]byte) (int, error) { return 0, errors.New("test: broken pipe") }
+func (f *failConn) Close() error              { f.closed = true; return nil }
+
+// A failed write of a credential that go-zookeeper re-sends (a setAuth
+// request, opcode 100, after the connect request) is reported as made and
+// closes the connection (see wireConn.Write); any other failed write, the
+// connect request's too, is reported as it failed. Once connected, a
+// request goes out as it is, with no credentials behind it.
+func TestWireFailedWrites(t *testing.T) {
+	setAuth := make([]byte, 12)
+	binary.BigEndian.PutUint32(setAuth[8:], 100)
+	for _, tc := range []struct {
+		name    string
+		connect bool
+		p       []byte
+		made    bool
+	}{
+		{"a credential", false, setAuth, true},
+		{"another request", false, request(7, opExists, "/a"), false},
+		{"the connect request", true, setAuth, false},
+	} {
+		fc := &failConn{}
+		c := newWireConn(fc, &wire{authChanged: make(chan struct{})})
+		if !tc.connect {
+			c.first = time.Now() // the connect request went out
+		}
+		n, err := c.Write(tc.p)
+		if made := err == nil && n == len(tc.p); made != tc.made || fc.closed != tc.made {
+			t.Errorf("%s: Write gave %d, %v, closed %v; want made and closed: %v", tc.name, n, err, fc.closed, tc.made)
+		}
+	}
+
+	w := &wire{creds: newCredentials([]Auth{{Scheme: "digest", Auth: []byte("u:p")}}), authChanged: make(chan struct{})}
+	nc := &writesConn{}
+	c := newWireConn(nc, w)
+	req := request(7, opExists, "/a")
+	for _, p := range [][]byte{connectRequest(0, 0), req} {
+		if _, err := c.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(nc.wrote) != 2 || !bytes.Equal(nc.wrote[1], req) {
+		t.Fatalf("the request after the connect request went out as %x, want %x", nc.wrote[1:], req)
+	}
+}
+
+// opcode reads a request's opcode (bytes 8 to 11), and 0 from a packet too
+// short to carry one.
+func TestOpcode(t *testing.T) {
+	p := make([]byte, 12)
+	binary.BigEndian.PutUint32(p[8:], 100)
+	if got := opcode(p); got != 100 {
+		t.Fatalf("opcode of a 12-byte request of opcode 100: %d", got)
+	}
+	for n := 0; n < 12; n++ {
+		if got := opcode(p[:n]); got != 0 {
+			t.Fatalf("opcode of %d bytes: %d, want 0", n, got)
+		}
+	}
 }

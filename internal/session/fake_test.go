@@ -256,3 +256,34 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// On a connection of Options.Connect's (the fake's: no wire), Open adds
+// the credentials through the connection, each of them, and one refused
+// fails Open, naming its scheme.
+func TestOpenAddsCredentialsWithoutAWire(t *testing.T) {
+	f := zkfake.New()
+	var added []string
+	var mu sync.Mutex
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "AddAuth" {
+			mu.Lock()
+			defer mu.Unlock()
+			added = append(added, op.Name)
+			if len(added) == 2 {
+				return zk.ErrNoAuth
+			}
+		}
+		return nil
+	}})
+	o := fakeOptions(f)
+	o.Auth = []session.Auth{{Scheme: "digest", Auth: []byte("u:p")}, {Scheme: "second", Auth: []byte("x")}}
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	s, err := session.Open(ctx, o)
+	if err == nil {
+		_ = s.Close()
+	}
+	if !errors.Is(err, zk.ErrNoAuth) || !strings.Contains(err.Error(), "auth second") || len(added) != 2 {
+		t.Fatalf("Open with its second credential refused: %v after %d AddAuth; want zk.ErrNoAuth naming scheme second, after 2", err, len(added))
+	}
+}
