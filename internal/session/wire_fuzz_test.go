@@ -166,7 +166,8 @@ func FuzzWireReader(f *testing.F) {
 			t.Fatalf("mode %#x: the reader ended with %v", mode, r.err)
 		}
 		// What go-zookeeper gets is what the server sent, but for the
-		// zxids of the replies, which the wire keeps (anchor.go, lastZxid).
+		// zxids of the replies, which the wire keeps (anchor.go, lastZxid),
+		// and the xid of a credential's reply, a ping's (auth.go).
 		want := hiddenZxids(in)
 		if !bytes.HasPrefix(want, r.got) {
 			t.Fatalf("mode %#x: the reader got %d bytes that are not what the server sent", mode, len(r.got))
@@ -228,8 +229,9 @@ func framing(in []byte) (frameState, int) {
 
 // hiddenZxids returns in, a stream of packets from a server, as the wire
 // hands it to go-zookeeper: the zxid of each reply (a packet after the
-// first, the connect response) whose xid is not negative zeroed, as far
-// as the stream has it; independently of the wire's reader.
+// first, the connect response) whose xid is not negative zeroed, and the
+// xid of a credential's reply (-4) made a ping's (-2), as far as the
+// stream has it; independently of the wire's reader.
 func hiddenZxids(in []byte) []byte {
 	out := append([]byte(nil), in...)
 	for off, packet := 0, 0; len(out)-off >= 4; packet++ {
@@ -237,6 +239,9 @@ func hiddenZxids(in []byte) []byte {
 		body := out[off+4 : off+4+int(min(n, int64(len(out)-off-4)))]
 		if packet > 0 && len(body) >= 4 && int32(binary.BigEndian.Uint32(body)) >= 0 {
 			clear(body[4:min(12, len(body))])
+		}
+		if packet > 0 && len(body) >= 4 && int32(binary.BigEndian.Uint32(body)) == -4 {
+			body[3] = 0xfe // a credential's reply goes on as a ping's (auth.go)
 		}
 		if int64(len(body)) < n {
 			break
