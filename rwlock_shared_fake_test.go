@@ -170,43 +170,7 @@ func TestFakeSharedReadsOneNode(t *testing.T) {
 	ops := watchOps(f)
 
 	const goroutines, rounds = 8, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	held := make([]*zklock.Lease, goroutines)
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < rounds; i++ {
-				acquire := rw.ReadLock().Acquire
-				if i%2 == 1 {
-					acquire = rw.ReadLock().TryAcquire
-				}
-				l, err := acquire(ctxT(t))
-				if err != nil {
-					errs <- err
-					return
-				}
-				if l.Node() != first.Node() || l.Token() != first.Token() {
-					errs <- errors.New("a lease on " + l.Node() + ", not on the shared node " + first.Node())
-					return
-				}
-				if i == rounds-1 {
-					held[g] = l
-					return
-				}
-				if err := l.Release(ctxT(t)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(g)
-	}
-	waitGroup(t, &wg, "readers")
-	close(errs)
-	for err := range errs {
-		must(t, err, "a shared read")
-	}
+	held := sharedReadRounds(t, rw, first, goroutines, rounds)
 	conn := connOf(t, f, c)
 	for _, name := range []string{"CreateEach", "Delete", "DeleteAll"} {
 		for _, op := range ops.ops {
@@ -832,4 +796,50 @@ func TestFakeSharedReadsOneRevocationWatch(t *testing.T) {
 	}
 	release(t, a)
 	release(t, b)
+}
+
+// sharedReadRounds has goroutines goroutines each take rounds read leases
+// of rw, by Acquire and TryAcquire in turn, releasing all but the last;
+// every lease must be on first's shared node, with its token. It returns
+// the last lease of each goroutine, held.
+func sharedReadRounds(t *testing.T, rw *zklock.RWMutex, first *zklock.Lease, goroutines, rounds int) []*zklock.Lease {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	held := make([]*zklock.Lease, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				acquire := rw.ReadLock().Acquire
+				if i%2 == 1 {
+					acquire = rw.ReadLock().TryAcquire
+				}
+				l, err := acquire(ctxT(t))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if l.Node() != first.Node() || l.Token() != first.Token() {
+					errs <- errors.New("a lease on " + l.Node() + ", not on the shared node " + first.Node())
+					return
+				}
+				if i == rounds-1 {
+					held[g] = l // keep the last one
+					return
+				}
+				if err := l.Release(ctxT(t)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	waitGroup(t, &wg, "readers")
+	close(errs)
+	for err := range errs {
+		must(t, err, "a shared read")
+	}
+	return held
 }

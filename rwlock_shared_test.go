@@ -34,43 +34,7 @@ func TestSharedReadsOneNode(t *testing.T) {
 
 	const goroutines, rounds = 16, 50
 	before := rc.snapshot()
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	held := make([]*zklock.Lease, goroutines)
-	for g := 0; g < goroutines; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; i < rounds; i++ {
-				acquire := rw.ReadLock().Acquire
-				if i%2 == 1 {
-					acquire = rw.ReadLock().TryAcquire
-				}
-				l, err := acquire(ctxT(t))
-				if err != nil {
-					errs <- err
-					return
-				}
-				if l.Node() != first.Node() || l.Token() != first.Token() {
-					errs <- errors.New("a lease on " + l.Node() + ", not on the shared node " + first.Node())
-					return
-				}
-				if i == rounds-1 {
-					held[g] = l // keep the last one
-					return
-				}
-				if err := l.Release(ctxT(t)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(g)
-	}
-	waitGroup(t, &wg, "readers")
-	close(errs)
-	for err := range errs {
-		must(t, err, "a shared read")
-	}
+	held := sharedReadRounds(t, rw, first, goroutines, rounds)
 	d := rc.snapshot().minus(before)
 	if n := d[1] + d[2] + d[14] + d[15] + d[19]; n != 0 { // create, delete, multi, create2, createContainer
 		t.Fatalf("reads on a held shared node sent %d creates, deletes or multis: %s", n, d.per(1))

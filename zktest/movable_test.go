@@ -327,17 +327,8 @@ func TestMovableRollingUpdateKeepsLease(t *testing.T) {
 	}
 
 	var s sessions
-	c, err := zklock.Connect(ctx, m.Servers(), zklock.WithHostResolver(m.Lookup),
-		zklock.WithSessionTimeout(rollingTimeout), zklock.WithTrace(s.trace()))
-	require.NoError(t, err)
-	defer c.Close()
-	sid := c.SessionID()
-	path := "/" + t.Name()
-	mu, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
-	lease, err := mu.Acquire(ctx)
-	require.NoError(t, err)
-	node := lease.Node()
+	c, lease := lockThrough(t, m, rollingTimeout, &s)
+	sid, node, path := c.SessionID(), lease.Node(), "/"+t.Name()
 
 	before := s.count()
 	require.NoError(t, m.MoveAll(ctx, func(ctx context.Context, i int) error { return e.Restart(ctx, i) }))
@@ -365,17 +356,8 @@ func TestMovableMovesNameInUseLast(t *testing.T) {
 	m := zktest.MovableServers(t, []string{ep, ep, ep})
 
 	var s sessions
-	c, err := zklock.Connect(ctx, m.Servers(), zklock.WithHostResolver(m.Lookup),
-		zklock.WithSessionTimeout(sessionTimeout), zklock.WithTrace(s.trace()))
-	require.NoError(t, err)
-	defer c.Close()
-	sid := c.SessionID()
-	path := "/" + t.Name()
-	mu, err := zklock.NewMutex(c, path)
-	require.NoError(t, err)
-	lease, err := mu.Acquire(ctx)
-	require.NoError(t, err)
-	node := lease.Node()
+	c, lease := lockThrough(t, m, sessionTimeout, &s)
+	sid, node, path := c.SessionID(), lease.Node(), "/"+t.Name()
 
 	inUse := -1
 	for i, name := range m.Servers() {
@@ -534,4 +516,20 @@ func TestMovableMoveAllWaitsUntilServing(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "not serving")
 	require.Equal(t, first, m.Addr(1), "the next server moved before the first served")
+}
+
+// lockThrough connects a Client through m's names with the session timeout
+// given, its sessions traced into s (closed when the test ends), and takes
+// a Mutex on /<test name>.
+func lockThrough(t *testing.T, m *zktest.Movable, timeout time.Duration, s *sessions) (*zklock.Client, *zklock.Lease) {
+	t.Helper()
+	c, err := zklock.Connect(t.Context(), m.Servers(), zklock.WithHostResolver(m.Lookup),
+		zklock.WithSessionTimeout(timeout), zklock.WithTrace(s.trace()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	mu, err := zklock.NewMutex(c, "/"+t.Name())
+	require.NoError(t, err)
+	lease, err := mu.Acquire(t.Context())
+	require.NoError(t, err)
+	return c, lease
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,34 +287,17 @@ func TestFailedArmingHoldsOffArming(t *testing.T) {
 	// to the test's keeper. (Without waiting for that, the keeper's own
 	// goroutine may be arming the node itself when the test's keeper
 	// looks, and find nothing due.)
-	gate, entered := make(chan struct{}), make(chan struct{}, 1)
-	defer close(gate)
-	var mu sync.Mutex
-	failGetW := true
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		switch {
-		case op.Name == "Check":
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-gate
-		case op.Name == "GetW" && op.Paths[0] == "/fa/a":
-			mu.Lock()
-			defer mu.Unlock()
-			if failGetW {
-				return zk.ErrConnectionClosed
-			}
+	var failGetW atomic.Bool
+	failGetW.Store(true)
+	entered, _ := gatedChecks(t, f, func(op zkfake.Op) error {
+		if op.Name == "GetW" && op.Paths[0] == "/fa/a" && failGetW.Load() {
+			return zk.ErrConnectionClosed
 		}
 		return nil
-	}})
+	})
 	_, done := s.Waiting("/fa/w", s.ID())
 	defer done()
-	select {
-	case <-entered:
-	case <-time.After(long):
-		t.Fatal("the keeper did not check the waiter's node")
-	}
+	awaitEntered(t, entered, "the keeper did not check the waiter's node")
 	h := grant(t, s, [][]string{{"/fa/a"}}, []session.Cover{{}})[0]
 	due := h.Granted().Add(timeout / 20)
 	eventually(t, func() bool { return time.Now().After(due) }, "the node due for its watch")
@@ -325,9 +309,7 @@ func TestFailedArmingHoldsOffArming(t *testing.T) {
 	if next := dk.ArmingDue(time.Now()); next.Before(before.Add(timeout / 12)) {
 		t.Fatalf("after a failed arming, the next is due %v later, want a twelfth of the timeout", next.Sub(before))
 	}
-	mu.Lock()
-	failGetW = false
-	mu.Unlock()
+	failGetW.Store(false)
 	dk = s.DetachedKeeper() // no retry pending
 	if !dk.Arm() {
 		t.Fatal("the node handed back after a failed arming is not due")
@@ -439,23 +421,40 @@ func TestKeeperRejoinsAfterTwiceTheTimeoutDown(t *testing.T) {
 
 // gatedChecks makes the fake hold every Check until the returned function
 // is called (at the latest when the test ends), and tells on entered when
-// one is held.
-func gatedChecks(t *testing.T, f *zkfake.Server) (entered <-chan struct{}, open func()) {
+// one is held; other, if given, decides every other op (nil: none fails).
+func gatedChecks(t *testing.T, f *zkfake.Server, other ...func(zkfake.Op) error) (entered <-chan struct{}, open func()) {
 	gate, in := make(chan struct{}), make(chan struct{}, 1)
 	var once sync.Once
 	open = func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(open)
 	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Name == "Check" {
-			select {
-			case in <- struct{}{}:
-			default:
+		if op.Name != "Check" {
+			for _, o := range other {
+				if err := o(op); err != nil {
+					return err
+				}
 			}
-			<-gate
+			return nil
 		}
+		select {
+		case in <- struct{}{}:
+		default:
+		}
+		<-gate
 		return nil
 	}})
 	return in, open
+}
+
+// awaitEntered waits until a Check is held (gatedChecks), or fails with
+// what.
+func awaitEntered(t *testing.T, entered <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(long):
+		t.Fatal(what)
+	}
 }
 
 // The leases end at their deadline even while the keeper's check hangs
@@ -469,11 +468,7 @@ func TestLeasesEndAtTheDeadlineWhileTheCheckHangs(t *testing.T) {
 	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
 	entered, _ := gatedChecks(t, f)
 	h := hold(t, s, []string{"/lh/a"})[0]
-	select {
-	case <-entered:
-	case <-time.After(long):
-		t.Fatal("the keeper did not check the held node")
-	}
+	awaitEntered(t, entered, "the keeper did not check the held node")
 	// Confirmations by other writes, while the check hangs.
 	first := h.ValidUntil()
 	eventually(t, func() bool {
@@ -506,11 +501,7 @@ func TestArmingFindsANodeGone(t *testing.T) {
 	entered, _ := gatedChecks(t, f) // the keeper's own goroutine held in a check
 	_, done := s.Waiting("/ag/w", s.ID())
 	defer done()
-	select {
-	case <-entered:
-	case <-time.After(long):
-		t.Fatal("the keeper did not check the waiter's node")
-	}
+	awaitEntered(t, entered, "the keeper did not check the waiter's node")
 	h := grant(t, s, [][]string{{"/ag/a"}}, []session.Cover{{}})[0]
 	must(t, f.Delete("/ag/a"))
 	due := h.Granted().Add(timeout / 20)
