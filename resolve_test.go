@@ -299,16 +299,8 @@ func TestNameMovedWhileLeaseHeld(t *testing.T) {
 	fw := forward(t, "127.0.0.2", servers(t)[0])
 	n.set("zk-a", "127.0.0.2")
 	var s sessions
-	c, err := zklock.Connect(ctx, []string{"zk-a:" + fw.port}, zklock.WithHostResolver(n.lookup),
-		zklock.WithSessionTimeout(8*time.Second), zklock.WithTrace(s.trace()))
-	must(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	sid := c.SessionID()
-	m, err := zklock.NewMutex(c, lockPath(t))
-	must(t, err)
-	l, err := m.Acquire(ctx)
-	must(t, err)
-	node := l.Node()
+	c, m, l := lockThroughNames(t, ctx, []string{"zk-a:" + fw.port}, n, &s)
+	sid, node := c.SessionID(), l.Node()
 
 	before := s.count()
 	n.set("zk-a", "127.0.0.3")
@@ -356,16 +348,8 @@ func TestEnsembleMovesNameInUseLast(t *testing.T) {
 		connect = append(connect, name+":"+port)
 	}
 	var s sessions
-	c, err := zklock.Connect(ctx, connect, zklock.WithHostResolver(n.lookup),
-		zklock.WithSessionTimeout(8*time.Second), zklock.WithTrace(s.trace()))
-	must(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	sid := c.SessionID()
-	m, err := zklock.NewMutex(c, lockPath(t))
-	must(t, err)
-	l, err := m.Acquire(ctx)
-	must(t, err)
-	node := l.Node()
+	c, _, l := lockThroughNames(t, ctx, connect, n, &s)
+	sid, node := c.SessionID(), l.Node()
 
 	inUse := strings.TrimSuffix(s.last().Server, ":"+port)
 	if fws[inUse] == nil {
@@ -397,4 +381,20 @@ func TestEnsembleMovesNameInUseLast(t *testing.T) {
 	moved := time.Now()
 	eventually(t, func() bool { return l.ValidUntil().After(moved.Add(time.Second)) }, "the lease confirmed again after the moves")
 	release(t, l)
+}
+
+// lockThroughNames connects a Client to servers through n's lookup, with
+// an 8 s session timeout and its sessions traced into s (closed when the
+// test ends), and takes a Mutex on a lock path of the test's.
+func lockThroughNames(t *testing.T, ctx context.Context, servers []string, n *names, s *sessions) (*zklock.Client, *zklock.Mutex, *zklock.Lease) {
+	t.Helper()
+	c, err := zklock.Connect(ctx, servers, zklock.WithHostResolver(n.lookup),
+		zklock.WithSessionTimeout(8*time.Second), zklock.WithTrace(s.trace()))
+	must(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	m, err := zklock.NewMutex(c, lockPath(t))
+	must(t, err)
+	l, err := m.Acquire(ctx)
+	must(t, err)
+	return c, m, l
 }
