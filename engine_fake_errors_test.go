@@ -56,6 +56,12 @@ func TestFakeReadErrorsReachTheCaller(t *testing.T) {
 			return err
 		}},
 		{"Revoke", "Set", l.Node(), func(ctx context.Context) error { return zklock.Revoke(ctx, c, l.Node()) }},
+		{"Election.Leader, the sync", "Sync", "/re/lock", func(ctx context.Context) error {
+			e, err := zklock.NewElection(c, "/re/lock")
+			must(t, err)
+			_, err = e.Leader(ctx)
+			return err
+		}},
 	} {
 		tc := tc
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,8 @@ package zklock_test
 
 import (
 	"errors"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -147,5 +149,86 @@ func TestFakeParticipantsLegacySizeOnlyForLeases(t *testing.T) {
 	must(t, err)
 	if len(ps) != 2 || ps[0].Node != lease || !ps[0].Holder || ps[1].Node != mutex || ps[1].Holder {
 		t.Fatalf("participants %+v; want %s holding, then %s waiting", ps, lease, mutex)
+	}
+}
+
+// A kazoo Semaphore (lease nodes of 32 hex digits, and its lock beside the
+// path): Participants shows every lease node holding and the lock's nodes
+// waiting; FindLocks reports the path once, as kazoo's, not its lock as a
+// path of its own, and lists a plain lock path beside it.
+func TestFakeKazooSemaphoreRead(t *testing.T) {
+	f := zkfake.New()
+	for _, p := range []string{"/kz", "/kz/sem", "/kz/sem-__lock__", "/kz/m"} {
+		must(t, f.Create(p, nil))
+	}
+	leases := []string{"/kz/sem/0123456789abcdef0123456789abcdef", "/kz/sem/fedcba9876543210fedcba9876543210"}
+	for _, l := range leases {
+		must(t, f.Create(l, []byte("kazoo")))
+	}
+	waiter := "/kz/sem-__lock__/0f8fad5bd9cb469fa16570867728950e__lock__0000000000"
+	must(t, f.Create(waiter, nil))
+	mutex := "/kz/m/_c_7c9e6679-7425-40de-944b-e07fc1f90ae7-lock-0000000000"
+	must(t, f.Create(mutex, nil))
+	c := fakeClient(t, f)
+
+	ps, err := zklock.Participants(ctxT(t), c, "/kz/sem")
+	must(t, err)
+	if len(ps) != 3 || !ps[0].Holder || !ps[1].Holder || ps[2].Holder || ps[2].Node != waiter {
+		t.Fatalf("participants %+v; want the two leases holding, then %s waiting", ps, waiter)
+	}
+	found, complete, err := zklock.FindLocks(ctxT(t), c, "/kz", zklock.FindLimit{})
+	must(t, err)
+	var got []string
+	for _, lp := range found {
+		got = append(got, lp.Path+" "+strconv.Itoa(int(lp.Layout)))
+	}
+	want := []string{"/kz/m " + strconv.Itoa(int(zklock.LayoutZklock)), "/kz/sem " + strconv.Itoa(int(zklock.LayoutKazoo))}
+	slices.Sort(got)
+	if !complete || !slices.Equal(got, want) {
+		t.Fatalf("FindLocks: %v (complete %v); want %v", got, complete, want)
+	}
+}
+
+// A path shaped as a Curator semaphore (a child "leases") whose leases/
+// holds a node Curator's semaphore never makes (a mutex node) is no
+// Curator semaphore: FindLocks goes on below it and finds the mutex.
+func TestFakeCuratorShapeThatIsNot(t *testing.T) {
+	f := zkfake.New()
+	for _, p := range []string{"/cn", "/cn/x", "/cn/x/leases"} {
+		must(t, f.Create(p, nil))
+	}
+	mutex := "/cn/x/leases/_c_7c9e6679-7425-40de-944b-e07fc1f90ae7-lock-0000000000"
+	must(t, f.Create(mutex, nil))
+	found, _, err := zklock.FindLocks(ctxT(t), fakeClient(t, f), "/cn", zklock.FindLimit{})
+	must(t, err)
+	if len(found) != 1 || found[0].Path != "/cn/x/leases" || found[0].Layout != zklock.LayoutZklock {
+		t.Fatalf("FindLocks: %+v; want the mutex path /cn/x/leases", found)
+	}
+}
+
+// A kazoo Semaphore with a single lease is read as kazoo's too; a zklock
+// lock path that happens to have a "<path>-__lock__" beside it is not: its
+// nodes are decided as a mutex's.
+func TestFakeKazooShapeEdges(t *testing.T) {
+	f := zkfake.New()
+	for _, p := range []string{"/ke", "/ke/one", "/ke/one-__lock__", "/ke/m", "/ke/m-__lock__"} {
+		must(t, f.Create(p, nil))
+	}
+	must(t, f.Create("/ke/one/0123456789abcdef0123456789abcdef", nil))
+	waiter := "/ke/one-__lock__/0f8fad5bd9cb469fa16570867728950e__lock__0000000000"
+	must(t, f.Create(waiter, nil))
+	second := "/ke/m/_c_7c9e6679-7425-40de-944b-e07fc1f90ae7-lock-0000000001"
+	must(t, f.Create("/ke/m/_c_0f8fad5b-d9cb-469f-a165-70867728950e-lock-0000000000", nil))
+	must(t, f.Create(second, nil))
+	c := fakeClient(t, f)
+	ps, err := zklock.Participants(ctxT(t), c, "/ke/one")
+	must(t, err)
+	if len(ps) != 2 || !ps[0].Holder || ps[1].Node != waiter || ps[1].Holder {
+		t.Fatalf("a kazoo semaphore of one lease: %+v; want the lease holding, then %s waiting", ps, waiter)
+	}
+	ps, err = zklock.Participants(ctxT(t), c, "/ke/m")
+	must(t, err)
+	if len(ps) != 2 || !ps[0].Holder || ps[1].Node != second || ps[1].Holder {
+		t.Fatalf("a mutex beside a __lock__ path: %+v; want the first holding, %s waiting", ps, second)
 	}
 }
