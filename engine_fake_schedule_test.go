@@ -515,7 +515,28 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 		}
 		live = still
 		if recipe == "semaphore" || recipe == "semaphore-sizes" {
-			if err := boundBySizes(f.Children("/s/sem"), sems); err != nil {
+			// One listing for the bound, read after the checks above: a
+			// node may go in between, as a participant's goroutine
+			// releases its lease (Err says so only once the delete is
+			// done). A lease whose node this listing lacks is doomed
+			// from now on, as above. Without this, seed 947137274 failed
+			// once under -race, the listing lacking a lease being
+			// released.
+			names := f.Children("/s/sem")
+			listed := map[string]bool{}
+			for _, n := range names {
+				listed[n] = true
+			}
+			var present []*liveLease
+			for _, l := range sems {
+				node := l.l.Node()
+				if listed[node[strings.LastIndexByte(node, '/')+1:]] {
+					present = append(present, l)
+				} else if _, ok := doomedSince[l.l]; !ok {
+					doomedSince[l.l] = time.Now()
+				}
+			}
+			if err := boundBySizes(names, present); err != nil {
 				return err
 			}
 		}
