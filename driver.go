@@ -63,6 +63,12 @@ type decision struct {
 	// engine skips it when we never waited and nobody is behind us
 	// ([participant.step]).
 	announce bool
+
+	// heldBack: the index of a node queued behind the participant, of a
+	// size that holds it back though the rule lets it hold; watched too,
+	// as its departure may lift the bound. 0: none (no node behind is at
+	// index 0).
+	heldBack int
 }
 
 // handOver is implemented by drivers whose waiters wake on a predecessor's
@@ -152,42 +158,52 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 //     the leases held are at most the smallest size of any participant
 //     that holds one, or is queued ahead of one that does.
 //
-// A participant queued behind the holders bounds nothing ahead of it.
-// That is what "at most the smallest size among the live participants"
-// can mean with first-come-first-served and "a lease held is not taken
-// back": a waiter ahead of a newcomer of a smaller size was there first,
-// and whether its read that grants came just before the newcomer's create
-// or just after is a race nobody can order; a rule by which it held in
-// one case and not the other would let the newcomer decide for it. A min
-// over the whole queue is not even safe from names: decisions would then
-// depend on the nodes behind (which wake nobody), stop being monotone,
-// and holders stop being a prefix, so that positions no longer count
-// them. Four nodes of size 4, x, y, a, b: b holds on its read while a,
-// ahead of it, has not read yet; a newcomer of size 2 queues; a reads and,
-// at index 2, waits; x leaves; a, at index 1, holds: three leases (y, a,
-// b), a's granted while the 2 was queued.
+// The grant: the engine grants a group only on a read where, besides the
+// rule, no node queued behind it carries a size of at most last (the index
+// of its last node): a lease is never granted on a read that lists a
+// participant whose size the grant would exceed ([semaphoreDriver.decide];
+// [semaphoreDriver.GetsTheLock] is the rule alone, what Participants
+// shows). Grants are rule holders, so all of the above still holds; and
+// in any one state the groups it would grant are a prefix (a node behind
+// a granted one has a larger index, so whatever holds that one back holds
+// it back). What the grant adds: let z be the lease furthest back in the
+// queue at some moment, granted on a read R. Every lease held is z or
+// ahead of it, and z's index only fell since R, so the leases held are at
+// most index_R(z) + 1, which is below every size R listed, ahead of z or
+// behind it. A participant of size s that queued before R and lives on is
+// listed by R. So: while a participant of size s lives, more than s leases
+// are held only if the lease furthest back in the queue was granted before
+// it queued.
 //
-// No rule that decides from the names alone can do better, because the
-// names do not say who holds once a smaller size has arrived. Take a, b,
-// c of size 3, queued in that order, and a newcomer N of size 2 behind
-// them, nobody else. Any two of a, b, c may have read before N's create
-// and hold (a semaphore of 3 must grant its third lease to a node whose
-// read cannot tell whether the others ahead have read yet), while the
-// third had not read: granting the third then makes three leases while N
-// is queued. So in this view none of the three may be granted. But in
-// the history where all three read after N's create, nobody holds, and
-// with none granted nobody ever will while N waits. The names, and so
-// every participant's view, are the same in all these histories: a rule
-// must either over-grant in some or deadlock in another. Closing the gap
-// needs a record of each grant in ZooKeeper, a write per lease that the
-// rule above does without; this layout keeps no such record.
+// Those the grant cannot bound. Leases held before a smaller size queued
+// are not taken back; nor is a lease that z's precedes in the queue but
+// that was granted after z's, within the smaller size by its position
+// alone. That comes of a grant out of queue order: z, behind x, holds on
+// a read made before x's first read (x's server lagged, or x woke later
+// than z from the same release), since x holds by the rule on any read
+// that z does. If a smaller size queues between z's read and x's, x is
+// granted within it by position, and z's lease comes on top. Take a, b, c
+// of size 3 and a newcomer N of size 2 behind them. b and c may hold from
+// reads made before N's create while a's first read lagged: a must then
+// not be granted. But if all three read after N's create, nobody holds,
+// and a must be granted, or nobody ever is. a's read lists the same names
+// in both histories, so no rule from the names alone can close this: a
+// rule must over-grant in one or deadlock in another. Closing it needs a
+// record of each grant in ZooKeeper, a write per lease that this layout
+// does without. TestSemaphoreRollingResize (on a real ZooKeeper) and
+// TestSchedules check what the grant does bound, from the zxids: the read
+// that granted the lease furthest back (its token) against the create of
+// each smaller size queued.
 //
 // Waking the right waiter on any release, with O(1) notifications. A
-// waiting group's decision changes only when a node ahead of it goes.
+// waiting group's decision changes only when a node ahead of it goes, or,
+// for one the grant holds back, when a node behind that holds it back
+// goes.
 //
 //   - The first waiting group (the group just ahead of it holds, and so
 //     does every group ahead) watches every node ahead of it: as many as
 //     the smallest size ahead, at most. Any departure wakes it.
+//
 //   - Any later group G cannot hold while the group P just ahead of it
 //     does not (holders are a prefix). It watches P's last node, and
 //     wakes when P goes, or announces that it holds (awaitHold/announce):
@@ -196,6 +212,16 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 //     node behind it: P's read is after G's (P waited in G's read, and
 //     holding is monotone), and G's node was made before G's read
 //     ([participant.step]).
+//
+//   - A group the grant holds back (the rule lets it hold, a size behind
+//     does not) watches every node ahead of it, as many as the smallest
+//     size ahead at most, and the first node behind whose size holds it
+//     back: its decision changes only when a node ahead goes, or when that
+//     one does (the bound rises only once every such node is gone; then
+//     it watches the next). A group behind it follows by its own watches:
+//     the rule lets the held-back group hold, so the group behind watches
+//     every node ahead of it; the held-back group need not announce for
+//     it (it may hold already, by a grant before the smaller size came).
 //
 // A departure that raises the min is a departure ahead: the group behind
 // the node that went watched it (first waiting or not) and decides again,
@@ -208,13 +234,24 @@ type semaphoreDriver struct {
 
 func (semaphoreDriver) Kind() Kind { return KindLease }
 
+// GetsTheLock is the rule alone, from the nodes up to last: whether the
+// participant holds, or may hold by a grant made before a smaller size
+// queued behind it ([Participants] shows that). The engine grants by
+// [semaphoreDriver.decide], which adds the bound of the sizes behind.
 func (d semaphoreDriver) GetsTheLock(children []Child, first, last int) Decision {
-	return d.decide(children, first, last).Decision
+	dec := d.decide(children[:last+1], first, last)
+	return dec.Decision
 }
 
 func (d semaphoreDriver) decide(children []Child, first, last int) decision {
 	ahead := d.limit(children[:first]) // m(first-1)
-	if last < min(ahead, d.sizeOf(children[last])) {
+	rule := min(ahead, d.sizeOf(children[last]))
+	if last < rule {
+		if b := blocker(children[last+1:], last); b >= 0 {
+			// The rule lets us hold, and a smaller size queued behind
+			// does not: wait for a node ahead to go, or for that one.
+			return decision{Decision: Decision{Watch: seqTo(first)}, heldBack: last + 1 + b}
+		}
 		return decision{Decision: Decision{Holds: true}, announce: true}
 	}
 	prev := first - 1 // the last node of the group ahead
@@ -224,14 +261,32 @@ func (d semaphoreDriver) decide(children []Child, first, last int) decision {
 		// AcquireN refuse: the engine fails the acquire.
 		return decision{}
 	case prev < ahead:
-		// The group ahead holds, and so does everything before it.
-		watch := make([]int, first)
-		for i := range watch {
-			watch[i] = i
-		}
-		return decision{Decision: Decision{Watch: watch}}
+		// The rule lets the group ahead hold, and everything before it:
+		// they hold, or wait only for a size behind them.
+		return decision{Decision: Decision{Watch: seqTo(first)}}
 	}
 	return decision{Decision: Decision{Watch: []int{prev}}, awaitHold: true}
+}
+
+// blocker is the index in kids of the first node whose id carries a size
+// of at most last: one that holds a group at last back. Its departure is
+// the one that can lift the bound (another of the same kind keeps it).
+func blocker(kids []Child, last int) int {
+	for i, k := range kids {
+		if n, ok := idSize(k.Owner); ok && n <= last {
+			return i
+		}
+	}
+	return -1 // none: the caller only asks when there is one
+}
+
+// seqTo is 0, 1, ..., n-1.
+func seqTo(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // limit is the smallest size among kids, math.MaxInt if none sets one.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -100,10 +101,13 @@ func TestSizedID(t *testing.T) {
 }
 
 // The semaphore driver's decisions with participants of different sizes:
-// node i holds iff i is below the smallest size among nodes 0..i, a group
-// (AcquireN) iff its last node does; a waiter watches every node ahead if
-// the group ahead of it holds, else the last node of that group, for its
-// hold.
+// by the rule, node i holds iff i is below the smallest size among nodes
+// 0..i, a group (AcquireN) iff its last node does; the engine grants only
+// if no node queued behind carries a size of at most i (held back: watch
+// every node ahead and that one). A waiter the rule holds back watches
+// every node ahead if the rule lets the group ahead of it hold, else the
+// last node of that group, for its hold. The public view (GetsTheLock,
+// what Participants shows) is the rule alone.
 func TestSemaphoreDriverSizes(t *testing.T) {
 	all := func(n int) []int {
 		out := make([]int, n)
@@ -115,48 +119,62 @@ func TestSemaphoreDriverSizes(t *testing.T) {
 	hold := decision{Decision: Decision{Holds: true}, announce: true}
 	first := func(n int) decision { return decision{Decision: Decision{Watch: all(n)}} }
 	behind := func(prev int) decision { return decision{Decision: Decision{Watch: []int{prev}}, awaitHold: true} }
+	heldBack := func(n, by int) decision { return decision{Decision: Decision{Watch: all(n)}, heldBack: by} }
 	for _, tc := range []struct {
 		name        string
 		spec        []string
 		legacy      int
 		first, last int
 		want        decision
+		public      *Decision // what GetsTheLock says, if not want's
 	}{
-		{"one size", []string{"A3", "B3", "C3"}, 0, 2, 2, hold},
-		{"one size, full", []string{"A3", "B3", "C3", "D3"}, 0, 3, 3, first(3)},
+		{"one size", []string{"A3", "B3", "C3"}, 0, 2, 2, hold, nil},
+		{"one size, full", []string{"A3", "B3", "C3", "D3"}, 0, 3, 3, first(3), nil},
 		// A 2 ahead bounds the 3s behind it (min over the holder's own
 		// size alone would let C hold: three leases while A's 2 holds).
-		{"a 2 ahead bounds a 3", []string{"A2", "B3", "C3"}, 0, 2, 2, first(2)},
-		{"a 3 behind a 2 holds within 2", []string{"A2", "B3", "C3"}, 0, 1, 1, hold},
-		{"a 2 behind two 3s waits", []string{"A3", "B3", "C2"}, 0, 2, 2, first(2)},
-		// A smaller size behind bounds nothing ahead of it (min over the
-		// whole queue would keep C waiting, for a node that came later).
-		{"a 2 behind does not hold back a 3 ahead", []string{"A3", "B3", "C3", "D2"}, 0, 2, 2, hold},
-		{"the 2 behind three 3s", []string{"A3", "B3", "C3", "D2"}, 0, 3, 3, first(3)},
-		{"a waiter behind a waiter", []string{"A2", "B3", "C3", "D3"}, 0, 3, 3, behind(2)},
-		{"a 1 first", []string{"A1", "B3"}, 0, 1, 1, first(1)},
-		{"a 1 behind a 3", []string{"A3", "B1"}, 0, 1, 1, first(1)},
-		{"the min is over everything ahead", []string{"A5", "B2", "C5", "D5"}, 0, 2, 2, first(2)},
+		{"a 2 ahead bounds a 3", []string{"A2", "B3", "C3"}, 0, 2, 2, first(2), nil},
+		{"a 3 behind a 2 holds within 2", []string{"A2", "B3", "C3"}, 0, 1, 1, hold, nil},
+		{"a 2 behind two 3s waits", []string{"A3", "B3", "C2"}, 0, 2, 2, first(2), nil},
+		// A smaller size behind holds back a grant the rule allows: C,
+		// granted, would make three leases while D's 2 is queued. The
+		// public view says C may hold (a lease granted before D came).
+		{"a 2 behind holds back a 3 ahead", []string{"A3", "B3", "C3", "D2"}, 0, 2, 2, heldBack(2, 3), &Decision{Holds: true}},
+		{"held back by the first small one", []string{"A3", "B3", "C3", "D5", "E2", "F1"}, 0, 2, 2, heldBack(2, 4), &Decision{Holds: true}},
+		{"held back, first in the queue", []string{"A3", "B3", "C1"}, 0, 1, 1, heldBack(1, 2), &Decision{Holds: true}},
+		{"a group held back", []string{"A3", "B3", "B3", "C2"}, 0, 1, 2, heldBack(1, 3), &Decision{Holds: true}},
+		{"within the size behind", []string{"A3", "B3", "C2"}, 0, 1, 1, hold, nil},
+		{"a larger size behind holds nothing back", []string{"A3", "B3", "C3", "D4"}, 0, 2, 2, hold, nil},
+		{"an unsized node behind holds nothing back", []string{"A3", "B3", "C3", "D"}, 1, 2, 2, hold, nil},
+		{"the 2 behind three 3s", []string{"A3", "B3", "C3", "D2"}, 0, 3, 3, first(3), nil},
+		{"behind a held-back 3", []string{"A3", "B3", "C3", "D2", "E3"}, 0, 4, 4, behind(3), nil},
+		{"a waiter behind a waiter", []string{"A2", "B3", "C3", "D3"}, 0, 3, 3, behind(2), nil},
+		{"a 1 first", []string{"A1", "B3"}, 0, 1, 1, first(1), nil},
+		{"a 1 behind a 3", []string{"A3", "B1"}, 0, 1, 1, first(1), nil},
+		{"the min is over everything ahead", []string{"A5", "B2", "C5", "D5"}, 0, 2, 2, first(2), nil},
 		// Groups: one size per group, held together.
-		{"a group within its size", []string{"A3", "A3", "B3"}, 0, 2, 2, hold},
-		{"a group of 2 behind a 2", []string{"A2", "B3", "B3"}, 0, 1, 2, first(1)},
-		{"a group behind a group", []string{"A2", "A2", "B3", "B3", "C3", "C3"}, 0, 4, 5, behind(3)},
-		{"a group of 2 of a 2 behind a 3", []string{"A3", "B2", "B2"}, 0, 1, 2, first(1)},
-		{"a group alone", []string{"B2", "B2"}, 0, 0, 1, hold},
-		{"a group of 3 behind a 5 and a 4", []string{"A5", "B4", "C3", "C3", "C3"}, 0, 2, 4, first(2)},
+		{"a group within its size", []string{"A3", "A3", "B3"}, 0, 2, 2, hold, nil},
+		{"a group of 2 behind a 2", []string{"A2", "B3", "B3"}, 0, 1, 2, first(1), nil},
+		{"a group behind a group", []string{"A2", "A2", "B3", "B3", "C3", "C3"}, 0, 4, 5, behind(3), nil},
+		{"a group of 2 of a 2 behind a 3", []string{"A3", "B2", "B2"}, 0, 1, 2, first(1), nil},
+		{"a group alone", []string{"B2", "B2"}, 0, 0, 1, hold, nil},
+		{"a group of 3 behind a 5 and a 4", []string{"A5", "B4", "C3", "C3", "C3"}, 0, 2, 4, first(2), nil},
 		// Nodes without a size in their ids: the path's record, if any,
 		// else no bound of their own.
-		{"unsized nodes, no record", []string{"A", "B", "C3"}, 0, 2, 2, hold},
-		{"unsized nodes, a record of 2", []string{"A", "B", "C3"}, 2, 2, 2, first(2)},
-		{"unsized nodes, a record of 3", []string{"A", "B", "C3"}, 3, 2, 2, hold},
-		{"a record does not override a carried size", []string{"A2", "B", "C3"}, 5, 2, 2, first(2)},
-		{"unsized everywhere, a record", []string{"A", "B", "C"}, 2, 2, 2, first(2)},
+		{"unsized nodes, no record", []string{"A", "B", "C3"}, 0, 2, 2, hold, nil},
+		{"unsized nodes, a record of 2", []string{"A", "B", "C3"}, 2, 2, 2, first(2), nil},
+		{"unsized nodes, a record of 3", []string{"A", "B", "C3"}, 3, 2, 2, hold, nil},
+		{"a record does not override a carried size", []string{"A2", "B", "C3"}, 5, 2, 2, first(2), nil},
+		{"unsized everywhere, a record", []string{"A", "B", "C"}, 2, 2, 2, first(2), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kids := sized(tc.spec...)
 			d := semaphoreDriver{legacy: tc.legacy}
 			equal(t, d.decide(kids, tc.first, tc.last), tc.want)
-			equal(t, d.GetsTheLock(kids, tc.first, tc.last), tc.want.Decision, "the public view")
+			public := tc.want.Decision
+			if tc.public != nil {
+				public = *tc.public
+			}
+			equal(t, d.GetsTheLock(kids, tc.first, tc.last), public, "the public view")
 		})
 	}
 	// A participant whose own group exceeds its size neither holds nor
@@ -201,12 +219,29 @@ func randomQueue(rng *rand.Rand, legacy bool) (kids []Child, sizes, groupLast []
 	return kids, sizes, groupLast
 }
 
+// refGrants is the engine's grant, written plainly: the rule, and no node
+// behind the group carries a size of at most its last node's index.
+func refGrants(kids []Child, rule []bool, groupLast []int) []bool {
+	out := slices.Clone(rule)
+	for i := range out {
+		for _, k := range kids[groupLast[i]+1:] {
+			if n, ok := idSize(k.Owner); ok && n <= groupLast[i] {
+				out[i] = false
+			}
+		}
+	}
+	return out
+}
+
 // The proof's claims, on random queues of mixed sizes and groups: the
-// decisions are the rule's; holders are a prefix; at most the smallest
-// size among the holders hold; nodes behind never change a decision, a
-// departure ahead never ends a hold; a waiter's watches are as the
-// hand-over needs them (every node ahead when the group ahead holds, else
-// that group's last node).
+// decisions are the rule's, held back by any size behind that the grant
+// would exceed; holders by the rule are a prefix, and so are grants; at
+// most the smallest size among the holders hold, and a grant is within
+// every size queued; nodes behind never change the rule's decision and
+// never turn a wait into a grant; a departure ahead never ends a hold; a
+// waiter's watches are as the hand-over needs them (every node ahead when
+// the rule lets the group ahead hold, else that group's last node; and a
+// node of the size behind that holds it back).
 func TestSemaphoreDriverRuleProperties(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for round := 0; round < 5000; round++ {
@@ -217,26 +252,27 @@ func TestSemaphoreDriverRuleProperties(t *testing.T) {
 		if !slices.Equal(held, want) {
 			t.Fatalf("sizes %v groups %v: holders %v, want %v", sizes, groupLast, held, want)
 		}
-		h := 0
-		for h < len(held) && held[h] {
-			h++
+		granted := refGrants(kids, held, groupLast)
+		for _, hs := range [][]bool{held, granted} {
+			h := 0
+			for h < len(hs) && hs[h] {
+				h++
+			}
+			if slices.Contains(hs[h:], true) {
+				t.Fatalf("sizes %v: holders %v are not a prefix", sizes, hs)
+			}
+			if h > 0 && h > slices.Min(sizes[:h]) {
+				t.Fatalf("sizes %v: %d hold, over the smallest holder's size", sizes, h)
+			}
 		}
-		if slices.Contains(held[h:], true) {
-			t.Fatalf("sizes %v: holders %v are not a prefix", sizes, held)
-		}
-		if h > 0 && h > slices.Min(sizes[:h]) {
-			t.Fatalf("sizes %v: %d hold, over the smallest holder's size", sizes, h)
+		if g := countTrue(granted); g > 0 && g > slices.Min(sizes) {
+			t.Fatalf("sizes %v: %d granted, over the smallest size queued", sizes, g)
 		}
 		for i := 0; i < len(kids); {
 			first, last := groupOf(kids, i)
 			dec := d.decide(kids, first, last)
-			checkWatches(t, kids, held, first, last, dec)
-			// Nodes behind change nothing.
-			more, _, _ := randomQueue(rng, false)
-			longer := append(slices.Clone(kids[:last+1]), more...)
-			if got := d.decide(longer, first, last); !equalDecision(got, dec) {
-				t.Fatalf("sizes %v: nodes behind %d changed its decision", sizes, first)
-			}
+			checkWatches(t, kids, held, granted, first, last, dec)
+			checkBehind(t, rng, d, kids, first, last, dec)
 			// A departure ahead never ends a hold.
 			if dec.Holds && first > 0 {
 				gone := rng.Intn(first)
@@ -250,18 +286,61 @@ func TestSemaphoreDriverRuleProperties(t *testing.T) {
 	}
 }
 
-func equalDecision(a, b decision) bool {
-	return a.Holds == b.Holds && a.awaitHold == b.awaitHold && a.announce == b.announce && slices.Equal(a.Watch, b.Watch)
+// checkBehind checks what nodes queued behind a group do to its decision
+// dec: nothing to the rule's (the public view), and at most hold back a
+// grant, never make one.
+func checkBehind(t *testing.T, rng *rand.Rand, d semaphoreDriver, kids []Child, first, last int, dec decision) {
+	t.Helper()
+	more, _, _ := randomQueue(rng, false)
+	longer := append(slices.Clone(kids[:last+1]), more...)
+	if got, was := d.GetsTheLock(longer, first, last), d.GetsTheLock(kids, first, last); !reflect.DeepEqual(got, was) {
+		t.Fatalf("%q: nodes behind %d changed the rule's decision", childNames(kids), first)
+	}
+	alone := d.decide(kids[:last+1], first, last)
+	if got := d.decide(longer, first, last); got.Holds && !alone.Holds || !got.Holds && !equalDecision(got, alone) && got.heldBack == 0 {
+		t.Fatalf("%q: nodes behind %d turned %+v into %+v", childNames(longer), first, alone, got)
+	}
+	if !dec.Holds && dec.heldBack == 0 && !equalDecision(dec, alone) {
+		t.Fatalf("%q: group %d..%d waits as %+v, not as the rule's %+v", childNames(kids), first, last, dec, alone)
+	}
 }
 
-// checkWatches checks a waiter's watches against the holders.
-func checkWatches(t *testing.T, kids []Child, held []bool, first, last int, dec decision) {
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+func equalDecision(a, b decision) bool {
+	return a.Holds == b.Holds && a.awaitHold == b.awaitHold && a.announce == b.announce && a.heldBack == b.heldBack && slices.Equal(a.Watch, b.Watch)
+}
+
+// checkWatches checks a waiter's watches against the holders by the rule
+// (held) and the grants (granted).
+func checkWatches(t *testing.T, kids []Child, held, granted []bool, first, last int, dec decision) {
 	t.Helper()
-	if dec.Holds != held[last] {
-		t.Fatalf("%q: group %d..%d decides %v, holders say %v", childNames(kids), first, last, dec.Holds, held[last])
+	if dec.Holds != granted[last] {
+		t.Fatalf("%q: group %d..%d decides %v, grants say %v", childNames(kids), first, last, dec.Holds, granted[last])
 	}
 	switch {
 	case dec.Holds:
+		if dec.heldBack != 0 || len(dec.Watch) != 0 {
+			t.Fatalf("%q: group %d..%d holds and watches %v, %d", childNames(kids), first, last, dec.Watch, dec.heldBack)
+		}
+	case held[last]:
+		n, ok := 0, false
+		if dec.heldBack > last {
+			n, ok = idSize(kids[dec.heldBack].Owner)
+		}
+		if !ok || n > last || !slices.Equal(dec.Watch, seq(first)) || dec.awaitHold {
+			t.Fatalf("%q: the held-back group %d..%d watches %v and %d (await %v), want every node ahead and one of a size at most %d behind", childNames(kids), first, last, dec.Watch, dec.heldBack, dec.awaitHold, last)
+		}
+	case dec.heldBack != 0:
+		t.Fatalf("%q: group %d..%d, which the rule keeps waiting, is held back by %d", childNames(kids), first, last, dec.heldBack)
 	case held[first-1]:
 		if !slices.Equal(dec.Watch, seq(first)) || dec.awaitHold {
 			t.Fatalf("the first waiting group %d..%d watches %v (await %v), want every node ahead", first, last, dec.Watch, dec.awaitHold)

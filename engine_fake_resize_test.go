@@ -5,9 +5,12 @@ package zklock_test
 // waiters that the sizes make subtle.
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/zkrecipes/zklock"
 	"github.com/zkrecipes/zklock/internal/zkfake"
@@ -148,34 +151,127 @@ func TestFakeSemaphoreResize(t *testing.T) {
 	fakeQueued(t, f, "/rs", 0)
 }
 
-// A waiter queued ahead of a smaller size keeps its turn: when a lease
-// frees, it holds, as it would have had its read come just before the
-// smaller one queued; the smaller one then waits for its own bound.
-// (A bound over the whole queue would keep C waiting for a node behind
-// it, which wakes nobody when it goes.)
-func TestFakeSemaphoreSmallerNewcomerKeepsTheQueue(t *testing.T) {
+// A smaller size that queues holds back the waiters ahead of it that a
+// lease would put over it: when a lease frees, C (third, within every
+// size up to it) does not take it while D's 2 is queued, since three
+// leases would then be held; it holds once it is second. C is held back,
+// not merely late: the test looks once C watches D.
+func TestFakeSemaphoreSmallerNewcomerHoldsBack(t *testing.T) {
 	f := zkfake.New()
-	_, s := fakeSems(t, f, "/nq", 3, 3, 3, 3, 2)
-	var held []*zklock.Lease
-	for _, sem := range s[:3] {
-		l, err := sem.Acquire(ctxT(t))
-		must(t, err)
-		held = append(held, l)
-	}
+	cs, s := fakeSems(t, f, "/nq", 3, 3, 3, 3, 2)
+	held := acquireEach(t, s[:3])
 	rc := async(s[3].Acquire, ctxT(t))
 	fakeQueued(t, f, "/nq", 4)
 	rd := async(s[4].Acquire, ctxT(t))
-	fakeQueued(t, f, "/nq", 5)
+	small := fakeNewNode(t, f, "/nq")
+	watched := hookWatches(f)
+	release(t, held[2]) // [A B C D2]: C is third, below every size up to it, not below D's
+	awaitWatch(t, watched, cs[3], small)
 	pending(t, rc)
-	release(t, held[2]) // [A B C D2]: C is third, below every size up to it
+	release(t, held[0]) // [B C D2]: C is second
 	lc := await(t, rc)
-	pending(t, rd)
-	release(t, held[0]) // [B C D2]: D is third, its own bound is 2
 	pending(t, rd)
 	release(t, held[1]) // [C D2]
 	ld := await(t, rd)
 	release(t, lc)
 	release(t, ld)
+}
+
+// A waiter held back by smaller sizes behind it wakes when they go, by
+// its watch on the first of them and then on the next: the bound rises
+// and it holds, with no node ahead of it gone.
+func TestFakeSemaphoreHeldBackWakes(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/hb", 3, 3, 3, 3, 2, 2)
+	held := acquireEach(t, s[:3])
+	rc := async(s[3].Acquire, ctxT(t))
+	fakeQueued(t, f, "/hb", 4)
+	ctxD, cancelD := context.WithCancel(ctxT(t))
+	defer cancelD()
+	ctxE, cancelE := context.WithCancel(ctxT(t))
+	defer cancelE()
+	rd := async(s[4].Acquire, ctxD)
+	nodeD := fakeNewNode(t, f, "/hb")
+	re := async(s[5].Acquire, ctxE)
+	nodeE := fakeNewNode(t, f, "/hb")
+	watched := hookWatches(f)
+	release(t, held[2]) // [A B C D2 E2]: C is held back by D
+	awaitWatch(t, watched, cs[3], nodeD)
+	cancelD() // [A B C E2]: by E
+	mustIs(t, returned(t, rd).err, context.Canceled, "D's acquire")
+	awaitWatch(t, watched, cs[3], nodeE)
+	pending(t, rc)
+	cancelE() // [A B C]
+	mustIs(t, returned(t, re).err, context.Canceled, "E's acquire")
+	lc := await(t, rc)
+	for _, l := range append(held[:2], lc) {
+		release(t, l)
+	}
+}
+
+// fakeNewNode waits for one more child of path on f than it has now, and
+// returns its path.
+func fakeNewNode(t testing.TB, f *zkfake.Server, path string) string {
+	t.Helper()
+	had := f.Children(path)
+	fakeQueued(t, f, path, len(had)+1)
+	for _, k := range f.Children(path) {
+		if !slices.Contains(had, k) {
+			return path + "/" + k
+		}
+	}
+	t.Fatalf("no new child of %s", path)
+	return ""
+}
+
+// acquireEach acquires a lease of each semaphore in turn.
+func acquireEach(t testing.TB, sems []*zklock.Semaphore) []*zklock.Lease {
+	t.Helper()
+	ls := make([]*zklock.Lease, len(sems))
+	for i, s := range sems {
+		l, err := s.Acquire(ctxT(t))
+		must(t, err)
+		ls[i] = l
+	}
+	return ls
+}
+
+// watch is a data watch set: by whom, on what.
+type watch struct {
+	session int64
+	path    string
+}
+
+// hookWatches reports every data watch (GetW) a participant sets on f,
+// from now on.
+func hookWatches(f *zkfake.Server) <-chan watch {
+	ch := make(chan watch, 1024)
+	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if op.Name == "GetW" && err == nil {
+			select {
+			case ch <- watch{op.Session, op.Paths[0]}:
+			default:
+			}
+		}
+		return err
+	}})
+	return ch
+}
+
+// awaitWatch waits until c's session watches path.
+func awaitWatch(t testing.TB, watched <-chan watch, c *zklock.Client, path string) {
+	t.Helper()
+	deadline := time.After(long)
+	for {
+		select {
+		case w := <-watched:
+			if w == (watch{c.SessionID(), path}) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("session %#x did not watch %s", c.SessionID(), path)
+		}
+	}
 }
 
 // A size that rises when a small holder leaves lets every waiter within

@@ -536,7 +536,8 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 					doomedSince[l.l] = time.Now()
 				}
 			}
-			if err := boundBySizes(names, present); err != nil {
+			czxid := func(name string) int64 { return f.Czxid("/s/sem/" + name) }
+			if err := boundBySizes(names, present, czxid); err != nil {
 				return err
 			}
 		}
@@ -677,8 +678,11 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 // most the smallest size among the nodes up to the last of theirs in
 // queue order, each node's size as its name carries it (the last 8 hex
 // digits of a version-8 id). With one size K everywhere, that is "at most
-// K"; with sizes 2 and 3, a 2 ahead bounds the 3s behind it.
-func boundBySizes(names []string, leases []*liveLease) error {
+// K"; with sizes 2 and 3, a 2 ahead bounds the 3s behind it. And the
+// grant's bound: they are fewer than the size of every node the read that
+// granted the lease furthest back listed (made at a zxid up to its token,
+// and still there), ahead of it or behind.
+func boundBySizes(names []string, leases []*liveLease, czxid func(name string) int64) error {
 	seqOf := func(name string) int64 {
 		n, _ := strconv.ParseInt(name[len(name)-10:], 10, 64) // no wrap in a schedule
 		return n
@@ -686,6 +690,7 @@ func boundBySizes(names []string, leases []*liveLease) error {
 	sort.Slice(names, func(i, j int) bool { return seqOf(names[i]) < seqOf(names[j]) })
 	at := map[string]int{}
 	bound := make([]int, len(names)) // the smallest size among nodes 0..i
+	sizes := make([]int, len(names))
 	for i, name := range names {
 		at[name] = i
 		size := int64(1 << 40) // no size: no bound
@@ -694,22 +699,30 @@ func boundBySizes(names []string, leases []*liveLease) error {
 				size = n
 			}
 		}
-		bound[i] = int(size)
+		bound[i], sizes[i] = int(size), int(size)
 		if i > 0 {
 			bound[i] = min(bound[i], bound[i-1])
 		}
 	}
-	last := -1
+	last, token := -1, int64(0)
 	for _, l := range leases {
 		node := l.l.Node()
 		i, ok := at[node[strings.LastIndexByte(node, '/')+1:]]
 		if !ok {
 			return fmt.Errorf("participant %d's lease %s is not among the children %v", l.who, node, names)
 		}
-		last = max(last, i)
+		if i > last {
+			last, token = i, l.l.Token()
+		}
 	}
 	if last >= 0 && len(leases) > bound[last] {
 		return fmt.Errorf("%d leases held, over the smallest size %d among the nodes up to the last holder's: queue %v", len(leases), bound[last], names)
+	}
+	for i, name := range names[last+1:] {
+		size := sizes[last+1+i]
+		if z := czxid(name); z != 0 && z <= token && len(leases) > size {
+			return fmt.Errorf("%d leases held, over the size %d of %s (made at %#x), which the read that granted the lease furthest back (%#x) listed: queue %v", len(leases), size, name, z, token, names)
+		}
 	}
 	return nil
 }

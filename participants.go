@@ -216,10 +216,15 @@ func SizeInForce(ps []Participant) int {
 
 // Participant is one node queued on a lock.
 type Participant struct {
-	Node   string // full znode path
-	Data   []byte // the holder's node data (owner identity by default)
-	Holder bool   // holds the lock now (false: queued)
-	Read   bool   // a read-side participant of an RWMutex
+	Node string // full znode path
+	Data []byte // the holder's node data (owner identity by default)
+	// Holder: holds the lock now (false: queued), by the recipe's rule
+	// from the names. In a zklock semaphore with a smaller size queued
+	// behind it, a participant the rule lets hold is a Holder whether it
+	// was granted before that size queued or waits for its bound
+	// (docs/semantics.md, "Resizing a semaphore").
+	Holder bool
+	Read   bool // a read-side participant of an RWMutex
 
 	Kind    Kind      // what the node's name says it is
 	Created time.Time // when the node was created, by the ZooKeeper leader's clock

@@ -128,7 +128,7 @@ func (w *waiter) check(d decision, first int) error {
 	if d.Holds {
 		return nil
 	}
-	if len(d.Watch) == 0 && w.l.count == nil { // a SharedCount's change is watched too
+	if len(d.Watch) == 0 && d.heldBack == 0 && w.l.count == nil { // a SharedCount's change is watched too
 		return invalidf("driver %T neither holds nor names a node to watch", w.l.driver)
 	}
 	for _, i := range d.Watch {
@@ -209,9 +209,12 @@ type watchPlan struct {
 
 // plan prepares the wait.
 func (w *waiter) plan(kids []Child, d decision) watchPlan {
-	pl := watchPlan{paths: make([]string, len(d.Watch)), awaitHold: d.awaitHold}
+	pl := watchPlan{paths: make([]string, len(d.Watch), len(d.Watch)+1), awaitHold: d.awaitHold}
 	for i, idx := range d.Watch {
 		pl.paths[i] = w.l.path + "/" + kids[idx].Name
+	}
+	if d.heldBack > 0 {
+		pl.paths = append(pl.paths, w.l.path+"/"+kids[d.heldBack].Name)
 	}
 	return pl
 }

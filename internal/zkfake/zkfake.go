@@ -322,6 +322,16 @@ func (s *Server) Owner(path string) int64 {
 	return 0
 }
 
+// Czxid returns the zxid of path's create (0: no such node).
+func (s *Server) Czxid(path string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.nodes[path]; n != nil {
+		return n.czxid
+	}
+	return 0
+}
+
 // Nodes returns every path in the tree, sorted.
 func (s *Server) Nodes() []string {
 	s.mu.Lock()
