@@ -1,6 +1,9 @@
 package zklock
 
-import "math"
+import (
+	"math"
+	"strings"
+)
 
 // Driver is a lock policy: it decides, from the sorted children of a lock
 // path, whether a participant holds the lock and, if not, which siblings it
@@ -247,7 +250,7 @@ func (d semaphoreDriver) decide(children []Child, first, last int) decision {
 	ahead := d.limit(children[:first]) // m(first-1)
 	rule := min(ahead, d.sizeOf(children[last]))
 	if last < rule {
-		if b := blocker(children[last+1:], last); b >= 0 {
+		if b := blocker(children[last+1:], last, children[last].Owner); b >= 0 {
 			// The rule lets us hold, and a smaller size queued behind
 			// does not: wait for a node ahead to go, or for that one.
 			return decision{Decision: Decision{Watch: seqTo(first)}, heldBack: last + 1 + b}
@@ -271,8 +274,18 @@ func (d semaphoreDriver) decide(children []Child, first, last int) decision {
 // blocker is the index in kids of the first node whose id carries a size
 // of at most last: one that holds a group at last back. Its departure is
 // the one that can lift the bound (another of the same kind keeps it).
-func blocker(kids []Child, last int) int {
+// A node whose id ends as own's does (own's size, above last, or both
+// unsized) is passed over without parsing its id: a queue of one size
+// costs a string comparison per node behind.
+func blocker(kids []Child, last int, own string) int {
+	tail := ""
+	if n, ok := idSize(own); ok && n > last {
+		tail = own[len(own)-8:]
+	}
 	for i, k := range kids {
+		if tail != "" && strings.HasSuffix(k.Owner, tail) {
+			continue
+		}
 		if n, ok := idSize(k.Owner); ok && n <= last {
 			return i
 		}

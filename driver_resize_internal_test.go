@@ -144,6 +144,8 @@ func TestSemaphoreDriverSizes(t *testing.T) {
 		{"a group held back", []string{"A3", "B3", "B3", "C2"}, 0, 1, 2, heldBack(1, 3), &Decision{Holds: true}},
 		{"within the size behind", []string{"A3", "B3", "C2"}, 0, 1, 1, hold, nil},
 		{"a larger size behind holds nothing back", []string{"A3", "B3", "C3", "D4"}, 0, 2, 2, hold, nil},
+		{"a size behind of a different first digit", []string{"A268435459", "B268435459", "C268435459", "D268435459", "E3"}, 0, 3, 3, heldBack(3, 4), &Decision{Holds: true}},
+		{"a size behind of our size", []string{"A5", "B5", "C5", "D5"}, 0, 2, 2, hold, nil},
 		{"an unsized node behind holds nothing back", []string{"A3", "B3", "C3", "D"}, 1, 2, 2, hold, nil},
 		{"the 2 behind three 3s", []string{"A3", "B3", "C3", "D2"}, 0, 3, 3, first(3), nil},
 		{"behind a held-back 3", []string{"A3", "B3", "C3", "D2", "E3"}, 0, 4, 4, behind(3), nil},
