@@ -162,8 +162,9 @@ func TestFakeSemaphoreSmallerNewcomerHoldsBack(t *testing.T) {
 	held := acquireEach(t, s[:3])
 	rc := async(s[3].Acquire, ctxT(t))
 	fakeQueued(t, f, "/nq", 4)
+	had := f.Children("/nq")
 	rd := async(s[4].Acquire, ctxT(t))
-	small := fakeNewNode(t, f, "/nq")
+	small := fakeNewNode(t, f, "/nq", had)
 	watched := hookWatches(f)
 	release(t, held[2]) // [A B C D2]: C is third, below every size up to it, not below D's
 	awaitWatch(t, watched, cs[3], small)
@@ -190,10 +191,12 @@ func TestFakeSemaphoreHeldBackWakes(t *testing.T) {
 	defer cancelD()
 	ctxE, cancelE := context.WithCancel(ctxT(t))
 	defer cancelE()
+	had := f.Children("/hb")
 	rd := async(s[4].Acquire, ctxD)
-	nodeD := fakeNewNode(t, f, "/hb")
+	nodeD := fakeNewNode(t, f, "/hb", had)
+	had = f.Children("/hb")
 	re := async(s[5].Acquire, ctxE)
-	nodeE := fakeNewNode(t, f, "/hb")
+	nodeE := fakeNewNode(t, f, "/hb", had)
 	watched := hookWatches(f)
 	release(t, held[2]) // [A B C D2 E2]: C is held back by D
 	awaitWatch(t, watched, cs[3], nodeD)
@@ -209,11 +212,10 @@ func TestFakeSemaphoreHeldBackWakes(t *testing.T) {
 	}
 }
 
-// fakeNewNode waits for one more child of path on f than it has now, and
-// returns its path.
-func fakeNewNode(t testing.TB, f *zkfake.Server, path string) string {
+// fakeNewNode waits for one more child of path on f than had (its
+// children before the create was started), and returns its path.
+func fakeNewNode(t testing.TB, f *zkfake.Server, path string, had []string) string {
 	t.Helper()
-	had := f.Children(path)
 	fakeQueued(t, f, path, len(had)+1)
 	for _, k := range f.Children(path) {
 		if !slices.Contains(had, k) {
