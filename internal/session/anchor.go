@@ -384,7 +384,12 @@ func (c *wireConn) reply() (hold bool) {
 //     would have read (it reads later, racing, on a connection where a
 //     watch's reply beat its loop): at worst the server notifies a watch
 //     set on the connection itself of a change made before it was set,
-//     an event the engine takes as a wake-up; it never skips one.
+//     an event the engine takes as a wake-up. It can still be past a
+//     change whose notice never came, as go-zookeeper's own would be:
+//     replies read before the connection's setWatches were all answered
+//     carry later zxids, and if the connection drops then, the next one
+//     starts from them. Waiters decide again after every reconnect, and
+//     the keeper checks every held node (sweep.go).
 //
 // A reply counts when the wire reads it whole, even one the gate then
 // drops with its connection: ZooKeeper sends a watch's event before any

@@ -65,6 +65,7 @@ type keeper struct {
 	retryAt  time.Time // after a failed confirmation or arming; the keeper's goroutine's own
 	checked  time.Time // when it last checked nodes; the keeper's goroutine's own
 	anchorAt time.Time // after a failed arming of the anchor (anchor.go); likewise
+	swept    uint64    // the sweep last done (sweep.go); likewise
 	kick     chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -109,6 +110,7 @@ type keeperView struct {
 	nodes             []string  // nodes of ours to confirm the session with
 	arm               time.Time // when held nodes need a watch (see held.go); zero: none
 	anchored          bool      // the anchor is armed, or given up, in session (anchor.go)
+	sweep             uint64    // Session.sweepWant (sweep.go)
 }
 
 func (c *Session) keeperView() keeperView {
@@ -119,6 +121,7 @@ func (c *Session) keeperView() keeperView {
 		holding: len(c.held.leases) > 0, waiting: len(c.waiting) > 0,
 		confirmed: c.confirmed, deadline: c.deadline, downSince: c.downSince,
 		changed: c.changed, seq: c.keeperSeq, arm: c.held.nextArm(),
+		sweep: c.sweepWant,
 	}
 	if c.zc != nil {
 		v.session = c.zc.SessionID()
@@ -177,7 +180,7 @@ type task func(v keeperView, t time.Duration) (due time.Time, act func())
 // none).
 func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) {
 	t := k.c.wire.sessionTimeout()
-	for _, tk := range [...]task{k.expiry, k.arming, k.confirmation, k.anchoring, k.rejoin} {
+	for _, tk := range [...]task{k.expiry, k.sweeping, k.arming, k.confirmation, k.anchoring, k.rejoin} {
 		due, act := tk(v, t)
 		switch {
 		case act == nil:
