@@ -73,30 +73,37 @@ func (k *keeper) sweeping(v keeperView, t time.Duration) (time.Time, func()) {
 }
 
 // sweep checks every held node of session, chunk by chunk, and reports
-// whether it checked them all. A chunk that finds a node gone ends that
-// node's lease and is checked again without it.
+// whether it checked them all before another reconnect wanted a sweep
+// again.
 func (k *keeper) sweep(want uint64, session int64) bool {
 	c := k.c
 	for _, chunk := range c.heldNodes(session) {
-		for len(chunk) > 0 {
-			sent := time.Now()
-			err := c.Conn().Check(chunk)
-			var g *goneNode
-			switch {
-			case err == nil:
-				c.Confirm(sent, session)
-				chunk = nil
-			case errors.As(err, &g):
-				c.nodeGone(g.path)
-				chunk = slices.DeleteFunc(chunk, func(n string) bool { return n == g.path })
-			default:
+		if !c.checkHeld(chunk, session) || c.sweepWanted() != want {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHeld checks that the held nodes of chunk are there, in one
+// multi-operation, which confirms the session too. One found gone ends
+// its lease, and the rest are checked again without it. It reports
+// whether the check was made.
+func (c *Session) checkHeld(chunk []string, session int64) bool {
+	for len(chunk) > 0 {
+		sent := time.Now()
+		err := c.Conn().Check(chunk)
+		var g *goneNode
+		if !errors.As(err, &g) {
+			if err != nil {
 				c.log.Debug("zklock: sweep held nodes", "err", err)
 				return false
 			}
+			c.Confirm(sent, session)
+			return true
 		}
-		if c.sweepWanted() != want {
-			return false // another reconnect: sweep again from the start
-		}
+		c.nodeGone(g.path)
+		chunk = slices.DeleteFunc(chunk, func(n string) bool { return n == g.path })
 	}
 	return true
 }
