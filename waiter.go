@@ -209,7 +209,7 @@ type watchPlan struct {
 
 // plan prepares the wait.
 func (w *waiter) plan(kids []Child, d decision) watchPlan {
-	pl := watchPlan{paths: make([]string, len(d.Watch), len(d.Watch)+1), awaitHold: d.awaitHold}
+	pl := watchPlan{paths: make([]string, len(d.Watch)), awaitHold: d.awaitHold}
 	for i, idx := range d.Watch {
 		pl.paths[i] = w.l.path + "/" + kids[idx].Name
 	}

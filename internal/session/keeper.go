@@ -318,6 +318,22 @@ func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 // address: with one, a reconnect cannot help). It gives up when the
 // connection's state changes (changed is closed). It reports success.
 func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) bool {
+	err := k.check(nodes, session, t, holding, deadline, changed)
+	var g *goneNode
+	if errors.As(err, &g) {
+		k.c.nodeGone(g.path)
+	}
+	return err == nil
+}
+
+// errStateChanged is check's error when the connection's state changed
+// while it waited.
+var errStateChanged = errors.New("zklock: the connection's state changed during the check")
+
+// check is confirm's check of nodes, without acting on a node found gone:
+// nil once the quorum confirmed the session (and the deadline moved), else
+// why not (a *goneNode for a node gone). The sweep uses it too (sweep.go).
+func (k *keeper) check(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) error {
 	c := k.c
 	zc := c.Conn()
 	sent := time.Now()
@@ -368,21 +384,15 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 			// (rejoin). An answer on a later connection confirms nothing
 			// of it anyway (wire.sentByOn). Without this,
 			// TestKeeperRejoinsAfterTwiceTheTimeoutDown hangs.
-			return false
+			return errStateChanged
 		}
 	}
-	switch c.Classify(err) {
-	case Done:
+	if c.Classify(err) == Done {
 		c.Confirm(sent, session)
-		return true
-	case Gone:
-		var g *goneNode
-		if errors.As(err, &g) {
-			c.nodeGone(g.path)
-		}
+		return nil
 	}
 	c.log.Debug("zklock: confirm session", "err", err)
-	return false
+	return err
 }
 
 // arm sets a data watch on each held node that needs one (see held.go),

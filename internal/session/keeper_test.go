@@ -513,3 +513,28 @@ func TestArmingFindsANodeGone(t *testing.T) {
 		t.Fatalf("a lease whose node the arming found gone: %v, want ErrNodeDeleted", err)
 	}
 }
+
+// The sweep after a reconnect (sweep.go) checks held nodes as a
+// confirmation does, and like it never holds the leases past their
+// deadline while its check hangs (a follower cut off from the quorum holds
+// a write for two thirds of the timeout before the connection fails).
+func TestLeasesEndAtTheDeadlineWhileTheSweepHangs(t *testing.T) {
+	t.Parallel() // it waits on the clock
+	const timeout = 600 * time.Millisecond
+	f := zkfake.New()
+	s := openFake(t, f, func(o *session.Options) { o.SessionTimeout = timeout })
+	h := hold(t, s, []string{"/sh/a"})[0]
+	conn := fakeConn(t, f, s)
+	conn.Disconnect()
+	entered, _ := gatedChecks(t, f)
+	conn.Reconnect()
+	awaitEntered(t, entered, "no check after the reconnect")
+	select {
+	case <-h.Done():
+	case <-time.After(long):
+		t.Fatalf("the lease outlived its deadline %v while the sweep's check hung", h.ValidUntil())
+	}
+	if err := h.Err(); !errors.Is(err, session.ErrLeaseExpired) {
+		t.Fatalf("lease ended with %v, want ErrLeaseExpired", err)
+	}
+}

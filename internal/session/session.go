@@ -109,7 +109,7 @@ type Session struct {
 	// The keeper's schedule, so that acquires wake it only when they must
 	// (see [Session.kickLocked]).
 	keeperSeq    uint64    // bumped whenever leases or waiting grow
-	sweepWant    uint64    // bumped when the session comes back on a new connection with leases held (sweep.go)
+	sweepWant    uint64    // bumped when the session comes back on a new connection (sweep.go)
 	keeperAsleep bool      // the keeper sleeps, until keeperWake
 	keeperWake   time.Time // zero: no timer
 }
@@ -348,7 +348,7 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 	switch s {
 	case stateHasSession:
 		if !c.downSince.IsZero() {
-			c.sweepResumedLocked() // sweep.go
+			c.sweepWant++ // back on a new connection: sweep the held nodes (sweep.go)
 		}
 		c.connected, c.downSince, c.server = true, time.Time{}, server
 		c.log.Debug("zklock: session established", "server", server)

@@ -49,22 +49,15 @@ import (
 // far below the server's 1 MiB request limit (jute.maxbuffer).
 const sweepChunk = 256
 
-// sweepResumedLocked records that the session came back on a new
-// connection: the keeper sweeps. c.mu is held.
-func (c *Session) sweepResumedLocked() {
-	if len(c.held.leases) > 0 {
-		c.sweepWant++
-	}
-}
-
-// sweeping is the keeper's task for a sweep (see sweep.go's comment): due
-// at once when one is wanted, connected, and not held off by a failure.
+// sweeping is the keeper's task for a sweep: due at once when one is
+// wanted (Session.sweepWant, bumped by onState when the session comes back
+// on a new connection) and connected, unless a failure holds it off.
 func (k *keeper) sweeping(v keeperView, t time.Duration) (time.Time, func()) {
 	if v.sweep == k.swept || !v.connected {
 		return time.Time{}, nil
 	}
 	return k.retryAt, func() {
-		if k.sweep(v.sweep, v.session) {
+		if k.sweep(v, t) {
 			k.swept = v.sweep
 		} else {
 			k.retryAt = time.Now().Add(t / 12)
@@ -72,38 +65,26 @@ func (k *keeper) sweeping(v keeperView, t time.Duration) (time.Time, func()) {
 	}
 }
 
-// sweep checks every held node of session, chunk by chunk, and reports
-// whether it checked them all before another reconnect wanted a sweep
-// again.
-func (k *keeper) sweep(want uint64, session int64) bool {
-	c := k.c
-	for _, chunk := range c.heldNodes(session) {
-		if !c.checkHeld(chunk, session) || c.sweepWanted() != want {
-			return false
-		}
-	}
-	return true
-}
-
-// checkHeld checks that the held nodes of chunk are there, in one
-// multi-operation, which confirms the session too. One found gone ends
-// its lease, and the rest are checked again without it. It reports
-// whether the check was made.
-func (c *Session) checkHeld(chunk []string, session int64) bool {
-	for len(chunk) > 0 {
-		sent := time.Now()
-		err := c.Conn().Check(chunk)
-		var g *goneNode
-		if !errors.As(err, &g) {
-			if err != nil {
-				c.log.Debug("zklock: sweep held nodes", "err", err)
-				return false
+// sweep checks every held node of v's session, a chunk at a time, as a
+// confirmation checks its sample ([keeper.check]: the leases still end at
+// their deadline while a check hangs, and each chunk confirms the
+// session). A node found gone ends its lease, and the rest of its chunk is
+// checked again without it. It reports whether every node was checked. A
+// reconnect during a sweep wants another, which runs after it.
+func (k *keeper) sweep(v keeperView, t time.Duration) bool {
+	for _, chunk := range k.c.heldNodes(v.session) {
+		for len(chunk) > 0 {
+			err := k.check(chunk, v.session, t, v.holding, v.deadline, v.changed)
+			var g *goneNode
+			if !errors.As(err, &g) {
+				if err != nil {
+					return false
+				}
+				break
 			}
-			c.Confirm(sent, session)
-			return true
+			k.c.nodeGone(g.path)
+			chunk = slices.DeleteFunc(chunk, func(n string) bool { return n == g.path })
 		}
-		c.nodeGone(g.path)
-		chunk = slices.DeleteFunc(chunk, func(n string) bool { return n == g.path })
 	}
 	return true
 }
@@ -124,10 +105,4 @@ func (c *Session) heldNodes(session int64) [][]string {
 		chunks, all = append(chunks, all[:n:n]), all[n:]
 	}
 	return chunks
-}
-
-func (c *Session) sweepWanted() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sweepWant
 }
