@@ -67,11 +67,23 @@ type decision struct {
 	// ([participant.step]).
 	announce bool
 
-	// heldBack: the index of a node queued behind the participant, of a
-	// size that holds it back though the rule lets it hold; watched too,
-	// as its departure may lift the bound. 0: none (no node behind is at
-	// index 0).
-	heldBack int
+	// heldBack: the rule lets the participant hold, the count of the
+	// leases that may be held does not ([semaphoreDriver.ruleHolds]): mark
+	// our last node held back ([heldBackMark]) and wait, watching behind
+	// too.
+	heldBack bool
+
+	// behind: the nodes queued behind the participant that a held-back
+	// participant watches too, as their going or their mark may lift the
+	// count: the groups behind it that the rule lets hold and that carry
+	// no mark, then the first node of a size the count exceeds.
+	behind []int
+
+	// marks: not decided yet; which of these nodes (each the last of a
+	// group behind the participant that the rule lets hold) carry a
+	// held-back mark decides. The engine reads them and asks again
+	// ([semaphoreDriver.marked]).
+	marks []int
 }
 
 // handOver is implemented by drivers whose waiters wake on a predecessor's
@@ -161,47 +173,70 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 //     the leases held are at most the smallest size of any participant
 //     that holds one, or is queued ahead of one that does.
 //
-// The grant: the engine grants a group only on a read where, besides the
-// rule, no node queued behind it carries a size of at most last (the index
-// of its last node): a lease is never granted on a read that lists a
-// participant whose size the grant would exceed ([semaphoreDriver.decide];
-// [semaphoreDriver.GetsTheLock] is the rule alone, what Participants
-// shows). Grants are rule holders, so all of the above still holds; and
-// in any one state the groups it would grant are a prefix (a node behind
-// a granted one has a larger index, so whatever holds that one back holds
-// it back). What the grant adds: let z be the lease furthest back in the
-// queue at some moment, granted on a read R. Every lease held is z or
-// ahead of it, and z's index only fell since R, so the leases held are at
-// most index_R(z) + 1, which is below every size R listed, ahead of z or
-// behind it. A participant of size s that queued before R and lives on is
-// listed by R. So: while a participant of size s lives, more than s leases
-// are held only if the lease furthest back in the queue was granted before
-// it queued.
+// The count: what the engine adds to the rule before it grants
+// ([semaphoreDriver.ruleHolds]; [semaphoreDriver.GetsTheLock] is the rule
+// alone). The rule bounds the leases by the sizes up to the last holder;
+// a smaller size that queues behind the holders bounds nothing by it, and
+// a lease granted out of queue order (z, behind x, held on a read made
+// before x's first read: x's server lagged) would let x take a lease on
+// top of z's once the smaller size has queued. So, deciding for a group G
+// on a read R that the rule lets hold, the engine counts the leases that
+// may be held with G's: every node up to G's last, and every node of the
+// groups behind G that the rule lets hold (the prefix) and whose last node
+// does not carry the held-back mark; G is granted only if that count is at
+// most every size R lists. If the whole prefix is within every size
+// listed, no mark is read: a queue of one size costs nothing more. A group
+// the count refuses marks its last node held back ([heldBackMark],
+// [participant.mark]) and waits; before it is granted, it takes the mark
+// off and decides again on a read made after that ([participant.unmark]).
+// Only a node's owner marks it.
 //
-// Those the grant cannot bound. Leases held before a smaller size queued
-// are not taken back; nor is a lease that z's precedes in the queue but
-// that was granted after z's, within the smaller size by its position
-// alone. That comes of a grant out of queue order: z, behind x, holds on
-// a read made before x's first read (x's server lagged, or x woke later
-// than z from the same release), since x holds by the rule on any read
-// that z does. If a smaller size queues between z's read and x's, x is
-// granted within it by position, and z's lease comes on top. Take a, b, c
-// of size 3 and a newcomer N of size 2 behind them. b and c may hold from
-// reads made before N's create while a's first read lagged: a must then
-// not be granted. But if all three read after N's create, nobody holds,
-// and a must be granted, or nobody ever is. a's read lists the same names
-// in both histories, so no rule from the names alone can close this: a
-// rule must over-grant in one or deadlock in another. Closing it needs a
-// record of each grant in ZooKeeper, a write per lease that this layout
-// does without. TestSemaphoreRollingResize (on a real ZooKeeper) and
-// TestSchedules check what the grant does bound, from the zxids: the read
-// that granted the lease furthest back (its token) against the create of
-// each smaller size queued.
+// Why it is safe. Let L be the leases held at some moment, and z the one
+// whose deciding read R_z saw the latest state (reads of one ZooKeeper
+// ensemble see prefixes of its one order of transactions). Suppose some
+// lease in L was decided on a read listing a live node N of size s; then
+// so was z's (its state is the latest), and R_z lists N: the claim is
+// |L| <= s.
+//
+//   - A lease y in L ahead of z was created before z's node and lives on:
+//     R_z lists it, ahead of z. It is in z's count.
+//   - A lease y in L behind z holds by the rule on its own read R_y, so by
+//     monotony on R_z, which is at a later state and lists y (created
+//     before R_y): y is in R_z's prefix. If y ever marked its node, it took
+//     the mark off before R_y, on its own session. z reads the marks after
+//     R_z on its session: at a state at least R_z's (a session's reads see
+//     states that only grow: the reads are served in order, and a session
+//     moves only to a server that has seen what it saw), at least R_y's,
+//     which on y's session follows its unmark (a session reads its own
+//     writes). So z finds y unmarked, and y is in z's count.
+//   - A mark of ours cannot come back after the unmark: a session's writes
+//     apply in order, and one sent through a server the session has left
+//     fails (SessionMovedException) rather than apply late.
+//
+// So |L| <= z's count <= s. The leases held before a smaller size queued
+// are not taken back: while a participant of size s lives, more than s
+// leases are held only if every one of them was decided on a read made
+// before it queued. TestSemaphoreRollingResize (on a real ZooKeeper) and
+// TestSchedules check exactly that, from the zxids: a lease's token (its
+// read's pzxid) at least the czxid of a smaller size queued means the read
+// listed it.
+//
+// Why nobody waits for ever. A mark is only read by the groups ahead of
+// the marked one, and a group's count depends only on the marks behind it:
+// the last group of the prefix decides by its index alone, the one ahead
+// of it once that one has marked or holds, and so on to the front. A group
+// refused by the count watches every node ahead, each unmarked group
+// behind it in the prefix (for its mark) and the first node of a size the
+// count exceeds (for its departure): the count falls, or the bound rises,
+// only when one of them changes. Once all have decided, the front groups
+// hold as far as the smallest size allows: a group still refused has more
+// nodes up to it and holding behind it than that size. Marks cost a write
+// per held-back wait, in the time a resize's sizes share a path only.
 //
 // Waking the right waiter on any release, with O(1) notifications. A
 // waiting group's decision changes only when a node ahead of it goes, or,
-// for one the grant holds back, when a node behind that holds it back
-// goes.
+// for one the count holds back, when a node behind it that it watches
+// goes or changes its mark.
 //
 //   - The first waiting group (the group just ahead of it holds, and so
 //     does every group ahead) watches every node ahead of it: as many as
@@ -216,15 +251,14 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 //     holding is monotone), and G's node was made before G's read
 //     ([participant.step]).
 //
-//   - A group the grant holds back (the rule lets it hold, a size behind
+//   - A group the count holds back (the rule lets it hold, the count
 //     does not) watches every node ahead of it, as many as the smallest
-//     size ahead at most, and the first node behind whose size holds it
-//     back: its decision changes only when a node ahead goes, or when that
-//     one does (the bound rises only once every such node is gone; then
-//     it watches the next). A group behind it follows by its own watches:
-//     the rule lets the held-back group hold, so the group behind watches
-//     every node ahead of it; the held-back group need not announce for
-//     it (it may hold already, by a grant before the smaller size came).
+//     size ahead at most, each unmarked group behind it that the rule
+//     lets hold, and the first node of a size the count exceeds (see "Why
+//     nobody waits for ever"). A group behind it follows by its own
+//     watches: the rule lets the held-back group hold, so the group behind
+//     watches every node ahead of it, or is in the prefix and counts for
+//     itself; the held-back group need not announce for it.
 //
 // A departure that raises the min is a departure ahead: the group behind
 // the node that went watched it (first waiting or not) and decides again,
@@ -233,6 +267,11 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 // out of order leaves the next waiter asleep while a lease is free.
 type semaphoreDriver struct {
 	legacy int // the size of a node whose id carries none; 0: no bound
+
+	// marked: for the last node of each group behind that the decision
+	// asked about (decision.marks), whether it carries a held-back mark;
+	// nil until the engine has read them.
+	marked map[int]bool
 }
 
 func (semaphoreDriver) Kind() Kind { return KindLease }
@@ -250,12 +289,7 @@ func (d semaphoreDriver) decide(children []Child, first, last int) decision {
 	ahead := d.limit(children[:first]) // m(first-1)
 	rule := min(ahead, d.sizeOf(children[last]))
 	if last < rule {
-		if b := blocker(children[last+1:], last, children[last].Owner); b >= 0 {
-			// The rule lets us hold, and a smaller size queued behind
-			// does not: wait for a node ahead to go, or for that one.
-			return decision{Decision: Decision{Watch: seqTo(first)}, heldBack: last + 1 + b}
-		}
-		return decision{Decision: Decision{Holds: true}, announce: true}
+		return d.ruleHolds(children, first, last, rule)
 	}
 	prev := first - 1 // the last node of the group ahead
 	switch {
@@ -265,32 +299,96 @@ func (d semaphoreDriver) decide(children []Child, first, last int) decision {
 		return decision{}
 	case prev < ahead:
 		// The rule lets the group ahead hold, and everything before it:
-		// they hold, or wait only for a size behind them.
+		// they hold, or wait only for the count.
 		return decision{Decision: Decision{Watch: seqTo(first)}}
 	}
 	return decision{Decision: Decision{Watch: []int{prev}}, awaitHold: true}
 }
 
-// blocker is the index in kids of the first node whose id carries a size
-// of at most last: one that holds a group at last back. Its departure is
-// the one that can lift the bound (another of the same kind keeps it).
-// A node whose id ends as own's does (own's size, above last, or both
-// unsized) is passed over without parsing its id: a queue of one size
-// costs a string comparison per node behind.
-func blocker(kids []Child, last int, own string) int {
+// ruleHolds decides for a group at first..last that the rule lets hold (m
+// is the smallest size among the nodes up to last): it holds unless the
+// leases that may be held with it would be more than the size of a node
+// listed (the count; the proof is at [semaphoreDriver]).
+func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decision {
+	holds := decision{Decision: Decision{Holds: true}, announce: true}
+	own := children[last].Owner
+	h := d.prefixEnd(children, last+1, m, own)
+	if blocker(children[h:], h-1, own) < 0 {
+		return holds // even if the rule's every holder holds, no size listed is exceeded
+	}
+	groups := groupEnds(children, last+1, h)
+	if len(groups) > 0 && d.marked == nil {
+		return decision{marks: groups}
+	}
+	count, start := last+1, last+1
+	var behind []int
+	for _, l := range groups {
+		if !d.marked[l] {
+			count += l - start + 1 // it may hold: count it
+			behind = append(behind, l)
+		}
+		start = l + 1
+	}
+	b := blocker(children[h:], count-1, own)
+	if b < 0 {
+		return holds
+	}
+	return decision{Decision: Decision{Watch: seqTo(first)}, heldBack: true, behind: append(behind, h+b)}
+}
+
+// prefixEnd is the end of the rule's holders from from on, where m is the
+// smallest size among the nodes before from (a group's end): the index of
+// the first node whose group the rule keeps waiting, or len(children).
+// Nodes whose ids end as own's (own's size) are not parsed again.
+func (d semaphoreDriver) prefixEnd(children []Child, from, m int, own string) int {
 	tail := ""
-	if n, ok := idSize(own); ok && n > last {
+	if _, ok := idSize(own); ok {
+		tail = own[len(own)-8:]
+	}
+	for i := from; i < len(children); {
+		_, l := groupOf(children, i)
+		if tail == "" || !strings.HasSuffix(children[i].Owner, tail) {
+			m = min(m, d.sizeOf(children[i]))
+		}
+		if l >= m {
+			return i
+		}
+		i = l + 1
+	}
+	return len(children)
+}
+
+// groupEnds lists the last node of each group in children[from:to], which
+// starts at a group's first node.
+func groupEnds(children []Child, from, to int) []int {
+	var ends []int
+	for i := from; i < to; {
+		_, l := groupOf(children, i)
+		ends = append(ends, l)
+		i = l + 1
+	}
+	return ends
+}
+
+// blocker is the index in kids of the first node whose id carries a size
+// of at most n: one that a count above n exceeds. A node whose id ends as
+// own's does (own's size, above n, or both unsized) is passed over
+// without parsing its id: a queue of one size costs a string comparison
+// per node behind.
+func blocker(kids []Child, n int, own string) int {
+	tail := ""
+	if s, ok := idSize(own); ok && s > n {
 		tail = own[len(own)-8:]
 	}
 	for i, k := range kids {
 		if tail != "" && strings.HasSuffix(k.Owner, tail) {
 			continue
 		}
-		if n, ok := idSize(k.Owner); ok && n <= last {
+		if s, ok := idSize(k.Owner); ok && s <= n {
 			return i
 		}
 	}
-	return -1 // none: the caller only asks when there is one
+	return -1
 }
 
 // seqTo is 0, 1, ..., n-1.

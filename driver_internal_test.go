@@ -282,17 +282,17 @@ func TestPlanWatches(t *testing.T) {
 	l := lockConfig{path: "/p", driver: readDriver{}}.build()
 	p := &waiter{l: l}
 	kids := queue("Aw", "Br", "Cw", "Dr")
-	w := p.plan(kids, decide(l.driver, kids, 3, 3))
+	w := p.plan(view{kids: kids, d: decide(l.driver, kids, 3, 3)})
 	equal(t, w.paths, []string{"/p/" + kids[2].Name}, "the last writer ahead")
 	equal(t, w.awaitHold, false)
 
 	l.driver = exclusiveDriver{KindMutex}
 	kids = queue("Am", "Bm", "Cm")
-	equal(t, p.plan(kids, decide(l.driver, kids, 2, 2)).paths, []string{"/p/" + kids[1].Name})
+	equal(t, p.plan(view{kids: kids, d: decide(l.driver, kids, 2, 2)}).paths, []string{"/p/" + kids[1].Name})
 
 	l.driver = semaphoreDriver{legacy: 2}
 	kids = queue("As", "Bs", "Cs")
-	w = p.plan(kids, decide(l.driver, kids, 2, 2))
+	w = p.plan(view{kids: kids, d: decide(l.driver, kids, 2, 2)})
 	equal(t, w.paths, []string{"/p/" + kids[0].Name, "/p/" + kids[1].Name}, "the first waiter watches the holders")
 }
 

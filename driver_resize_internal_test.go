@@ -103,8 +103,11 @@ func TestSizedID(t *testing.T) {
 // The semaphore driver's decisions with participants of different sizes:
 // by the rule, node i holds iff i is below the smallest size among nodes
 // 0..i, a group (AcquireN) iff its last node does; the engine grants only
-// if no node queued behind carries a size of at most i (held back: watch
-// every node ahead and that one). A waiter the rule holds back watches
+// if the count (the nodes up to the group's last, and the groups behind it
+// the rule lets hold) is within every size listed, or, once the marks of
+// those groups are read, the count of the unmarked ones is (held back:
+// watch every node ahead, the unmarked groups behind and the first node
+// of a size the count exceeds). A waiter the rule holds back watches
 // every node ahead if the rule lets the group ahead of it hold, else the
 // last node of that group, for its hold. The public view (GetsTheLock,
 // what Participants shows) is the rule alone.
@@ -119,7 +122,10 @@ func TestSemaphoreDriverSizes(t *testing.T) {
 	hold := decision{Decision: Decision{Holds: true}, announce: true}
 	first := func(n int) decision { return decision{Decision: Decision{Watch: all(n)}} }
 	behind := func(prev int) decision { return decision{Decision: Decision{Watch: []int{prev}}, awaitHold: true} }
-	heldBack := func(n, by int) decision { return decision{Decision: Decision{Watch: all(n)}, heldBack: by} }
+	heldBack := func(n int, behind ...int) decision {
+		return decision{Decision: Decision{Watch: all(n)}, heldBack: true, behind: behind}
+	}
+	marks := func(groups ...int) decision { return decision{marks: groups} }
 	for _, tc := range []struct {
 		name        string
 		spec        []string
@@ -146,6 +152,13 @@ func TestSemaphoreDriverSizes(t *testing.T) {
 		{"a larger size behind holds nothing back", []string{"A3", "B3", "C3", "D4"}, 0, 2, 2, hold, nil},
 		{"a size behind of a different first digit", []string{"A268435459", "B268435459", "C268435459", "D268435459", "E3"}, 0, 3, 3, heldBack(3, 4), &Decision{Holds: true}},
 		{"a size behind of our size", []string{"A5", "B5", "C5", "D5"}, 0, 2, 2, hold, nil},
+		// The count: holders by the rule behind us may hold, unless their
+		// marks say they are held back.
+		{"the 3s behind may hold", []string{"A3", "B3", "C3", "D2"}, 0, 0, 0, marks(1, 2), &Decision{Holds: true}},
+		{"a group behind may hold", []string{"A3", "B3", "B3", "C2"}, 0, 0, 0, marks(2), &Decision{Holds: true}},
+		{"no size behind the count exceeds", []string{"A3", "B3", "C3", "D3"}, 0, 0, 0, hold, nil},
+		{"the prefix ends before the 2s", []string{"A3", "B3", "C2", "D2"}, 0, 0, 0, hold, nil},
+		{"the prefix ends before the 1", []string{"A3", "B3", "C1"}, 0, 0, 0, marks(1), &Decision{Holds: true}},
 		{"an unsized node behind holds nothing back", []string{"A3", "B3", "C3", "D"}, 1, 2, 2, hold, nil},
 		{"the 2 behind three 3s", []string{"A3", "B3", "C3", "D2"}, 0, 3, 3, first(3), nil},
 		{"behind a held-back 3", []string{"A3", "B3", "C3", "D2", "E3"}, 0, 4, 4, behind(3), nil},
@@ -178,6 +191,29 @@ func TestSemaphoreDriverSizes(t *testing.T) {
 			}
 			equal(t, d.GetsTheLock(kids, tc.first, tc.last), public, "the public view")
 		})
+	}
+	// With the marks read: the unmarked groups behind count, and the held
+	// back watch them.
+	counted := []struct {
+		spec        []string
+		first, last int
+		marked      map[int]bool
+		want        decision
+	}{
+		{[]string{"A3", "B3", "C3", "D2"}, 0, 0, map[int]bool{1: false, 2: false}, heldBack(0, 1, 2, 3)},
+		{[]string{"A3", "B3", "C3", "D2"}, 0, 0, map[int]bool{1: false, 2: true}, hold},
+		{[]string{"A3", "B3", "C3", "D2"}, 0, 0, map[int]bool{1: true, 2: true}, hold},
+		{[]string{"A3", "B3", "C3", "D2"}, 1, 1, map[int]bool{2: false}, heldBack(1, 2, 3)},
+		{[]string{"A3", "B3", "C3", "D2"}, 1, 1, map[int]bool{2: true}, hold},
+		{[]string{"A3", "B3", "B3", "C2"}, 0, 0, map[int]bool{2: false}, heldBack(0, 2, 3)},
+		{[]string{"A3", "B3", "B3", "C2"}, 0, 0, map[int]bool{2: true}, hold},
+		{[]string{"A4", "B4", "C4", "D4", "E2", "F1"}, 0, 0, map[int]bool{1: false, 2: true, 3: true}, heldBack(0, 1, 5)},
+		{[]string{"A4", "B4", "C4", "D4", "E2", "F1"}, 0, 0, map[int]bool{1: true, 2: true, 3: true}, hold},
+	}
+	for _, tc := range counted {
+		kids := sized(tc.spec...)
+		d := semaphoreDriver{marked: tc.marked}
+		equal(t, d.decide(kids, tc.first, tc.last), tc.want, fmt.Sprint(tc.spec, tc.first, tc.marked))
 	}
 	// A participant whose own group exceeds its size neither holds nor
 	// watches: the engine fails the acquire rather than hang.
@@ -221,13 +257,24 @@ func randomQueue(rng *rand.Rand, legacy bool) (kids []Child, sizes, groupLast []
 	return kids, sizes, groupLast
 }
 
-// refGrants is the engine's grant, written plainly: the rule, and no node
-// behind the group carries a size of at most its last node's index.
-func refGrants(kids []Child, rule []bool, groupLast []int) []bool {
+// refGrants is the engine's grant, written plainly: the rule, and the
+// count within every size listed: the nodes up to the group's last, and
+// those of the groups behind it that the rule lets hold and that are not
+// marked held back.
+func refGrants(kids []Child, rule []bool, groupLast []int, marked []bool) []bool {
 	out := slices.Clone(rule)
 	for i := range out {
-		for _, k := range kids[groupLast[i]+1:] {
-			if n, ok := idSize(k.Owner); ok && n <= groupLast[i] {
+		if !rule[i] {
+			continue
+		}
+		count := groupLast[i] + 1
+		for j := groupLast[i] + 1; j < len(kids) && rule[j]; j++ {
+			if !marked[groupLast[j]] {
+				count++
+			}
+		}
+		for _, k := range kids {
+			if n, ok := idSize(k.Owner); ok && n < count {
 				out[i] = false
 			}
 		}
@@ -235,15 +282,30 @@ func refGrants(kids []Child, rule []bool, groupLast []int) []bool {
 	return out
 }
 
-// The proof's claims, on random queues of mixed sizes and groups: the
-// decisions are the rule's, held back by any size behind that the grant
-// would exceed; holders by the rule are a prefix, and so are grants; at
-// most the smallest size among the holders hold, and a grant is within
-// every size queued; nodes behind never change the rule's decision and
-// never turn a wait into a grant; a departure ahead never ends a hold; a
-// waiter's watches are as the hand-over needs them (every node ahead when
-// the rule lets the group ahead hold, else that group's last node; and a
-// node of the size behind that holds it back).
+// decideMarked is the engine's decision with the marks read, where the
+// driver asks for them.
+func decideMarked(d semaphoreDriver, kids []Child, first, last int, marked []bool) decision {
+	dec := d.decide(kids, first, last)
+	if dec.marks == nil {
+		return dec
+	}
+	d.marked = map[int]bool{}
+	for _, i := range dec.marks {
+		d.marked[i] = marked[i]
+	}
+	return d.decide(kids, first, last)
+}
+
+// The proof's claims, on random queues of mixed sizes and groups, some
+// marked held back: the decisions are the rule's, held back by the count;
+// holders by the rule are a prefix, and at most the smallest size among
+// the holders hold; with no marks, the grants are a prefix within every
+// size queued; nodes behind never change the rule's decision and never
+// turn a wait into a grant; a departure ahead never ends the rule's hold;
+// a waiter's watches are as the hand-over needs them (every node ahead
+// when the rule lets the group ahead hold, else that group's last node;
+// and for one held back, the unmarked groups behind that count and a node
+// of a size the count exceeds).
 func TestSemaphoreDriverRuleProperties(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for round := 0; round < 5000; round++ {
@@ -254,32 +316,34 @@ func TestSemaphoreDriverRuleProperties(t *testing.T) {
 		if !slices.Equal(held, want) {
 			t.Fatalf("sizes %v groups %v: holders %v, want %v", sizes, groupLast, held, want)
 		}
-		granted := refGrants(kids, held, groupLast)
-		for _, hs := range [][]bool{held, granted} {
-			h := 0
-			for h < len(hs) && hs[h] {
-				h++
-			}
-			if slices.Contains(hs[h:], true) {
-				t.Fatalf("sizes %v: holders %v are not a prefix", sizes, hs)
-			}
-			if h > 0 && h > slices.Min(sizes[:h]) {
-				t.Fatalf("sizes %v: %d hold, over the smallest holder's size", sizes, h)
-			}
-		}
+		checkPrefix(t, sizes, held)
+		none := make([]bool, len(kids))
+		granted := refGrants(kids, held, groupLast, none)
+		checkPrefix(t, sizes, granted)
 		if g := countTrue(granted); g > 0 && g > slices.Min(sizes) {
 			t.Fatalf("sizes %v: %d granted, over the smallest size queued", sizes, g)
 		}
+		marked := make([]bool, len(kids))
+		for i := range marked {
+			marked[i] = rng.Intn(3) == 0
+		}
+		for _, m := range [][]bool{none, marked} {
+			granted := refGrants(kids, held, groupLast, m)
+			for i := 0; i < len(kids); {
+				first, last := groupOf(kids, i)
+				dec := decideMarked(d, kids, first, last, m)
+				checkWatches(t, kids, held, granted, m, first, last, dec)
+				checkBehind(t, rng, d, kids, first, last, m, dec)
+				i = last + 1
+			}
+		}
 		for i := 0; i < len(kids); {
 			first, last := groupOf(kids, i)
-			dec := d.decide(kids, first, last)
-			checkWatches(t, kids, held, granted, first, last, dec)
-			checkBehind(t, rng, d, kids, first, last, dec)
-			// A departure ahead never ends a hold.
-			if dec.Holds && first > 0 {
+			// A departure ahead never ends the rule's hold.
+			if held[last] && first > 0 {
 				gone := rng.Intn(first)
 				fewer := slices.Delete(slices.Clone(kids), gone, gone+1)
-				if !d.decide(fewer, first-1, last-1).Holds {
+				if !d.GetsTheLock(fewer, first-1, last-1).Holds {
 					t.Fatalf("sizes %v: node %d holds, and not once node %d left", sizes, first, gone)
 				}
 			}
@@ -288,10 +352,26 @@ func TestSemaphoreDriverRuleProperties(t *testing.T) {
 	}
 }
 
+// checkPrefix checks that hs, who hold, are a prefix of the queue, at most
+// the smallest size among them.
+func checkPrefix(t *testing.T, sizes []int, hs []bool) {
+	t.Helper()
+	h := 0
+	for h < len(hs) && hs[h] {
+		h++
+	}
+	if slices.Contains(hs[h:], true) {
+		t.Fatalf("sizes %v: holders %v are not a prefix", sizes, hs)
+	}
+	if h > 0 && h > slices.Min(sizes[:h]) {
+		t.Fatalf("sizes %v: %d hold, over the smallest holder's size", sizes, h)
+	}
+}
+
 // checkBehind checks what nodes queued behind a group do to its decision
 // dec: nothing to the rule's (the public view), and at most hold back a
-// grant, never make one.
-func checkBehind(t *testing.T, rng *rand.Rand, d semaphoreDriver, kids []Child, first, last int, dec decision) {
+// grant, never make one (the nodes added carry no mark).
+func checkBehind(t *testing.T, rng *rand.Rand, d semaphoreDriver, kids []Child, first, last int, marked []bool, dec decision) {
 	t.Helper()
 	more, _, _ := randomQueue(rng, false)
 	longer := append(slices.Clone(kids[:last+1]), more...)
@@ -299,10 +379,11 @@ func checkBehind(t *testing.T, rng *rand.Rand, d semaphoreDriver, kids []Child, 
 		t.Fatalf("%q: nodes behind %d changed the rule's decision", childNames(kids), first)
 	}
 	alone := d.decide(kids[:last+1], first, last)
-	if got := d.decide(longer, first, last); got.Holds && !alone.Holds || !got.Holds && !equalDecision(got, alone) && got.heldBack == 0 {
+	longMarks := append(slices.Clone(marked[:last+1]), make([]bool, len(more))...)
+	if got := decideMarked(d, longer, first, last, longMarks); got.Holds && !alone.Holds || !got.Holds && !equalDecision(got, alone) && !got.heldBack {
 		t.Fatalf("%q: nodes behind %d turned %+v into %+v", childNames(longer), first, alone, got)
 	}
-	if !dec.Holds && dec.heldBack == 0 && !equalDecision(dec, alone) {
+	if !dec.Holds && !dec.heldBack && !equalDecision(dec, alone) {
 		t.Fatalf("%q: group %d..%d waits as %+v, not as the rule's %+v", childNames(kids), first, last, dec, alone)
 	}
 }
@@ -318,31 +399,25 @@ func countTrue(bs []bool) int {
 }
 
 func equalDecision(a, b decision) bool {
-	return a.Holds == b.Holds && a.awaitHold == b.awaitHold && a.announce == b.announce && a.heldBack == b.heldBack && slices.Equal(a.Watch, b.Watch)
+	return a.Holds == b.Holds && a.awaitHold == b.awaitHold && a.announce == b.announce && a.heldBack == b.heldBack && slices.Equal(a.Watch, b.Watch) && slices.Equal(a.behind, b.behind)
 }
 
 // checkWatches checks a waiter's watches against the holders by the rule
-// (held) and the grants (granted).
-func checkWatches(t *testing.T, kids []Child, held, granted []bool, first, last int, dec decision) {
+// (held), the grants (granted) and the marks.
+func checkWatches(t *testing.T, kids []Child, held, granted, marked []bool, first, last int, dec decision) {
 	t.Helper()
-	if dec.Holds != granted[last] {
-		t.Fatalf("%q: group %d..%d decides %v, grants say %v", childNames(kids), first, last, dec.Holds, granted[last])
+	if dec.Holds != granted[last] || dec.marks != nil {
+		t.Fatalf("%q (marked %v): group %d..%d decides %+v, grants say %v", childNames(kids), marked, first, last, dec, granted[last])
 	}
 	switch {
 	case dec.Holds:
-		if dec.heldBack != 0 || len(dec.Watch) != 0 {
-			t.Fatalf("%q: group %d..%d holds and watches %v, %d", childNames(kids), first, last, dec.Watch, dec.heldBack)
+		if dec.heldBack || len(dec.Watch) != 0 || len(dec.behind) != 0 {
+			t.Fatalf("%q: group %d..%d holds and watches %v, %v", childNames(kids), first, last, dec.Watch, dec.behind)
 		}
 	case held[last]:
-		n, ok := 0, false
-		if dec.heldBack > last {
-			n, ok = idSize(kids[dec.heldBack].Owner)
-		}
-		if !ok || n > last || !slices.Equal(dec.Watch, seq(first)) || dec.awaitHold {
-			t.Fatalf("%q: the held-back group %d..%d watches %v and %d (await %v), want every node ahead and one of a size at most %d behind", childNames(kids), first, last, dec.Watch, dec.heldBack, dec.awaitHold, last)
-		}
-	case dec.heldBack != 0:
-		t.Fatalf("%q: group %d..%d, which the rule keeps waiting, is held back by %d", childNames(kids), first, last, dec.heldBack)
+		checkHeldBack(t, kids, held, marked, first, last, dec)
+	case dec.heldBack || len(dec.behind) != 0:
+		t.Fatalf("%q: group %d..%d, which the rule keeps waiting, is held back by %v", childNames(kids), first, last, dec.behind)
 	case held[first-1]:
 		if !slices.Equal(dec.Watch, seq(first)) || dec.awaitHold {
 			t.Fatalf("the first waiting group %d..%d watches %v (await %v), want every node ahead", first, last, dec.Watch, dec.awaitHold)
@@ -352,6 +427,37 @@ func checkWatches(t *testing.T, kids []Child, held, granted []bool, first, last 
 			t.Fatalf("a later waiting group %d..%d watches %v (await %v), want the group ahead's last node", first, last, dec.Watch, dec.awaitHold)
 		}
 	}
+}
+
+// checkHeldBack checks the watches of a group the count holds back: every
+// node ahead, the last node of each unmarked group behind that the rule
+// lets hold, and then a node of a size below the count.
+func checkHeldBack(t *testing.T, kids []Child, held, marked []bool, first, last int, dec decision) {
+	t.Helper()
+	var want []int
+	count := last + 1
+	for j := last + 1; j < len(kids) && held[j]; j++ {
+		if _, l := groupOf(kids, j); l == j && !marked[j] {
+			want = append(want, j)
+		}
+		if !marked[groupLastOf(kids, j)] {
+			count++
+		}
+	}
+	n := len(dec.behind)
+	ok := dec.heldBack && !dec.awaitHold && slices.Equal(dec.Watch, seq(first)) && n > 0 && slices.Equal(dec.behind[:n-1], want)
+	if ok {
+		size, sized := idSize(kids[dec.behind[n-1]].Owner)
+		ok = sized && size < count && dec.behind[n-1] > last
+	}
+	if !ok {
+		t.Fatalf("%q (marked %v): the held-back group %d..%d watches %v, behind %v (await %v), want every node ahead, behind %v and one of a size below %d", childNames(kids), marked, first, last, dec.Watch, dec.behind, dec.awaitHold, want, count)
+	}
+}
+
+func groupLastOf(kids []Child, i int) int {
+	_, l := groupOf(kids, i)
+	return l
 }
 
 func seq(n int) []int {

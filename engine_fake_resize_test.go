@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -369,4 +371,127 @@ func TestFakeSemaphoreUnsizedNodes(t *testing.T) {
 			release(t, l)
 		})
 	}
+}
+
+// holdLooks makes every children read of conns wait until release is
+// closed (a participant's first look may be sent twice: prefetched behind
+// its create, and again if that one does not list its node), and reports
+// each conn on looked at its first. GetW watches set are sent on the
+// channel returned (as hookWatches).
+func holdLooks(f *zkfake.Server, looked chan<- *zkfake.Conn, release <-chan struct{}, conns ...*zkfake.Conn) <-chan watch {
+	var mu sync.Mutex
+	seen := map[*zkfake.Conn]bool{}
+	watched := make(chan watch, 1024)
+	f.SetHooks(zkfake.Hooks{
+		Before: func(op zkfake.Op) error {
+			if op.Name != "ChildrenStat" && op.Name != "ChildrenStatW" || !slices.Contains(conns, op.Conn) {
+				return nil
+			}
+			mu.Lock()
+			first := !seen[op.Conn]
+			seen[op.Conn] = true
+			mu.Unlock()
+			if first {
+				looked <- op.Conn
+			}
+			<-release
+			return nil
+		},
+		After: func(op zkfake.Op, err error) error {
+			if op.Name == "GetW" && err == nil {
+				select {
+				case watched <- watch{op.Session, op.Paths[0]}:
+				default:
+				}
+			}
+			return err
+		},
+	})
+	return watched
+}
+
+// holderSizes lists the sizes of the participants shown holding.
+func holderSizes(t testing.TB, s *zklock.Semaphore) []string {
+	t.Helper()
+	ps, err := s.Participants(ctxT(t))
+	must(t, err)
+	var out []string
+	for _, p := range ps {
+		if p.Holder {
+			out = append(out, p.Node[strings.LastIndexByte(p.Node, '/')+1:])
+		}
+	}
+	return out
+}
+
+// A lease granted out of queue order before a smaller size queued counts
+// against the grants after it: B and C (3s) hold on their first looks
+// while A's, ahead of them, lags; then N (a 2) queues, and A's look comes.
+// The rule lets A hold, and granting it would make three leases while N is
+// queued: A counts B and C, which carry no held-back mark, and waits. It
+// holds once B has gone. Participants shows A waiting, by its mark.
+func TestFakeSemaphoreLateGrantCountsLeasesBehind(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/ct", 3, 3, 3, 2)
+	looked, lookGo := make(chan *zkfake.Conn, 1), make(chan struct{})
+	watched := holdLooks(f, looked, lookGo, connOf(t, f, cs[0]))
+	ra := async(s[0].Acquire, ctxT(t))
+	<-looked
+	fakeQueued(t, f, "/ct", 1)
+	nodeA := "/ct/" + f.Children("/ct")[0]
+	lb, err := s[1].Acquire(ctxT(t))
+	must(t, err, "B, second, holds on its first look")
+	lc, err := s[2].Acquire(ctxT(t))
+	must(t, err, "C, third, holds on its first look")
+	had := f.Children("/ct")
+	rn := async(s[3].Acquire, ctxT(t))
+	nodeN := fakeNewNode(t, f, "/ct", had)
+	close(lookGo) // A reads [A B C N2]
+	awaitWatch(t, watched, cs[0], nodeN)
+	pending(t, ra)
+	if got := holderSizes(t, s[3]); len(got) != 2 || strings.HasSuffix(nodeA, got[0]) {
+		t.Fatalf("holders shown %v, want B and C, not A (%s)", got, nodeA)
+	}
+	release(t, lb) // [A C N2]: two leases with A's
+	la := await(t, ra)
+	pending(t, rn)
+	release(t, lc) // [A N2]
+	ln := await(t, rn)
+	release(t, la)
+	release(t, ln)
+	fakeQueued(t, f, "/ct", 0)
+}
+
+// Three 3s whose first looks all come after a 2 queued behind them: C,
+// third, is held back by the count alone and marks its node; B then counts
+// only itself and A, and A counts B, so both hold: two leases, neither
+// more (the rule alone would grant three) nor fewer (counting C while it
+// waits would grant none, and nobody would ever hold).
+func TestFakeSemaphoreLooksAfterASmallerSizeQueued(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/cl", 3, 3, 3, 2)
+	looked, lookGo := make(chan *zkfake.Conn, 3), make(chan struct{})
+	watched := holdLooks(f, looked, lookGo, connOf(t, f, cs[0]), connOf(t, f, cs[1]), connOf(t, f, cs[2]))
+	var rs []<-chan result
+	for i := 0; i < 3; i++ {
+		rs = append(rs, async(s[i].Acquire, ctxT(t)))
+		<-looked
+		fakeQueued(t, f, "/cl", i+1)
+	}
+	had := f.Children("/cl")
+	rn := async(s[3].Acquire, ctxT(t))
+	nodeN := fakeNewNode(t, f, "/cl", had)
+	close(lookGo)
+	la, lb := await(t, rs[0]), await(t, rs[1])
+	awaitWatch(t, watched, cs[2], nodeN)
+	pending(t, rs[2])
+	pending(t, rn)
+	release(t, la) // [B C N2]: C is second
+	lc := await(t, rs[2])
+	pending(t, rn)
+	release(t, lb)
+	ln := await(t, rn)
+	release(t, lc)
+	release(t, ln)
+	fakeQueued(t, f, "/cl", 0)
 }

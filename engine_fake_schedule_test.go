@@ -679,9 +679,10 @@ func runSchedule(seed int64, logf func(string, ...any)) (st schedStats, err erro
 // queue order, each node's size as its name carries it (the last 8 hex
 // digits of a version-8 id). With one size K everywhere, that is "at most
 // K"; with sizes 2 and 3, a 2 ahead bounds the 3s behind it. And the
-// grant's bound: they are fewer than the size of every node the read that
-// granted the lease furthest back listed (made at a zxid up to its token,
-// and still there), ahead of it or behind.
+// grant's bound: they are at most the size of every node that the read
+// that granted any of them listed (made at a zxid up to its token, and
+// still there), ahead of it or behind: leases granted before a smaller
+// size queued are the only ones it does not bound.
 func boundBySizes(names []string, leases []*liveLease, czxid func(name string) int64) error {
 	seqOf := func(name string) int64 {
 		n, _ := strconv.ParseInt(name[len(name)-10:], 10, 64) // no wrap in a schedule
@@ -704,24 +705,24 @@ func boundBySizes(names []string, leases []*liveLease, czxid func(name string) i
 			bound[i] = min(bound[i], bound[i-1])
 		}
 	}
-	last, token := -1, int64(0)
+	last, newest := -1, int64(0)
 	for _, l := range leases {
 		node := l.l.Node()
 		i, ok := at[node[strings.LastIndexByte(node, '/')+1:]]
 		if !ok {
 			return fmt.Errorf("participant %d's lease %s is not among the children %v", l.who, node, names)
 		}
-		if i > last {
-			last, token = i, l.l.Token()
-		}
+		last, newest = max(last, i), max(newest, l.l.Token())
 	}
 	if last >= 0 && len(leases) > bound[last] {
 		return fmt.Errorf("%d leases held, over the smallest size %d among the nodes up to the last holder's: queue %v", len(leases), bound[last], names)
 	}
-	for i, name := range names[last+1:] {
-		size := sizes[last+1+i]
-		if z := czxid(name); z != 0 && z <= token && len(leases) > size {
-			return fmt.Errorf("%d leases held, over the size %d of %s (made at %#x), which the read that granted the lease furthest back (%#x) listed: queue %v", len(leases), size, name, z, token, names)
+	// The grant's bound: once any lease held was granted on a read that
+	// listed a node of size s (its token, that read's pzxid, is at least
+	// the node's czxid), at most s leases are held while the node lives.
+	for i, name := range names {
+		if z := czxid(name); z != 0 && z <= newest && len(leases) > sizes[i] {
+			return fmt.Errorf("%d leases held, over the size %d of %s (made at %#x), which the read that granted a lease held (%#x) listed: queue %v", len(leases), sizes[i], name, z, newest, names)
 		}
 	}
 	return nil

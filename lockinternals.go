@@ -330,15 +330,27 @@ func (p *participant) step(ctx context.Context, w *waiter, st session.Snapshot, 
 		// look can be late: a lagging server, a dropped connection). Its
 		// node was made before its read, so ours lists it: a holder
 		// with nobody behind it, the common case, spends no write.
+		if w.marked {
+			// Not while our node says held back: take the mark off, and
+			// decide on a read made after that ([participant.unmark]).
+			_, err := p.backoff(ctx, b, p.unmark(w))
+			return err
+		}
 		w.hold(st.Epoch, v.d.announce && (p.waited || v.last < len(v.kids)-1))
 		return nil
 	}
 	if p.try {
 		return ErrLocked
 	}
+	if v.d.heldBack && !w.marked {
+		// Tell the groups ahead that count us that we do not hold
+		// ([participant.mark]); then decide again.
+		_, err := p.backoff(ctx, b, p.mark(w))
+		return err
+	}
 	p.queued()
 	p.startWaiting()
-	return p.wait(ctx, w, st, w.plan(v.kids, v.d))
+	return p.wait(ctx, w, st, w.plan(v))
 }
 
 // startWaiting records, before our first wait, that we wait: the keeper

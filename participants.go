@@ -60,6 +60,7 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 	var (
 		found []Child
 		pts   []Participant
+		back  = map[string]bool{} // owners whose nodes carry the held-back mark
 	)
 	for _, k := range kids {
 		node := path + "/" + k.Name
@@ -69,6 +70,9 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 		}
 		if st == nil {
 			continue // gone since we listed it
+		}
+		if heldBackData(data) {
+			data, back[k.Owner] = data[len(heldBackMark):], true
 		}
 		pt := Participant{
 			Node: node, Data: data, Read: k.Kind == KindRead,
@@ -81,6 +85,7 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 	}
 	var hold, wait []Participant
 	for i, h := range holders(found, pick) {
+		h = h && !back[found[i].Owner] // the rule lets it hold, the count does not
 		pts[i].Holder = h
 		if h {
 			hold = append(hold, pts[i])
@@ -220,8 +225,9 @@ type Participant struct {
 	Data []byte // the holder's node data (owner identity by default)
 	// Holder: holds the lock now (false: queued), by the recipe's rule
 	// from the names. In a zklock semaphore with a smaller size queued
-	// behind it, a participant the rule lets hold is a Holder whether it
-	// was granted before that size queued or waits for its bound
+	// behind it, a participant the rule lets hold but the count of the
+	// leases does not marks its node held back and shows as queued; for a
+	// moment, while it decides, it may show as a Holder
 	// (docs/semantics.md, "Resizing a semaphore").
 	Holder bool
 	Read   bool // a read-side participant of an RWMutex

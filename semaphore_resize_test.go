@@ -32,11 +32,10 @@ type fleetLease struct {
 }
 
 // grantCheck is what a grant saw: the leases held with it, how many by 2s,
-// the token of the one furthest back in the queue, and the nodes the 2s
-// were waiting on.
+// the largest of their tokens, and the nodes the 2s were waiting on.
 type grantCheck struct {
 	all, twos int
-	lastToken int64
+	newest    int64
 	waiting   []string
 }
 
@@ -68,15 +67,12 @@ func (f *fleet) grant(l *zklock.Lease, size int) grantCheck {
 	defer f.mu.Unlock()
 	f.held[l.Node()] = fleetLease{size, l.Token()}
 	var g grantCheck
-	last := ""
-	for node, h := range f.held {
+	for _, h := range f.held {
 		g.all++
 		if h.size == 2 {
 			g.twos++
 		}
-		if node > last { // one path: the name's sequence orders them
-			last, g.lastToken = node, h.token
-		}
+		g.newest = max(g.newest, h.token)
 	}
 	for _, node := range f.queued {
 		g.waiting = append(g.waiting, node)
@@ -93,10 +89,10 @@ func (f *fleet) end(l *zklock.Lease) {
 
 // over says what is over the bound in g, if anything: more than 3 leases;
 // more than 2 while a 2 holds; or more than 2 while a 2 waits on a node
-// that the read granting the lease furthest back in the queue listed (it
-// was made before that read, czxid below the token, and is still there).
-// Every lease held is ahead of that one, or is it, so its read, which
-// listed the 2, bounds them all (docs/semantics.md, "Resizing").
+// that the read granting any of the leases listed (it was made before that
+// read, czxid at most the read's pzxid, the token, and is still there):
+// only leases all granted before the 2 queued may be more than 2
+// (docs/semantics.md, "Resizing").
 func (g grantCheck) over(c *zklock.Client) string {
 	switch {
 	case g.all > 3:
@@ -108,8 +104,8 @@ func (g grantCheck) over(c *zklock.Client) string {
 	}
 	for _, node := range g.waiting {
 		ok, st, err := c.Conn().Exists(node)
-		if err == nil && ok && st.Czxid <= g.lastToken {
-			return fmt.Sprintf("%d leases held, the last granted on a read (zxid %#x) that listed a 2 waiting (%s, made at %#x)", g.all, g.lastToken, node, st.Czxid)
+		if err == nil && ok && st.Czxid <= g.newest {
+			return fmt.Sprintf("%d leases held, one granted on a read (pzxid %#x) that listed a 2 waiting (%s, made at %#x)", g.all, g.newest, node, st.Czxid)
 		}
 	}
 	return ""
@@ -119,7 +115,7 @@ func (g grantCheck) over(c *zklock.Client) string {
 // Client, acquire and release in loops on one path. None fails for its
 // size; at every grant, never more than 3 leases are held, and no more
 // than 2 while a size-2 replica holds one or waits on a node that the
-// grant's read listed ([grantCheck.over]); and once the 2s' participants
+// read granting any of them listed ([grantCheck.over]); and once the 2s' participants
 // are gone, 3 leases are held at once, and no fourth.
 //
 // The counts are taken inside each lease's life (after Acquire returns,

@@ -31,6 +31,7 @@ type waiter struct {
 	held     bool                 // decided to hold...
 	heldAt   uint64               // ...in this epoch
 	announce bool                 // on the grant, tell successors waiting with awaitHold
+	marked   bool                 // our last node may carry the held-back mark (heldback.go)
 	look     session.Look         // the first look's children watch, while it may cover our nodes (look.go)
 }
 
@@ -55,6 +56,7 @@ type view struct {
 	kids        []Child
 	first, last int
 	d           decision
+	seen        map[int]int32 // the data versions of the nodes whose marks decided ([participant.readMarks])
 }
 
 // surveyQueue reads w's queue and decides, and gets what the decision
@@ -84,6 +86,11 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 		return v, err
 	}
 	v.d = decide(d, v.kids, v.first, v.last)
+	if v.d.marks != nil {
+		if v.d, v.seen, err = p.readMarks(w, d, v); err != nil {
+			return v, err
+		}
+	}
 	if err := w.check(v.d, v.first); err != nil {
 		return v, err
 	}
@@ -128,7 +135,7 @@ func (w *waiter) check(d decision, first int) error {
 	if d.Holds {
 		return nil
 	}
-	if len(d.Watch) == 0 && d.heldBack == 0 && w.l.count == nil { // a SharedCount's change is watched too
+	if len(d.Watch) == 0 && len(d.behind) == 0 && w.l.count == nil { // a SharedCount's change is watched too
 		return invalidf("driver %T neither holds nor names a node to watch", w.l.driver)
 	}
 	for _, i := range d.Watch {
@@ -205,16 +212,26 @@ func (p *participant) watchOwn(w *waiter, epoch uint64) (session.Stat, error) {
 type watchPlan struct {
 	paths     []string
 	awaitHold bool
+	// expect: for paths[len(paths)-len(expect):], the nodes behind that a
+	// held-back waiter watches, the data version its decision read (-1:
+	// none); a node found at another has changed its mark since.
+	expect []int32
 }
 
 // plan prepares the wait.
-func (w *waiter) plan(kids []Child, d decision) watchPlan {
-	pl := watchPlan{paths: make([]string, len(d.Watch)), awaitHold: d.awaitHold}
+func (w *waiter) plan(v view) watchPlan {
+	d := v.d
+	pl := watchPlan{paths: make([]string, len(d.Watch), len(d.Watch)+len(d.behind)), awaitHold: d.awaitHold}
 	for i, idx := range d.Watch {
-		pl.paths[i] = w.l.path + "/" + kids[idx].Name
+		pl.paths[i] = w.l.path + "/" + v.kids[idx].Name
 	}
-	if d.heldBack > 0 {
-		pl.paths = append(pl.paths, w.l.path+"/"+kids[d.heldBack].Name)
+	for _, idx := range d.behind {
+		pl.paths = append(pl.paths, w.l.path+"/"+v.kids[idx].Name)
+		version, ok := v.seen[idx]
+		if !ok {
+			version = -1
+		}
+		pl.expect = append(pl.expect, version)
 	}
 	return pl
 }
@@ -268,10 +285,14 @@ func (p *participant) wait(ctx context.Context, w *waiter, st session.Snapshot, 
 // we watched it, or the session needs sorting out).
 func (p *participant) watchAhead(w *waiter, pl watchPlan, watches []<-chan session.Event) (_ []<-chan session.Event, done bool, err error) {
 	zc := p.c.s.Conn()
-	for _, path := range pl.paths {
+	behind := len(pl.paths) - len(pl.expect)
+	for i, path := range pl.paths {
 		s, ch, err := zc.GetW(path)
 		switch p.c.s.Classify(err) {
 		case session.Done:
+			if i >= behind && pl.expect[i-behind] >= 0 && s.Version != pl.expect[i-behind] {
+				return nil, true, nil // its mark changed since we read it: decide again
+			}
 			if pl.awaitHold && s.Version != 0 && w.seen != (seenVersion{path, s.Version}) {
 				// It announced before we watched (or someone wrote to it:
 				// deciding again tells). A version decided on once is not

@@ -1,0 +1,112 @@
+package zklock
+
+import (
+	"bytes"
+
+	"github.com/zkrecipes/zklock/internal/session"
+)
+
+// Held-back marks: how a zklock semaphore's participant that the rule lets
+// hold, but the count does not, tells the participants ahead of it that it
+// holds no lease ([semaphoreDriver], "The count").
+
+// heldBackMark starts the data of a node whose participant is held back:
+// the rule lets it hold, and it does not. Only the node's owner writes it,
+// in front of the data already there, and takes it off before it holds
+// ([participant.unmark]); [Participants] shows the data without it. A
+// write by anyone else (Revoke's "__REVOKE__") takes it off: the node then
+// counts as one that may hold, which can only make the others wait.
+var heldBackMark = []byte("\x00zklock:held-back\x00")
+
+// heldBackData reports whether data carries the mark.
+func heldBackData(data []byte) bool {
+	return bytes.HasPrefix(data, heldBackMark)
+}
+
+// readMarks reads, after the read of v.kids and on the same session, the
+// marks the decision asked about, and decides again with them. It returns
+// the data version of each node read, for the wait: a node whose version
+// changed before its watch was set may have changed its mark. A node gone
+// counts as marked: it holds nothing, and never will.
+//
+// The order is what the count's proof needs: ZooKeeper serves a session's
+// requests in order, and a read after a read of state S sees a state at
+// least S (a server's state only grows, and a session moves only to a
+// server whose state is at least the last zxid it saw: the lastZxidSeen
+// check of ZooKeeperServer.processConnectRequest).
+func (p *participant) readMarks(w *waiter, d Driver, v view) (decision, map[int]int32, error) {
+	sd, ok := d.(semaphoreDriver)
+	if !ok {
+		return decision{}, nil, invalidf("driver %T asks about marks", d)
+	}
+	zc := p.c.s.Conn()
+	sd.marked = make(map[int]bool, len(v.d.marks))
+	seen := make(map[int]int32, len(v.d.marks))
+	for _, i := range v.d.marks {
+		data, st, err := zc.Get(w.l.path + "/" + v.kids[i].Name)
+		switch p.c.s.Classify(err) {
+		case session.Done:
+			sd.marked[i], seen[i] = heldBackData(data), st.Version
+		case session.Gone:
+			sd.marked[i] = true
+		default:
+			return decision{}, nil, err
+		}
+	}
+	return sd.decide(v.kids, v.first, v.last), seen, nil
+}
+
+// mark puts the held-back mark on our last node of w. From the moment the
+// request is sent, the node may carry it: w.marked says so until an unmark
+// has succeeded, so that no read of ours grants while it may be there.
+func (p *participant) mark(w *waiter) error {
+	w.marked = true
+	return p.rewrite(w, func(data []byte) ([]byte, bool) {
+		if heldBackData(data) {
+			return nil, false
+		}
+		out := make([]byte, 0, len(heldBackMark)+len(data))
+		return append(append(out, heldBackMark...), data...), true
+	})
+}
+
+// unmark takes the held-back mark off our last node of w, if it is there.
+// The caller then decides again, on a read made after the write: a grant
+// on it counts for every participant ahead that reads our mark later (the
+// proof at [semaphoreDriver]). A mark request of ours cannot land after
+// it: ZooKeeper applies a session's writes in the order sent, and one sent
+// through a server the session has left fails rather than apply late
+// (PrepRequestProcessor checks each setData's owner:
+// SessionTrackerImpl.checkSession, SessionMovedException).
+func (p *participant) unmark(w *waiter) error {
+	err := p.rewrite(w, func(data []byte) ([]byte, bool) {
+		if !heldBackData(data) {
+			return nil, false
+		}
+		return data[len(heldBackMark):], true
+	})
+	if err == nil {
+		w.marked = false
+	}
+	return err
+}
+
+// rewrite reads our last node on w's path and writes back what edit makes
+// of its data (write false: nothing to do), at the version read: again if
+// someone wrote in between, so that what they wrote stays.
+func (p *participant) rewrite(w *waiter, edit func([]byte) ([]byte, bool)) error {
+	zc, node := p.c.s.Conn(), w.nodes[len(w.nodes)-1]
+	for {
+		data, st, err := zc.Get(node)
+		if err != nil {
+			return err
+		}
+		out, write := edit(data)
+		if !write {
+			return nil
+		}
+		if err = zc.SetIf(node, out, st.Version); !session.BadVersion(err) {
+			return err
+		}
+	}
+}
