@@ -311,9 +311,9 @@ func (d semaphoreDriver) decide(children []Child, first, last int) decision {
 // listed (the count; the proof is at [semaphoreDriver]).
 func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decision {
 	holds := decision{Decision: Decision{Holds: true}, announce: true}
-	own := children[last].Owner
-	h := d.prefixEnd(children, last+1, m, own)
-	if blocker(children[h:], h-1, own) < 0 {
+	tail := sizeTail(children[last].Owner)
+	h := d.prefixEnd(children, last+1, m, tail)
+	if blocker(children[h:], h-1, tail) < 0 {
 		return holds // even if the rule's every holder holds, no size listed is exceeded
 	}
 	groups := groupEnds(children, last+1, h)
@@ -329,7 +329,7 @@ func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decisio
 		}
 		start = l + 1
 	}
-	b := blocker(children[h:], count-1, own)
+	b := blocker(children[h:], count-1, tail)
 	if b < 0 {
 		return holds
 	}
@@ -339,12 +339,9 @@ func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decisio
 // prefixEnd is the end of the rule's holders from from on, where m is the
 // smallest size among the nodes before from (a group's end): the index of
 // the first node whose group the rule keeps waiting, or len(children).
-// Nodes whose ids end as own's (own's size) are not parsed again.
-func (d semaphoreDriver) prefixEnd(children []Child, from, m int, own string) int {
-	tail := ""
-	if _, ok := idSize(own); ok {
-		tail = own[len(own)-8:]
-	}
+// Nodes whose ids end in tail ([sizeTail]: ours, in the prefix) are not
+// parsed: their size is ours, at least m.
+func (d semaphoreDriver) prefixEnd(children []Child, from, m int, tail string) int {
 	for i := from; i < len(children); {
 		_, l := groupOf(children, i)
 		if tail == "" || !strings.HasSuffix(children[i].Owner, tail) {
@@ -356,6 +353,17 @@ func (d semaphoreDriver) prefixEnd(children []Child, from, m int, own string) in
 		i = l + 1
 	}
 	return len(children)
+}
+
+// sizeTail is the end of own's id that carries its size, "" if it carries
+// none: a node whose id ends the same way is of own's size, which the
+// callers, deciding for own's group in the rule's prefix, need not parse
+// again. A queue of one size then costs a string comparison per node.
+func sizeTail(own string) string {
+	if _, ok := idSize(own); ok {
+		return own[len(own)-8:]
+	}
+	return ""
 }
 
 // groupEnds lists the last node of each group in children[from:to], which
@@ -371,15 +379,10 @@ func groupEnds(children []Child, from, to int) []int {
 }
 
 // blocker is the index in kids of the first node whose id carries a size
-// of at most n: one that a count above n exceeds. A node whose id ends as
-// own's does (own's size, above n, or both unsized) is passed over
-// without parsing its id: a queue of one size costs a string comparison
-// per node behind.
-func blocker(kids []Child, n int, own string) int {
-	tail := ""
-	if s, ok := idSize(own); ok && s > n {
-		tail = own[len(own)-8:]
-	}
+// of at most n (one that a count above n exceeds), or -1. Nodes whose ids
+// end in tail ([sizeTail]) are passed over without parsing: the caller's
+// own size, in the rule's prefix, is above every n it asks about.
+func blocker(kids []Child, n int, tail string) int {
 	for i, k := range kids {
 		if tail != "" && strings.HasSuffix(k.Owner, tail) {
 			continue

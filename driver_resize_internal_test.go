@@ -159,6 +159,7 @@ func TestSemaphoreDriverSizes(t *testing.T) {
 		{"no size behind the count exceeds", []string{"A3", "B3", "C3", "D3"}, 0, 0, 0, hold, nil},
 		{"the prefix ends before the 2s", []string{"A3", "B3", "C2", "D2"}, 0, 0, 0, hold, nil},
 		{"the prefix ends before the 1", []string{"A3", "B3", "C1"}, 0, 0, 0, marks(1), &Decision{Holds: true}},
+		{"an unsized node counts the prefix behind it", []string{"A", "B3", "C1", "D3"}, 0, 0, 0, marks(1), &Decision{Holds: true}},
 		{"an unsized node behind holds nothing back", []string{"A3", "B3", "C3", "D"}, 1, 2, 2, hold, nil},
 		{"the 2 behind three 3s", []string{"A3", "B3", "C3", "D2"}, 0, 3, 3, first(3), nil},
 		{"behind a held-back 3", []string{"A3", "B3", "C3", "D2", "E3"}, 0, 4, 4, behind(3), nil},

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zklock"
 	"github.com/zkrecipes/zklock/internal/zkfake"
 )
@@ -377,13 +378,17 @@ func TestFakeSemaphoreUnsizedNodes(t *testing.T) {
 // closed (a participant's first look may be sent twice: prefetched behind
 // its create, and again if that one does not list its node), and reports
 // each conn on looked at its first. GetW watches set are sent on the
-// channel returned (as hookWatches).
-func holdLooks(f *zkfake.Server, looked chan<- *zkfake.Conn, release <-chan struct{}, conns ...*zkfake.Conn) <-chan watch {
+// channel returned (as hookWatches). An op for which fail returns an error
+// fails with it, unapplied.
+func holdLooks(f *zkfake.Server, looked chan<- *zkfake.Conn, release <-chan struct{}, fail func(zkfake.Op) error, conns ...*zkfake.Conn) <-chan watch {
 	var mu sync.Mutex
 	seen := map[*zkfake.Conn]bool{}
 	watched := make(chan watch, 1024)
 	f.SetHooks(zkfake.Hooks{
 		Before: func(op zkfake.Op) error {
+			if err := fail(op); err != nil {
+				return err
+			}
 			if op.Name != "ChildrenStat" && op.Name != "ChildrenStatW" || !slices.Contains(conns, op.Conn) {
 				return nil
 			}
@@ -429,12 +434,22 @@ func holderSizes(t testing.TB, s *zklock.Semaphore) []string {
 // while A's, ahead of them, lags; then N (a 2) queues, and A's look comes.
 // The rule lets A hold, and granting it would make three leases while N is
 // queued: A counts B and C, which carry no held-back mark, and waits. It
-// holds once B has gone. Participants shows A waiting, by its mark.
+// holds once B has gone. Participants shows A waiting, by its mark. A's
+// first read of a mark fails (a connection lost): A reads again, and
+// decides the same.
 func TestFakeSemaphoreLateGrantCountsLeasesBehind(t *testing.T) {
 	f := zkfake.New()
 	cs, s := fakeSems(t, f, "/ct", 3, 3, 3, 2)
 	looked, lookGo := make(chan *zkfake.Conn, 1), make(chan struct{})
-	watched := holdLooks(f, looked, lookGo, connOf(t, f, cs[0]))
+	connA := connOf(t, f, cs[0])
+	var failed atomic.Bool
+	failOnce := func(op zkfake.Op) error {
+		if op.Conn == connA && op.Name == "Get" && strings.Contains(op.Paths[0], "-lease-0000000001") && failed.CompareAndSwap(false, true) {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}
+	watched := holdLooks(f, looked, lookGo, failOnce, connA)
 	ra := async(s[0].Acquire, ctxT(t))
 	<-looked
 	fakeQueued(t, f, "/ct", 1)
@@ -452,8 +467,25 @@ func TestFakeSemaphoreLateGrantCountsLeasesBehind(t *testing.T) {
 	if got := holderSizes(t, s[3]); len(got) != 2 || strings.HasSuffix(nodeA, got[0]) {
 		t.Fatalf("holders shown %v, want B and C, not A (%s)", got, nodeA)
 	}
+	raw := func() string {
+		data, _, err := connOf(t, f, cs[3]).Get(nodeA)
+		must(t, err)
+		return string(data)
+	}
+	if !strings.HasPrefix(raw(), "\x00zklock:held-back\x00") {
+		t.Fatalf("A's node holds %q, want the held-back mark", raw())
+	}
 	release(t, lb) // [A C N2]: two leases with A's
 	la := await(t, ra)
+	if strings.Contains(raw(), "held-back") {
+		t.Fatalf("A holds, and its node still says %q", raw())
+	}
+	if !failed.Load() {
+		t.Fatal("A never read B's mark")
+	}
+	if z := f.Czxid(nodeN); la.Token() < z {
+		t.Fatalf("A's token %#x is below N's czxid %#x: it held on a read that did not list N", la.Token(), z)
+	}
 	pending(t, rn)
 	release(t, lc) // [A N2]
 	ln := await(t, rn)
@@ -471,7 +503,8 @@ func TestFakeSemaphoreLooksAfterASmallerSizeQueued(t *testing.T) {
 	f := zkfake.New()
 	cs, s := fakeSems(t, f, "/cl", 3, 3, 3, 2)
 	looked, lookGo := make(chan *zkfake.Conn, 3), make(chan struct{})
-	watched := holdLooks(f, looked, lookGo, connOf(t, f, cs[0]), connOf(t, f, cs[1]), connOf(t, f, cs[2]))
+	none := func(zkfake.Op) error { return nil }
+	watched := holdLooks(f, looked, lookGo, none, connOf(t, f, cs[0]), connOf(t, f, cs[1]), connOf(t, f, cs[2]))
 	var rs []<-chan result
 	for i := 0; i < 3; i++ {
 		rs = append(rs, async(s[i].Acquire, ctxT(t)))
@@ -483,6 +516,13 @@ func TestFakeSemaphoreLooksAfterASmallerSizeQueued(t *testing.T) {
 	nodeN := fakeNewNode(t, f, "/cl", had)
 	close(lookGo)
 	la, lb := await(t, rs[0]), await(t, rs[1])
+	for _, l := range []*zklock.Lease{la, lb} {
+		// Both decided on reads that listed N (and B's, or A's, on one
+		// that read C's mark): each token is such a read's pzxid.
+		if z := f.Czxid(nodeN); l.Token() < z {
+			t.Fatalf("lease %s has token %#x, below N's czxid %#x", l.Node(), l.Token(), z)
+		}
+	}
 	awaitWatch(t, watched, cs[2], nodeN)
 	pending(t, rs[2])
 	pending(t, rn)
@@ -494,4 +534,144 @@ func TestFakeSemaphoreLooksAfterASmallerSizeQueued(t *testing.T) {
 	release(t, lc)
 	release(t, ln)
 	fakeQueued(t, f, "/cl", 0)
+}
+
+// A held-back waiter reads the marks of the groups behind it, then sets
+// its watches: a mark written in between must not be missed. A reads B
+// unmarked and is held back by B and C; B then marks its node (held back
+// by its own count) before A's watch on it is set. A sees B's version
+// changed when it sets the watch, decides again, and holds: with B marked
+// it counts only C and itself, two leases within N's 2.
+func TestFakeSemaphoreMarkBeforeTheWatch(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/mw", 3, 3, 3, 2)
+	connA, connB := connOf(t, f, cs[0]), connOf(t, f, cs[1])
+	aGo, bGo, bMarked := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	looked, aWatchesB := make(chan *zkfake.Conn, 2), make(chan struct{})
+	var nodeB atomic.Value
+	nodeB.Store("")
+	var mu sync.Mutex
+	seen := map[*zkfake.Conn]bool{}
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		switch {
+		case (op.Name == "ChildrenStat" || op.Name == "ChildrenStatW") && (op.Conn == connA || op.Conn == connB):
+			mu.Lock()
+			first := !seen[op.Conn]
+			seen[op.Conn] = true
+			mu.Unlock()
+			if first {
+				looked <- op.Conn
+			}
+			if op.Conn == connA {
+				<-aGo
+			} else {
+				<-bGo
+			}
+		case op.Name == "GetW" && op.Conn == connA && op.Paths[0] == nodeB.Load().(string):
+			mu.Lock()
+			first := !seen[nil]
+			seen[nil] = true
+			mu.Unlock()
+			if first {
+				close(aWatchesB)
+				<-bMarked
+			}
+		}
+		return nil
+	}})
+	ra := async(s[0].Acquire, ctxT(t))
+	<-looked
+	fakeQueued(t, f, "/mw", 1)
+	had := f.Children("/mw")
+	rb := async(s[1].Acquire, ctxT(t))
+	<-looked
+	nodeB.Store(fakeNewNode(t, f, "/mw", had))
+	lc, err := s[2].Acquire(ctxT(t))
+	must(t, err, "C, third, holds on its first look")
+	had = f.Children("/mw")
+	rn := async(s[3].Acquire, ctxT(t))
+	fakeNewNode(t, f, "/mw", had)
+	close(aGo) // A reads [A B C N2], B and C unmarked: held back
+	<-aWatchesB
+	close(bGo) // B reads [A B C N2], C unmarked: held back, it marks
+	eventually(t, func() bool {
+		data, _, err := connOf(t, f, cs[3]).Get(nodeB.Load().(string))
+		return err == nil && strings.HasPrefix(string(data), "\x00zklock:held-back\x00")
+	}, "B's node never carried the held-back mark")
+	close(bMarked)
+	la := await(t, ra)
+	pending(t, rb)
+	pending(t, rn)
+	release(t, la) // [B C N2]: B holds with C
+	lb := await(t, rb)
+	release(t, lc)
+	release(t, lb)
+	ln := await(t, rn)
+	release(t, ln)
+	fakeQueued(t, f, "/mw", 0)
+}
+
+// A held-back waiter's mark shares its node's data with a revocation: a
+// Revoke between the read and the write of the mark is kept (the mark
+// goes in front of it, on a second try), a failed unmark is tried again
+// before the waiter holds, and once it holds its node says "__REVOKE__"
+// alone, so that the lease is revoked at once, as Curator's would be.
+func TestFakeSemaphoreHeldBackRevoked(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/rv", 3, 3, 3, 2)
+	connA, connN := connOf(t, f, cs[0]), connOf(t, f, cs[3])
+	var nodeA atomic.Value
+	nodeA.Store("")
+	var sets atomic.Int32
+	interfere := func(op zkfake.Op) error {
+		if op.Conn != connA || op.Name != "SetIf" || op.Paths[0] != nodeA.Load().(string) {
+			return nil
+		}
+		switch sets.Add(1) {
+		case 1: // A's mark, after its read of the node: a revocation comes first
+			if err := connN.Set(op.Paths[0], []byte("__REVOKE__")); err != nil {
+				t.Errorf("revoking A: %v", err)
+			}
+		case 3: // A's first unmark: lost with the connection, unapplied
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}
+	looked, lookGo := make(chan *zkfake.Conn, 1), make(chan struct{})
+	watched := holdLooks(f, looked, lookGo, interfere, connA)
+	ra := async(s[0].Acquire, ctxT(t))
+	<-looked
+	fakeQueued(t, f, "/rv", 1)
+	nodeA.Store("/rv/" + f.Children("/rv")[0])
+	lb, err := s[1].Acquire(ctxT(t))
+	must(t, err)
+	lc, err := s[2].Acquire(ctxT(t))
+	must(t, err)
+	had := f.Children("/rv")
+	rn := async(s[3].Acquire, ctxT(t))
+	nodeN := fakeNewNode(t, f, "/rv", had)
+	close(lookGo)
+	awaitWatch(t, watched, cs[0], nodeN)
+	raw := func() string {
+		data, _, err := connN.Get(nodeA.Load().(string))
+		must(t, err)
+		return string(data)
+	}
+	if got := raw(); got != "\x00zklock:held-back\x00__REVOKE__" {
+		t.Fatalf("A's node holds %q, want the mark in front of the revocation", got)
+	}
+	release(t, lb)
+	la := await(t, ra)
+	if got, n := raw(), sets.Load(); got != "__REVOKE__" || n < 4 {
+		t.Fatalf("A holds with its node saying %q after %d writes of A's, want \"__REVOKE__\" after 4", got, n)
+	}
+	select {
+	case <-la.Revoked():
+	case <-time.After(long):
+		t.Fatal("A's lease was not revoked")
+	}
+	release(t, la)
+	release(t, lc)
+	release(t, await(t, rn))
+	fakeQueued(t, f, "/rv", 0)
 }

@@ -25,28 +25,25 @@ func heldBackData(data []byte) bool {
 
 // readMarks reads, after the read of v.kids and on the same session, the
 // marks the decision asked about, and decides again with them. It returns
-// the data version of each node read, for the wait: a node whose version
-// changed before its watch was set may have changed its mark. A node gone
-// counts as marked: it holds nothing, and never will.
+// the data version of each node read, by path, for the wait: a node whose
+// version changed before its watch was set may have changed its mark. A
+// node gone counts as marked: it holds nothing, and never will.
 //
 // The order is what the count's proof needs: ZooKeeper serves a session's
 // requests in order, and a read after a read of state S sees a state at
 // least S (a server's state only grows, and a session moves only to a
 // server whose state is at least the last zxid it saw: the lastZxidSeen
 // check of ZooKeeperServer.processConnectRequest).
-func (p *participant) readMarks(w *waiter, d Driver, v view) (decision, map[int]int32, error) {
-	sd, ok := d.(semaphoreDriver)
-	if !ok {
-		return decision{}, nil, invalidf("driver %T asks about marks", d)
-	}
+func (p *participant) readMarks(w *waiter, sd semaphoreDriver, v view) (decision, map[string]int32, error) {
 	zc := p.c.s.Conn()
 	sd.marked = make(map[int]bool, len(v.d.marks))
-	seen := make(map[int]int32, len(v.d.marks))
+	seen := make(map[string]int32, len(v.d.marks))
 	for _, i := range v.d.marks {
-		data, st, err := zc.Get(w.l.path + "/" + v.kids[i].Name)
+		node := w.l.path + "/" + v.kids[i].Name
+		data, st, err := zc.Get(node)
 		switch p.c.s.Classify(err) {
 		case session.Done:
-			sd.marked[i], seen[i] = heldBackData(data), st.Version
+			sd.marked[i], seen[node] = heldBackData(data), st.Version
 		case session.Gone:
 			sd.marked[i] = true
 		default:
@@ -62,9 +59,8 @@ func (p *participant) readMarks(w *waiter, d Driver, v view) (decision, map[int]
 func (p *participant) mark(w *waiter) error {
 	w.marked = true
 	return p.rewrite(w, func(data []byte) ([]byte, bool) {
-		if heldBackData(data) {
-			return nil, false
-		}
+		// Never marked already: only we mark it, and only while w.marked
+		// is false, which it is only once an unmark has succeeded.
 		out := make([]byte, 0, len(heldBackMark)+len(data))
 		return append(append(out, heldBackMark...), data...), true
 	})

@@ -57,16 +57,34 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 	if pick, err = withLegacy(ctx, c, path, kids, pick); err != nil {
 		return nil, err
 	}
-	var (
-		found []Child
-		pts   []Participant
-		back  = map[string]bool{} // owners whose nodes carry the held-back mark
-	)
+	found, pts, back, err := readEach(ctx, c, path, kids, pick)
+	if err != nil {
+		return nil, err
+	}
+	var hold, wait []Participant
+	for i, h := range holders(found, pick) {
+		h = h && !back[found[i].Owner] // the rule lets it hold, the count does not
+		pts[i].Holder = h
+		if h {
+			hold = append(hold, pts[i])
+		} else {
+			wait = append(wait, pts[i])
+		}
+	}
+	return append(hold, wait...), nil
+}
+
+// readEach reads the data of each of kids (on path) and makes its
+// Participant, but for the Holder: found are the kids still there, pts
+// their Participants, and back the owners whose nodes carry the held-back
+// mark ([heldBackMark]), which Data leaves out.
+func readEach(ctx context.Context, c *Client, path string, kids []Child, pick func(Child) Driver) (found []Child, pts []Participant, back map[string]bool, err error) {
+	back = map[string]bool{}
 	for _, k := range kids {
 		node := path + "/" + k.Name
 		data, st, err := readNode(ctx, c, node)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		if st == nil {
 			continue // gone since we listed it
@@ -83,17 +101,7 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 		}
 		found, pts = append(found, k), append(pts, pt)
 	}
-	var hold, wait []Participant
-	for i, h := range holders(found, pick) {
-		h = h && !back[found[i].Owner] // the rule lets it hold, the count does not
-		pts[i].Holder = h
-		if h {
-			hold = append(hold, pts[i])
-		} else {
-			wait = append(wait, pts[i])
-		}
-	}
-	return append(hold, wait...), nil
+	return found, pts, back, nil
 }
 
 // withLegacy returns pick, with the size recorded in path's data given to

@@ -28,11 +28,14 @@ import (
 // fails for it: each node carries its Semaphore's size in its name (its
 // protected id, a version-8 UUID), and node i of the queue holds when i is
 // below the size of every node up to it. So the leases held are never more
-// than any holder's size allows; a smaller size that arrives bounds the
-// grants behind it at once, while leases granted before, and the waiters
-// queued ahead of it, keep their turn; a larger size takes effect once the
-// last participant of a smaller one has left the path (an empty path takes
-// the next size at once). [Participant.Size] shows each participant's size
+// than any holder's size allows. A smaller size that arrives bounds every
+// grant after it at once, behind it and ahead of it: a waiter ahead of it
+// counts the leases that may be held with its own (those ahead of it, and
+// those behind it that the rule lets hold and whose nodes do not say they
+// are held back) and waits while they would exceed the smaller size.
+// Leases granted before it arrived stay held. A larger size takes effect
+// once the last participant of a smaller one has left the path (an empty
+// path takes the next size at once). [Participant.Size] shows each participant's size
 // and [SizeInForce] the smallest. docs/semantics.md, "Resizing a
 // semaphore", has the procedure and the proof. The path's data is not
 // read, but for nodes of builds that carried no size in their names, and

@@ -56,7 +56,7 @@ type view struct {
 	kids        []Child
 	first, last int
 	d           decision
-	seen        map[int]int32 // the data versions of the nodes whose marks decided ([participant.readMarks])
+	seen        map[string]int32 // the data versions of the nodes whose marks decided, by path ([participant.readMarks])
 }
 
 // surveyQueue reads w's queue and decides, and gets what the decision
@@ -81,17 +81,7 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	if v.first, v.last, ok = p.locate(w, v.kids); !ok {
 		return v, errRequeue
 	}
-	d, err := p.driverFor(w, v.kids[:v.first])
-	if err != nil {
-		return v, err
-	}
-	v.d = decide(d, v.kids, v.first, v.last)
-	if v.d.marks != nil {
-		if v.d, v.seen, err = p.readMarks(w, d, v); err != nil {
-			return v, err
-		}
-	}
-	if err := w.check(v.d, v.first); err != nil {
+	if v.d, v.seen, err = p.decideIn(w, v); err != nil {
 		return v, err
 	}
 	if first {
@@ -104,6 +94,23 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 		_, err = p.watchOwn(w, epoch)
 	}
 	return v, err
+}
+
+// decideIn asks w's driver about our place in v, with the marks it asks
+// about, if any, read after v's read ([participant.readMarks]), and
+// refuses a decision the engine cannot act on.
+func (p *participant) decideIn(w *waiter, v view) (decision, map[string]int32, error) {
+	d, err := p.driverFor(w, v.kids[:v.first])
+	if err != nil {
+		return decision{}, nil, err
+	}
+	v.d = decide(d, v.kids, v.first, v.last)
+	if sd, ok := d.(semaphoreDriver); ok && v.d.marks != nil {
+		if v.d, v.seen, err = p.readMarks(w, sd, v); err != nil {
+			return decision{}, nil, err
+		}
+	}
+	return v.d, v.seen, w.check(v.d, v.first)
 }
 
 // driverFor is the driver that decides w's queue, where ahead are the
@@ -212,10 +219,10 @@ func (p *participant) watchOwn(w *waiter, epoch uint64) (session.Stat, error) {
 type watchPlan struct {
 	paths     []string
 	awaitHold bool
-	// expect: for paths[len(paths)-len(expect):], the nodes behind that a
-	// held-back waiter watches, the data version its decision read (-1:
-	// none); a node found at another has changed its mark since.
-	expect []int32
+	// marks: for the nodes whose marks a held-back waiter's decision read,
+	// by path, the data version read; a node found at another when its
+	// watch is set has changed its mark since.
+	marks map[string]int32
 }
 
 // plan prepares the wait.
@@ -227,12 +234,8 @@ func (w *waiter) plan(v view) watchPlan {
 	}
 	for _, idx := range d.behind {
 		pl.paths = append(pl.paths, w.l.path+"/"+v.kids[idx].Name)
-		version, ok := v.seen[idx]
-		if !ok {
-			version = -1
-		}
-		pl.expect = append(pl.expect, version)
 	}
+	pl.marks = v.seen
 	return pl
 }
 
@@ -285,12 +288,11 @@ func (p *participant) wait(ctx context.Context, w *waiter, st session.Snapshot, 
 // we watched it, or the session needs sorting out).
 func (p *participant) watchAhead(w *waiter, pl watchPlan, watches []<-chan session.Event) (_ []<-chan session.Event, done bool, err error) {
 	zc := p.c.s.Conn()
-	behind := len(pl.paths) - len(pl.expect)
-	for i, path := range pl.paths {
+	for _, path := range pl.paths {
 		s, ch, err := zc.GetW(path)
 		switch p.c.s.Classify(err) {
 		case session.Done:
-			if i >= behind && pl.expect[i-behind] >= 0 && s.Version != pl.expect[i-behind] {
+			if version, read := pl.marks[path]; read && s.Version != version {
 				return nil, true, nil // its mark changed since we read it: decide again
 			}
 			if pl.awaitHold && s.Version != 0 && w.seen != (seenVersion{path, s.Version}) {

@@ -54,7 +54,7 @@ import (
 // session layer.
 var defaultFiles = []string{
 	"lockinternals.go", "claim.go", "waiter.go", "look.go", "grant.go", "driver.go", "node.go",
-	"multilock.go", "semaphore.go", "semaphore_layout.go", "sharedcount.go", "rwlock.go",
+	"multilock.go", "heldback.go", "semaphore.go", "semaphore_layout.go", "sharedcount.go", "rwlock.go",
 	"rwlock_shared.go", "election.go", "lease.go", "participants.go", "revoke.go", "mutex.go",
 	"internal/session/*.go",
 }
