@@ -429,6 +429,60 @@ func holderSizes(t testing.TB, s *zklock.Semaphore) []string {
 	return out
 }
 
+// lateRig is the race the count closes, on the fake: A (a 3) queues first
+// and its first look waits; B and C (3s) queue behind it and hold on
+// theirs; N (a 2) queues; then A's look comes, and lists them all.
+type lateRig struct {
+	f       *zkfake.Server
+	cs      []*zklock.Client
+	s       []*zklock.Semaphore
+	connA   *zkfake.Conn
+	nodeA   atomic.Value // A's node, once queued
+	nodeN   string
+	ra, rn  <-chan result
+	lb, lc  *zklock.Lease
+	watched <-chan watch
+}
+
+// newLateRig sets the rig up on path, up to A's look, which it lets go:
+// A decides on [A B C N2]. fail (given the rig) fails the ops it returns
+// an error for.
+func newLateRig(t *testing.T, path string, fail func(*lateRig, zkfake.Op) error) *lateRig {
+	r := &lateRig{f: zkfake.New()}
+	r.nodeA.Store("")
+	r.cs, r.s = fakeSems(t, r.f, path, 3, 3, 3, 2)
+	r.connA = connOf(t, r.f, r.cs[0])
+	looked, lookGo := make(chan *zkfake.Conn, 1), make(chan struct{})
+	r.watched = holdLooks(r.f, looked, lookGo, func(op zkfake.Op) error { return fail(r, op) }, r.connA)
+	r.ra = async(r.s[0].Acquire, ctxT(t))
+	<-looked
+	fakeQueued(t, r.f, path, 1)
+	r.nodeA.Store(path + "/" + r.f.Children(path)[0])
+	var err error
+	r.lb, err = r.s[1].Acquire(ctxT(t))
+	must(t, err, "B, second, holds on its first look")
+	r.lc, err = r.s[2].Acquire(ctxT(t))
+	must(t, err, "C, third, holds on its first look")
+	had := r.f.Children(path)
+	r.rn = async(r.s[3].Acquire, ctxT(t))
+	r.nodeN = fakeNewNode(t, r.f, path, had)
+	close(lookGo)
+	return r
+}
+
+// raw is A's node's data, as ZooKeeper holds it.
+func (r *lateRig) raw(t *testing.T) string {
+	t.Helper()
+	data, _, err := connOf(t, r.f, r.cs[3]).Get(r.nodeA.Load().(string))
+	must(t, err)
+	return string(data)
+}
+
+// isA reports whether op is A's, of kind name, on A's node.
+func (r *lateRig) isA(op zkfake.Op, name string) bool {
+	return op.Conn == r.connA && op.Name == name && op.Paths[0] == r.nodeA.Load().(string)
+}
+
 // A lease granted out of queue order before a smaller size queued counts
 // against the grants after it: B and C (3s) hold on their first looks
 // while A's, ahead of them, lags; then N (a 2) queues, and A's look comes.
@@ -438,60 +492,39 @@ func holderSizes(t testing.TB, s *zklock.Semaphore) []string {
 // first read of a mark fails (a connection lost): A reads again, and
 // decides the same.
 func TestFakeSemaphoreLateGrantCountsLeasesBehind(t *testing.T) {
-	f := zkfake.New()
-	cs, s := fakeSems(t, f, "/ct", 3, 3, 3, 2)
-	looked, lookGo := make(chan *zkfake.Conn, 1), make(chan struct{})
-	connA := connOf(t, f, cs[0])
 	var failed atomic.Bool
-	failOnce := func(op zkfake.Op) error {
-		if op.Conn == connA && op.Name == "Get" && strings.Contains(op.Paths[0], "-lease-0000000001") && failed.CompareAndSwap(false, true) {
+	r := newLateRig(t, "/ct", func(r *lateRig, op zkfake.Op) error {
+		if op.Conn == r.connA && op.Name == "Get" && strings.HasSuffix(op.Paths[0], "-lease-0000000001") && failed.CompareAndSwap(false, true) {
 			return zk.ErrConnectionClosed
 		}
 		return nil
-	}
-	watched := holdLooks(f, looked, lookGo, failOnce, connA)
-	ra := async(s[0].Acquire, ctxT(t))
-	<-looked
-	fakeQueued(t, f, "/ct", 1)
-	nodeA := "/ct/" + f.Children("/ct")[0]
-	lb, err := s[1].Acquire(ctxT(t))
-	must(t, err, "B, second, holds on its first look")
-	lc, err := s[2].Acquire(ctxT(t))
-	must(t, err, "C, third, holds on its first look")
-	had := f.Children("/ct")
-	rn := async(s[3].Acquire, ctxT(t))
-	nodeN := fakeNewNode(t, f, "/ct", had)
-	close(lookGo) // A reads [A B C N2]
-	awaitWatch(t, watched, cs[0], nodeN)
-	pending(t, ra)
-	if got := holderSizes(t, s[3]); len(got) != 2 || strings.HasSuffix(nodeA, got[0]) {
+	})
+	awaitWatch(t, r.watched, r.cs[0], r.nodeN)
+	pending(t, r.ra)
+	nodeA := r.nodeA.Load().(string)
+	if got := holderSizes(t, r.s[3]); len(got) != 2 || strings.HasSuffix(nodeA, got[0]) {
 		t.Fatalf("holders shown %v, want B and C, not A (%s)", got, nodeA)
 	}
-	raw := func() string {
-		data, _, err := connOf(t, f, cs[3]).Get(nodeA)
-		must(t, err)
-		return string(data)
+	if got := r.raw(t); !strings.HasPrefix(got, "\x00zklock:held-back\x00") {
+		t.Fatalf("A's node holds %q, want the held-back mark", got)
 	}
-	if !strings.HasPrefix(raw(), "\x00zklock:held-back\x00") {
-		t.Fatalf("A's node holds %q, want the held-back mark", raw())
-	}
-	release(t, lb) // [A C N2]: two leases with A's
-	la := await(t, ra)
-	if strings.Contains(raw(), "held-back") {
-		t.Fatalf("A holds, and its node still says %q", raw())
+	release(t, r.lb) // [A C N2]: two leases with A's
+	la := await(t, r.ra)
+	if got := r.raw(t); strings.Contains(got, "held-back") {
+		t.Fatalf("A holds, and its node still says %q", got)
 	}
 	if !failed.Load() {
 		t.Fatal("A never read B's mark")
 	}
-	if z := f.Czxid(nodeN); la.Token() < z {
+	if z := r.f.Czxid(r.nodeN); la.Token() < z {
 		t.Fatalf("A's token %#x is below N's czxid %#x: it held on a read that did not list N", la.Token(), z)
 	}
-	pending(t, rn)
-	release(t, lc) // [A N2]
-	ln := await(t, rn)
+	pending(t, r.rn)
+	release(t, r.lc) // [A N2]
+	ln := await(t, r.rn)
 	release(t, la)
 	release(t, ln)
-	fakeQueued(t, f, "/ct", 0)
+	fakeQueued(t, r.f, "/ct", 0)
 }
 
 // Three 3s whose first looks all come after a 2 queued behind them: C,
@@ -613,65 +646,70 @@ func TestFakeSemaphoreMarkBeforeTheWatch(t *testing.T) {
 
 // A held-back waiter's mark shares its node's data with a revocation: a
 // Revoke between the read and the write of the mark is kept (the mark
-// goes in front of it, on a second try), a failed unmark is tried again
-// before the waiter holds, and once it holds its node says "__REVOKE__"
-// alone, so that the lease is revoked at once, as Curator's would be.
+// goes in front of it, on a second try); a failed read of the node to
+// unmark it, then a failed unmark, are tried again before the waiter
+// holds; and once it holds its node says "__REVOKE__" alone, so that the
+// lease is revoked at once, as Curator's would be.
 func TestFakeSemaphoreHeldBackRevoked(t *testing.T) {
-	f := zkfake.New()
-	cs, s := fakeSems(t, f, "/rv", 3, 3, 3, 2)
-	connA, connN := connOf(t, f, cs[0]), connOf(t, f, cs[3])
-	var nodeA atomic.Value
-	nodeA.Store("")
-	var sets atomic.Int32
-	interfere := func(op zkfake.Op) error {
-		if op.Conn != connA || op.Name != "SetIf" || op.Paths[0] != nodeA.Load().(string) {
+	var sets, gets atomic.Int32
+	r := newLateRig(t, "/rv", func(r *lateRig, op zkfake.Op) error {
+		switch {
+		case r.isA(op, "Get") && gets.Add(1) == 3: // the unmark's read (after the mark's two)
+			return zk.ErrConnectionClosed
+		case !r.isA(op, "SetIf"):
 			return nil
 		}
 		switch sets.Add(1) {
 		case 1: // A's mark, after its read of the node: a revocation comes first
-			if err := connN.Set(op.Paths[0], []byte("__REVOKE__")); err != nil {
+			if err := connOf(t, r.f, r.cs[3]).Set(op.Paths[0], []byte("__REVOKE__")); err != nil {
 				t.Errorf("revoking A: %v", err)
 			}
 		case 3: // A's first unmark: lost with the connection, unapplied
 			return zk.ErrConnectionClosed
 		}
 		return nil
-	}
-	looked, lookGo := make(chan *zkfake.Conn, 1), make(chan struct{})
-	watched := holdLooks(f, looked, lookGo, interfere, connA)
-	ra := async(s[0].Acquire, ctxT(t))
-	<-looked
-	fakeQueued(t, f, "/rv", 1)
-	nodeA.Store("/rv/" + f.Children("/rv")[0])
-	lb, err := s[1].Acquire(ctxT(t))
-	must(t, err)
-	lc, err := s[2].Acquire(ctxT(t))
-	must(t, err)
-	had := f.Children("/rv")
-	rn := async(s[3].Acquire, ctxT(t))
-	nodeN := fakeNewNode(t, f, "/rv", had)
-	close(lookGo)
-	awaitWatch(t, watched, cs[0], nodeN)
-	raw := func() string {
-		data, _, err := connN.Get(nodeA.Load().(string))
-		must(t, err)
-		return string(data)
-	}
-	if got := raw(); got != "\x00zklock:held-back\x00__REVOKE__" {
+	})
+	awaitWatch(t, r.watched, r.cs[0], r.nodeN)
+	if got := r.raw(t); got != "\x00zklock:held-back\x00__REVOKE__" {
 		t.Fatalf("A's node holds %q, want the mark in front of the revocation", got)
 	}
-	release(t, lb)
-	la := await(t, ra)
-	if got, n := raw(), sets.Load(); got != "__REVOKE__" || n < 4 {
-		t.Fatalf("A holds with its node saying %q after %d writes of A's, want \"__REVOKE__\" after 4", got, n)
+	release(t, r.lb)
+	la := await(t, r.ra)
+	if got, n, m := r.raw(t), sets.Load(), gets.Load(); got != "__REVOKE__" || n < 4 || m < 5 {
+		t.Fatalf("A holds with its node saying %q after %d writes and %d reads of A's, want \"__REVOKE__\" after 4 and 5", got, n, m)
 	}
-	select {
-	case <-la.Revoked():
-	case <-time.After(long):
-		t.Fatal("A's lease was not revoked")
-	}
+	awaitRevoked(t, la)
 	release(t, la)
-	release(t, lc)
-	release(t, await(t, rn))
-	fakeQueued(t, f, "/rv", 0)
+	release(t, r.lc)
+	release(t, await(t, r.rn))
+	fakeQueued(t, r.f, "/rv", 0)
+}
+
+// A revocation written after the mark replaces it: the waiter, which
+// counts as one that may hold from then on, finds no mark to take off and
+// writes nothing; its node says "__REVOKE__" when it holds.
+func TestFakeSemaphoreRevokedAfterTheMark(t *testing.T) {
+	r := newLateRig(t, "/ra", func(*lateRig, zkfake.Op) error { return nil })
+	awaitWatch(t, r.watched, r.cs[0], r.nodeN)
+	must(t, zklock.Revoke(ctxT(t), r.cs[3], r.nodeA.Load().(string)))
+	release(t, r.lb)
+	la := await(t, r.ra)
+	if got := r.raw(t); got != "__REVOKE__" {
+		t.Fatalf("A holds with its node saying %q, want \"__REVOKE__\"", got)
+	}
+	awaitRevoked(t, la)
+	release(t, la)
+	release(t, r.lc)
+	release(t, await(t, r.rn))
+	fakeQueued(t, r.f, "/ra", 0)
+}
+
+// awaitRevoked waits until l is revoked.
+func awaitRevoked(t *testing.T, l *zklock.Lease) {
+	t.Helper()
+	select {
+	case <-l.Revoked():
+	case <-time.After(long):
+		t.Fatalf("lease %s was not revoked", l.Node())
+	}
 }

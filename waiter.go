@@ -91,9 +91,10 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 		w.token = ps.Pzxid
 	}
 	if w.own == nil && w.guard {
-		_, err = p.watchOwn(w, epoch)
+		_, err := p.watchOwn(w, epoch)
+		return v, err
 	}
-	return v, err
+	return v, nil
 }
 
 // decideIn asks w's driver about our place in v, with the marks it asks
@@ -105,8 +106,9 @@ func (p *participant) decideIn(w *waiter, v view) (decision, map[string]int32, e
 		return decision{}, nil, err
 	}
 	v.d = decide(d, v.kids, v.first, v.last)
-	if sd, ok := d.(semaphoreDriver); ok && v.d.marks != nil {
-		if v.d, v.seen, err = p.readMarks(w, sd, v); err != nil {
+	if v.d.marks != nil {
+		// Only the semaphore's driver asks (the field is unexported).
+		if v.d, v.seen, err = p.readMarks(w, d.(semaphoreDriver), v); err != nil {
 			return decision{}, nil, err
 		}
 	}
