@@ -251,7 +251,13 @@ type watch struct {
 // from now on.
 func hookWatches(f *zkfake.Server) <-chan watch {
 	ch := make(chan watch, 1024)
-	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+	f.SetHooks(zkfake.Hooks{After: reportWatches(ch)})
+	return ch
+}
+
+// reportWatches is an After hook that sends each data watch set on ch.
+func reportWatches(ch chan<- watch) func(zkfake.Op, error) error {
+	return func(op zkfake.Op, err error) error {
 		if op.Name == "GetW" && err == nil {
 			select {
 			case ch <- watch{op.Session, op.Paths[0]}:
@@ -259,8 +265,7 @@ func hookWatches(f *zkfake.Server) <-chan watch {
 			}
 		}
 		return err
-	}})
-	return ch
+	}
 }
 
 // awaitWatch waits until c's session watches path.
@@ -381,8 +386,7 @@ func TestFakeSemaphoreUnsizedNodes(t *testing.T) {
 // channel returned (as hookWatches). An op for which fail returns an error
 // fails with it, unapplied.
 func holdLooks(f *zkfake.Server, looked chan<- *zkfake.Conn, release <-chan struct{}, fail func(zkfake.Op) error, conns ...*zkfake.Conn) <-chan watch {
-	var mu sync.Mutex
-	seen := map[*zkfake.Conn]bool{}
+	var once firstTimes
 	watched := make(chan watch, 1024)
 	f.SetHooks(zkfake.Hooks{
 		Before: func(op zkfake.Op) error {
@@ -392,31 +396,37 @@ func holdLooks(f *zkfake.Server, looked chan<- *zkfake.Conn, release <-chan stru
 			if op.Name != "ChildrenStat" && op.Name != "ChildrenStatW" || !slices.Contains(conns, op.Conn) {
 				return nil
 			}
-			mu.Lock()
-			first := !seen[op.Conn]
-			seen[op.Conn] = true
-			mu.Unlock()
-			if first {
+			if once.first(op.Conn) {
 				looked <- op.Conn
 			}
 			<-release
 			return nil
 		},
-		After: func(op zkfake.Op, err error) error {
-			if op.Name == "GetW" && err == nil {
-				select {
-				case watched <- watch{op.Session, op.Paths[0]}:
-				default:
-				}
-			}
-			return err
-		},
+		After: reportWatches(watched),
 	})
 	return watched
 }
 
-// holderSizes lists the sizes of the participants shown holding.
-func holderSizes(t testing.TB, s *zklock.Semaphore) []string {
+// firstTimes tells, safely from any goroutine, whether a key is seen for
+// the first time.
+type firstTimes struct {
+	mu   sync.Mutex
+	seen map[any]bool
+}
+
+func (f *firstTimes) first(key any) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen == nil {
+		f.seen = map[any]bool{}
+	}
+	was := f.seen[key]
+	f.seen[key] = true
+	return !was
+}
+
+// holderNames lists the node names of the participants shown holding.
+func holderNames(t testing.TB, s *zklock.Semaphore) []string {
 	t.Helper()
 	ps, err := s.Participants(ctxT(t))
 	must(t, err)
@@ -502,7 +512,7 @@ func TestFakeSemaphoreLateGrantCountsLeasesBehind(t *testing.T) {
 	awaitWatch(t, r.watched, r.cs[0], r.nodeN)
 	pending(t, r.ra)
 	nodeA := r.nodeA.Load().(string)
-	if got := holderSizes(t, r.s[3]); len(got) != 2 || strings.HasSuffix(nodeA, got[0]) {
+	if got := holderNames(t, r.s[3]); len(got) != 2 || strings.HasSuffix(nodeA, got[0]) {
 		t.Fatalf("holders shown %v, want B and C, not A (%s)", got, nodeA)
 	}
 	if got := r.raw(t); !strings.HasPrefix(got, "\x00zklock:held-back\x00") {
@@ -583,16 +593,11 @@ func TestFakeSemaphoreMarkBeforeTheWatch(t *testing.T) {
 	looked, aWatchesB := make(chan *zkfake.Conn, 2), make(chan struct{})
 	var nodeB atomic.Value
 	nodeB.Store("")
-	var mu sync.Mutex
-	seen := map[*zkfake.Conn]bool{}
+	var once firstTimes
 	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
 		switch {
 		case (op.Name == "ChildrenStat" || op.Name == "ChildrenStatW") && (op.Conn == connA || op.Conn == connB):
-			mu.Lock()
-			first := !seen[op.Conn]
-			seen[op.Conn] = true
-			mu.Unlock()
-			if first {
+			if once.first(op.Conn) {
 				looked <- op.Conn
 			}
 			if op.Conn == connA {
@@ -601,11 +606,7 @@ func TestFakeSemaphoreMarkBeforeTheWatch(t *testing.T) {
 				<-bGo
 			}
 		case op.Name == "GetW" && op.Conn == connA && op.Paths[0] == nodeB.Load().(string):
-			mu.Lock()
-			first := !seen[nil]
-			seen[nil] = true
-			mu.Unlock()
-			if first {
+			if once.first(nil) {
 				close(aWatchesB)
 				<-bMarked
 			}
