@@ -67,16 +67,13 @@ type decision struct {
 	// ([participant.step]).
 	announce bool
 
-	// heldBack: the rule lets the participant hold, the count of the
-	// leases that may be held does not ([semaphoreDriver.ruleHolds]): mark
-	// our last node held back ([heldBackMark]) and wait, watching behind
-	// too.
-	heldBack bool
-
-	// behind: the nodes queued behind the participant that a held-back
-	// participant watches too, as their going or their mark may lift the
-	// count: the groups behind it that the rule lets hold and that carry
-	// no mark, then the first node of a size the count exceeds.
+	// behind: set when the rule lets the participant hold and the count
+	// of the leases that may be held does not ([semaphoreDriver.ruleHolds]):
+	// held back, it marks its last node ([heldBackMark]) and waits,
+	// watching too these nodes queued behind it, whose going or mark may
+	// lift the count: the groups behind it that the rule lets hold and
+	// that carry no mark, then the first node of a size the count exceeds
+	// (so never empty).
 	behind []int
 
 	// marks: not decided yet; which of these nodes (each the last of a
@@ -228,10 +225,13 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 // refused by the count watches every node ahead, each unmarked group
 // behind it in the prefix (for its mark) and the first node of a size the
 // count exceeds (for its departure): the count falls, or the bound rises,
-// only when one of them changes. Once all have decided, the front groups
-// hold as far as the smallest size allows: a group still refused has more
-// nodes up to it and holding behind it than that size. Marks cost a write
-// per held-back wait, in the time a resize's sizes share a path only.
+// only when one of them changes. It writes its mark on every such decision
+// unless the mark is there (so one that failed, or that a Revoke replaced,
+// comes back; it watches its own node for that), since a group ahead
+// counts it until it does. Once all have decided, the front groups hold as
+// far as the smallest size allows: a group still refused has more nodes up
+// to it and holding behind it than that size. Marks cost a write per
+// held-back wait, in the time a resize's sizes share a path only.
 //
 // Waking the right waiter on any release, with O(1) notifications. A
 // waiting group's decision changes only when a node ahead of it goes, or,
@@ -254,8 +254,8 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 //   - A group the count holds back (the rule lets it hold, the count
 //     does not) watches every node ahead of it, as many as the smallest
 //     size ahead at most, each unmarked group behind it that the rule
-//     lets hold, and the first node of a size the count exceeds (see "Why
-//     nobody waits for ever"). A group behind it follows by its own
+//     lets hold, the first node of a size the count exceeds, and its own
+//     node (see "Why nobody waits for ever"). A group behind it follows by its own
 //     watches: the rule lets the held-back group hold, so the group behind
 //     watches every node ahead of it, or is in the prefix and counts for
 //     itself; the held-back group need not announce for it.
@@ -313,9 +313,11 @@ func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decisio
 	holds := decision{Decision: Decision{Holds: true}, announce: true}
 	tail := sizeTail(children[last].Owner)
 	h := d.prefixEnd(children, last+1, m, tail)
-	if blocker(children[h:], h-1, tail) < 0 {
+	small := blocker(children[h:], h-1, tail)
+	if small < 0 {
 		return holds // even if the rule's every holder holds, no size listed is exceeded
 	}
+	small += h // nodes before it are of sizes above h-1, so above count-1 too
 	groups := groupEnds(children, last+1, h)
 	if len(groups) > 0 && d.marked == nil {
 		return decision{marks: groups}
@@ -329,11 +331,11 @@ func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decisio
 		}
 		start = l + 1
 	}
-	b := blocker(children[h:], count-1, tail)
+	b := blocker(children[small:], count-1, tail)
 	if b < 0 {
 		return holds
 	}
-	return decision{Decision: Decision{Watch: seqTo(first)}, heldBack: true, behind: append(behind, h+b)}
+	return decision{Decision: Decision{Watch: seqTo(first)}, behind: append(behind, small+b)}
 }
 
 // prefixEnd is the end of the rule's holders from from on, where m is the

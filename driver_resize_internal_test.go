@@ -123,7 +123,7 @@ func TestSemaphoreDriverSizes(t *testing.T) {
 	first := func(n int) decision { return decision{Decision: Decision{Watch: all(n)}} }
 	behind := func(prev int) decision { return decision{Decision: Decision{Watch: []int{prev}}, awaitHold: true} }
 	heldBack := func(n int, behind ...int) decision {
-		return decision{Decision: Decision{Watch: all(n)}, heldBack: true, behind: behind}
+		return decision{Decision: Decision{Watch: all(n)}, behind: behind}
 	}
 	marks := func(groups ...int) decision { return decision{marks: groups} }
 	for _, tc := range []struct {
@@ -381,10 +381,10 @@ func checkBehind(t *testing.T, rng *rand.Rand, d semaphoreDriver, kids []Child, 
 	}
 	alone := d.decide(kids[:last+1], first, last)
 	longMarks := append(slices.Clone(marked[:last+1]), make([]bool, len(more))...)
-	if got := decideMarked(d, longer, first, last, longMarks); got.Holds && !alone.Holds || !got.Holds && !equalDecision(got, alone) && !got.heldBack {
+	if got := decideMarked(d, longer, first, last, longMarks); got.Holds && !alone.Holds || !got.Holds && !equalDecision(got, alone) && len(got.behind) == 0 {
 		t.Fatalf("%q: nodes behind %d turned %+v into %+v", childNames(longer), first, alone, got)
 	}
-	if !dec.Holds && !dec.heldBack && !equalDecision(dec, alone) {
+	if !dec.Holds && len(dec.behind) == 0 && !equalDecision(dec, alone) {
 		t.Fatalf("%q: group %d..%d waits as %+v, not as the rule's %+v", childNames(kids), first, last, dec, alone)
 	}
 }
@@ -400,7 +400,7 @@ func countTrue(bs []bool) int {
 }
 
 func equalDecision(a, b decision) bool {
-	return a.Holds == b.Holds && a.awaitHold == b.awaitHold && a.announce == b.announce && a.heldBack == b.heldBack && slices.Equal(a.Watch, b.Watch) && slices.Equal(a.behind, b.behind)
+	return a.Holds == b.Holds && a.awaitHold == b.awaitHold && a.announce == b.announce && slices.Equal(a.Watch, b.Watch) && slices.Equal(a.behind, b.behind)
 }
 
 // checkWatches checks a waiter's watches against the holders by the rule
@@ -412,12 +412,12 @@ func checkWatches(t *testing.T, kids []Child, held, granted, marked []bool, firs
 	}
 	switch {
 	case dec.Holds:
-		if dec.heldBack || len(dec.Watch) != 0 || len(dec.behind) != 0 {
+		if len(dec.Watch) != 0 || len(dec.behind) != 0 {
 			t.Fatalf("%q: group %d..%d holds and watches %v, %v", childNames(kids), first, last, dec.Watch, dec.behind)
 		}
 	case held[last]:
 		checkHeldBack(t, kids, held, marked, first, last, dec)
-	case dec.heldBack || len(dec.behind) != 0:
+	case len(dec.behind) != 0:
 		t.Fatalf("%q: group %d..%d, which the rule keeps waiting, is held back by %v", childNames(kids), first, last, dec.behind)
 	case held[first-1]:
 		if !slices.Equal(dec.Watch, seq(first)) || dec.awaitHold {
@@ -446,7 +446,7 @@ func checkHeldBack(t *testing.T, kids []Child, held, marked []bool, first, last 
 		}
 	}
 	n := len(dec.behind)
-	ok := dec.heldBack && !dec.awaitHold && slices.Equal(dec.Watch, seq(first)) && n > 0 && slices.Equal(dec.behind[:n-1], want)
+	ok := !dec.awaitHold && slices.Equal(dec.Watch, seq(first)) && n > 0 && slices.Equal(dec.behind[:n-1], want)
 	if ok {
 		size, sized := idSize(kids[dec.behind[n-1]].Owner)
 		ok = sized && size < count && dec.behind[n-1] > last

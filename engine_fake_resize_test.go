@@ -210,6 +210,9 @@ func TestFakeSemaphoreHeldBackWakes(t *testing.T) {
 	cancelE() // [A B C]
 	mustIs(t, returned(t, re).err, context.Canceled, "E's acquire")
 	lc := await(t, rc)
+	if got := holderNames(t, s[0]); len(got) != 3 {
+		t.Fatalf("holders shown %v once C holds, want three: C's node must carry no mark", got)
+	}
 	for _, l := range append(held[:2], lc) {
 		release(t, l)
 	}
@@ -538,16 +541,24 @@ func TestFakeSemaphoreLateGrantCountsLeasesBehind(t *testing.T) {
 }
 
 // Three 3s whose first looks all come after a 2 queued behind them: C,
-// third, is held back by the count alone and marks its node; B then counts
-// only itself and A, and A counts B, so both hold: two leases, neither
-// more (the rule alone would grant three) nor fewer (counting C while it
-// waits would grant none, and nobody would ever hold).
+// third, is held back by the count alone and marks its node (its first
+// write of the mark is lost, and it writes it again); B then counts only
+// itself and A, and A counts B, so both hold: two leases, neither more
+// (the rule alone would grant three) nor fewer (counting C while it waits
+// would grant none, and nobody would ever hold).
 func TestFakeSemaphoreLooksAfterASmallerSizeQueued(t *testing.T) {
 	f := zkfake.New()
 	cs, s := fakeSems(t, f, "/cl", 3, 3, 3, 2)
 	looked, lookGo := make(chan *zkfake.Conn, 3), make(chan struct{})
-	none := func(zkfake.Op) error { return nil }
-	watched := holdLooks(f, looked, lookGo, none, connOf(t, f, cs[0]), connOf(t, f, cs[1]), connOf(t, f, cs[2]))
+	connC := connOf(t, f, cs[2])
+	var failed atomic.Bool
+	failMark := func(op zkfake.Op) error {
+		if op.Conn == connC && op.Name == "SetIf" && failed.CompareAndSwap(false, true) {
+			return zk.ErrConnectionClosed // C's first mark, lost unapplied: C marks again
+		}
+		return nil
+	}
+	watched := holdLooks(f, looked, lookGo, failMark, connOf(t, f, cs[0]), connOf(t, f, cs[1]), connC)
 	var rs []<-chan result
 	for i := 0; i < 3; i++ {
 		rs = append(rs, async(s[i].Acquire, ctxT(t)))
@@ -687,12 +698,16 @@ func TestFakeSemaphoreHeldBackRevoked(t *testing.T) {
 }
 
 // A revocation written after the mark replaces it: the waiter, which
-// counts as one that may hold from then on, finds no mark to take off and
-// writes nothing; its node says "__REVOKE__" when it holds.
+// watches its own node while held back, marks it again in front of the
+// revocation (until then, the others count it as one that may hold); its
+// node says "__REVOKE__" when it holds.
 func TestFakeSemaphoreRevokedAfterTheMark(t *testing.T) {
 	r := newLateRig(t, "/ra", func(*lateRig, zkfake.Op) error { return nil })
 	awaitWatch(t, r.watched, r.cs[0], r.nodeN)
 	must(t, zklock.Revoke(ctxT(t), r.cs[3], r.nodeA.Load().(string)))
+	eventually(t, func() bool { return r.raw(t) == "\x00zklock:held-back\x00__REVOKE__" },
+		"A did not mark its node again in front of the revocation: %q", r.raw(t))
+	pending(t, r.ra)
 	release(t, r.lb)
 	la := await(t, r.ra)
 	if got := r.raw(t); got != "__REVOKE__" {

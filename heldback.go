@@ -2,6 +2,7 @@ package zklock
 
 import (
 	"bytes"
+	"sync"
 
 	"github.com/zkrecipes/zklock/internal/session"
 )
@@ -35,32 +36,50 @@ func heldBackData(data []byte) bool {
 // server whose state is at least the last zxid it saw: the lastZxidSeen
 // check of ZooKeeperServer.processConnectRequest).
 func (p *participant) readMarks(w *waiter, sd semaphoreDriver, v view) (decision, map[string]int32, error) {
-	zc := p.c.s.Conn()
+	type read struct {
+		data []byte
+		st   session.Stat
+		err  error
+	}
+	// Sent together, answered in order on the one connection: one round
+	// trip for all of them, all after the read of v.kids.
+	zc, reads := p.c.s.Conn(), make([]read, len(v.d.marks))
+	var wg sync.WaitGroup
+	for j, i := range v.d.marks {
+		wg.Add(1)
+		go func(r *read, node string) {
+			defer wg.Done()
+			r.data, r.st, r.err = zc.Get(node)
+		}(&reads[j], w.l.path+"/"+v.kids[i].Name)
+	}
+	wg.Wait()
 	sd.marked = make(map[int]bool, len(v.d.marks))
 	seen := make(map[string]int32, len(v.d.marks))
-	for _, i := range v.d.marks {
-		node := w.l.path + "/" + v.kids[i].Name
-		data, st, err := zc.Get(node)
-		switch p.c.s.Classify(err) {
+	for j, i := range v.d.marks {
+		switch r := reads[j]; p.c.s.Classify(r.err) {
 		case session.Done:
-			sd.marked[i], seen[node] = heldBackData(data), st.Version
+			sd.marked[i], seen[w.l.path+"/"+v.kids[i].Name] = heldBackData(r.data), r.st.Version
 		case session.Gone:
 			sd.marked[i] = true
 		default:
-			return decision{}, nil, err
+			return decision{}, nil, r.err
 		}
 	}
 	return sd.decide(v.kids, v.first, v.last), seen, nil
 }
 
-// mark puts the held-back mark on our last node of w. From the moment the
-// request is sent, the node may carry it: w.marked says so until an unmark
-// has succeeded, so that no read of ours grants while it may be there.
+// mark puts the held-back mark on our last node of w, unless it is there
+// already: it is called on every decision that holds us back, so that a
+// mark that failed, or that a Revoke replaced, is written again (the wait
+// watches our node for the latter). From the moment the request is sent,
+// the node may carry it: w.marked says so until an unmark has succeeded,
+// so that no read of ours grants while it may be there.
 func (p *participant) mark(w *waiter) error {
 	w.marked = true
 	return p.rewrite(w, func(data []byte) ([]byte, bool) {
-		// Never marked already: only we mark it, and only while w.marked
-		// is false, which it is only once an unmark has succeeded.
+		if heldBackData(data) {
+			return nil, false
+		}
 		out := make([]byte, 0, len(heldBackMark)+len(data))
 		return append(append(out, heldBackMark...), data...), true
 	})

@@ -342,11 +342,13 @@ func (p *participant) step(ctx context.Context, w *waiter, st session.Snapshot, 
 	if p.try {
 		return ErrLocked
 	}
-	if v.d.heldBack && !w.marked {
-		// Tell the groups ahead that count us that we do not hold
-		// ([participant.mark]); then decide again.
-		_, err := p.backoff(ctx, b, p.mark(w))
-		return err
+	if len(v.d.behind) > 0 {
+		// Held back: tell the groups ahead that count us that we do not
+		// hold ([participant.mark]), then wait as decided (a watched node
+		// that changed since our read is found so when it is watched).
+		if again, err := p.backoff(ctx, b, p.mark(w)); again || err != nil {
+			return err
+		}
 	}
 	p.queued()
 	p.startWaiting()

@@ -230,12 +230,17 @@ type watchPlan struct {
 // plan prepares the wait.
 func (w *waiter) plan(v view) watchPlan {
 	d := v.d
-	pl := watchPlan{paths: make([]string, len(d.Watch), len(d.Watch)+len(d.behind)), awaitHold: d.awaitHold}
+	pl := watchPlan{paths: make([]string, len(d.Watch), len(d.Watch)+len(d.behind)+1), awaitHold: d.awaitHold}
 	for i, idx := range d.Watch {
 		pl.paths[i] = w.l.path + "/" + v.kids[idx].Name
 	}
 	for _, idx := range d.behind {
 		pl.paths = append(pl.paths, w.l.path+"/"+v.kids[idx].Name)
+	}
+	if len(d.behind) > 0 {
+		// Held back: our own node too, whose mark a Revoke may replace
+		// (then we mark it again: [participant.mark]).
+		pl.paths = append(pl.paths, w.nodes[len(w.nodes)-1])
 	}
 	pl.marks = v.seen
 	return pl

@@ -481,10 +481,16 @@ func TestLeasesEndAtTheDeadlineWhileTheCheckHangs(t *testing.T) {
 		t.Fatalf("a lease whose deadline other writes moved ended at the old one: %v", err)
 	}
 	// No more confirmations: the lease ends at its deadline.
+	awaitExpired(t, h, "the keeper's check")
+}
+
+// awaitExpired waits for h to end at its deadline, while what hangs.
+func awaitExpired(t *testing.T, h *session.Hold, what string) {
+	t.Helper()
 	select {
 	case <-h.Done():
 	case <-time.After(long):
-		t.Fatalf("the lease outlived its deadline %v while the keeper's check hung", h.ValidUntil())
+		t.Fatalf("the lease outlived its deadline %v while %s hung", h.ValidUntil(), what)
 	}
 	if err := h.Err(); !errors.Is(err, session.ErrLeaseExpired) {
 		t.Fatalf("lease ended with %v, want ErrLeaseExpired", err)
@@ -529,12 +535,5 @@ func TestLeasesEndAtTheDeadlineWhileTheSweepHangs(t *testing.T) {
 	entered, _ := gatedChecks(t, f)
 	conn.Reconnect()
 	awaitEntered(t, entered, "no check after the reconnect")
-	select {
-	case <-h.Done():
-	case <-time.After(long):
-		t.Fatalf("the lease outlived its deadline %v while the sweep's check hung", h.ValidUntil())
-	}
-	if err := h.Err(); !errors.Is(err, session.ErrLeaseExpired) {
-		t.Fatalf("lease ended with %v, want ErrLeaseExpired", err)
-	}
+	awaitExpired(t, h, "the sweep's check")
 }
