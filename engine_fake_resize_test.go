@@ -181,6 +181,43 @@ func TestFakeSemaphoreSmallerNewcomerHoldsBack(t *testing.T) {
 	release(t, ld)
 }
 
+// A waiter held back by a smaller size alone (no group behind it to
+// count) watches its own node too: a Revoke that replaces its mark wakes
+// it, and it marks the node again in front of the revocation, which it
+// finds alone there once it holds.
+func TestFakeSemaphoreRevokedWhileHeldBackByASize(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/rb", 3, 3, 3, 3, 2)
+	held := acquireEach(t, s[:3])
+	had := f.Children("/rb")
+	rd := async(s[3].Acquire, ctxT(t))
+	nodeD := fakeNewNode(t, f, "/rb", had)
+	had = f.Children("/rb")
+	re := async(s[4].Acquire, ctxT(t))
+	nodeE := fakeNewNode(t, f, "/rb", had)
+	watched := hookWatches(f)
+	release(t, held[2]) // [A B D E2]: D is third, held back by E alone
+	awaitWatch(t, watched, cs[3], nodeE)
+	raw := func() string {
+		data, _, err := connOf(t, f, cs[4]).Get(nodeD)
+		must(t, err)
+		return string(data)
+	}
+	must(t, zklock.Revoke(ctxT(t), cs[4], nodeD))
+	eventually(t, func() bool { return raw() == "\x00zklock:held-back\x00__REVOKE__" },
+		"D did not mark its node again in front of the revocation: %q", raw())
+	pending(t, rd)
+	release(t, held[0]) // [B D E2]: D is second
+	ld := await(t, rd)
+	if got := raw(); got != "__REVOKE__" {
+		t.Fatalf("D holds with its node saying %q, want \"__REVOKE__\"", got)
+	}
+	release(t, held[1])
+	release(t, ld)
+	release(t, await(t, re))
+	fakeQueued(t, f, "/rb", 0)
+}
+
 // A waiter held back by smaller sizes behind it wakes when they go, by
 // its watch on the first of them and then on the next: the bound rises
 // and it holds, with no node ahead of it gone.

@@ -230,7 +230,7 @@ type watchPlan struct {
 // plan prepares the wait.
 func (w *waiter) plan(v view) watchPlan {
 	d := v.d
-	pl := watchPlan{paths: make([]string, len(d.Watch), len(d.Watch)+len(d.behind)+1), awaitHold: d.awaitHold}
+	pl := watchPlan{paths: make([]string, len(d.Watch)), awaitHold: d.awaitHold}
 	for i, idx := range d.Watch {
 		pl.paths[i] = w.l.path + "/" + v.kids[idx].Name
 	}
