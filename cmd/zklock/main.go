@@ -7,7 +7,7 @@
 // zklock library's, so they exclude Apache Curator's locks (and kazoo's,
 // and the library's users) on the same path.
 //
-//	go install github.com/zkrecipes/zklock/cmd/zklock@latest
+//	go install github.com/zkrecipes/zklock/cmd/zklock@main
 //	export ZKLOCK_SERVERS=zk1:2181,zk2:2181,zk3:2181
 //	zklock lock /jobs/backup -- /usr/local/bin/backup.sh
 //	zklock elect /services/scheduler -- ./scheduler
