@@ -117,3 +117,30 @@ mutate-server: setup
 	$(ZK_ENV) $(GO) run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- \
 		$(GO) run ./tools/mutate -seed $(MUTATE_SEED) -workers $(MUTATE_WORKERS) -run '$(MUTATE_RUN)' $(MUTATE_FLAGS) \
 		-survivors "$${TMPDIR:-/tmp}/zklock-mutate-$(MUTATE_SEED).json"
+
+# make pin-library: the repository's modules other than the library require
+# it (and each other: zktest, zklockotel) at the pseudo-version of one commit
+# of this repository, so that `go get github.com/zkrecipes/zklock/zktest@main`
+# works alone; their replace directives still resolve everything here, so
+# builds stay offline. This moves those require lines to PIN_COMMIT (default
+# HEAD): run it on main, where HEAD is a commit that exists upstream, and
+# commit the result; the commit named is then the one before the commit that
+# records it (docs/contributing.md, "Pinning the library").
+PIN_COMMIT ?= HEAD
+PINNED_BY := zktest:zklock zklockotel:zklock,zktest tests:zklock,zktest tools:zklock,zktest examples:zklock,zktest,zklockotel
+
+.PHONY: pin-library
+pin-library:
+	@set -e; \
+	hash=$$(git rev-parse --verify '$(PIN_COMMIT)^{commit}'); \
+	when=$$(TZ=UTC git log -1 --date=format-local:%Y%m%d%H%M%S --format=%cd "$$hash"); \
+	version=v0.0.0-$$when-$${hash:0:12}; \
+	for entry in $(PINNED_BY); do \
+		dir=$${entry%%:*}; args=; \
+		for dep in $$(echo "$${entry#*:}" | tr , ' '); do \
+			if [[ $$dep == zklock ]]; then path=$(MODULE); else path=$(MODULE)/$$dep; fi; \
+			args="$$args -require=$$path@$$version"; \
+		done; \
+		(cd $$dir && $(GO) mod edit $$args); \
+	done; \
+	echo "the modules require the library at $$version ($$(git log -1 --format='%h %s' "$$hash"))"

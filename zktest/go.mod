@@ -9,7 +9,7 @@ require (
 	github.com/moby/moby/client v0.5.0
 	github.com/stretchr/testify v1.12.1
 	github.com/testcontainers/testcontainers-go v0.44.0
-	github.com/zkrecipes/zklock v0.0.0-00010101000000-000000000000
+	github.com/zkrecipes/zklock v0.0.0-20261129081228-1725e963cfea
 )
 
 require (

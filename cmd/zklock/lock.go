@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -77,25 +78,124 @@ func positionalCommand(sub string, pos, command []string, dashdash bool) (path s
 	return pos[0], 0
 }
 
+// lockFlags are zklock lock's own flags: which kind of lock to take, and
+// how.
+type lockFlags struct {
+	read, write, try bool
+	maxLeases, n     int // -semaphore MAX (0: not a semaphore), -n
+	layoutName       string
+	layout           zklock.SemaphoreLayout // -layout's, set by check
+}
+
+func (l *lockFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&l.read, "read", false, "take the read side of a read-write lock: readers hold together, never with a writer")
+	fs.BoolVar(&l.write, "write", false, "take the write side of a read-write lock: a writer holds alone")
+	fs.IntVar(&l.maxLeases, "semaphore", 0, "take a lease of a counting semaphore of `MAX` leases: at most MAX holders at once")
+	fs.IntVar(&l.n, "n", 1, "with -semaphore: take `N` leases at once, all or none")
+	fs.BoolVar(&l.try, "try", false, "take the lock only if it is free now; exit 124 if not")
+	fs.StringVar(&l.layoutName, "layout", "zklock", "with -semaphore: the nodes of the semaphore, `zklock|curator|kazoo`: zklock's own, "+
+		"Apache Curator's InterProcessSemaphoreV2's or kazoo's Semaphore's, to share its leases with processes that use that library")
+}
+
+// check checks that the flags, as parsed by fs, make one kind of lock,
+// and sets l.layout.
+func (l *lockFlags) check(fs *flag.FlagSet) error {
+	switch {
+	case l.read && l.write:
+		return errors.New("-read and -write exclude each other: choose the side of the read-write lock to take")
+	case l.maxLeases < 0 || (l.maxLeases == 0 && isSet(fs, "semaphore")):
+		return fmt.Errorf("-semaphore %d: a semaphore has at least 1 lease", l.maxLeases)
+	case l.maxLeases > 0 && (l.read || l.write):
+		return errors.New("-semaphore excludes -read and -write: a path is a semaphore or a read-write lock")
+	case isSet(fs, "n") && l.maxLeases == 0:
+		return fmt.Errorf("-n %d needs -semaphore MAX: only a semaphore has several leases", l.n)
+	case l.n < 1 || (l.maxLeases > 0 && l.n > l.maxLeases):
+		return fmt.Errorf("-n %d is out of range: take from 1 to -semaphore's %d leases", l.n, l.maxLeases)
+	}
+	layout, ok := layouts[l.layoutName]
+	switch {
+	case !ok:
+		return fmt.Errorf("-layout %q is none of zklock, curator and kazoo", l.layoutName)
+	case isSet(fs, "layout") && l.maxLeases == 0:
+		return fmt.Errorf("-layout %s needs -semaphore MAX: only a semaphore has a layout", l.layoutName)
+	case layout == zklock.LayoutKazoo && l.n > 1:
+		return fmt.Errorf("-n %d with -layout kazoo: kazoo's semaphore grants one lease at a time", l.n)
+	}
+	l.layout = layout
+	return nil
+}
+
+// acquirer returns the holdSpec's acquire for the lock at path.
+func (l *lockFlags) acquirer(path string, opts []zklock.LockOption) func(context.Context, *zklock.Client) ([]*zklock.Lease, error) {
+	return func(ctx context.Context, c *zklock.Client) ([]*zklock.Lease, error) {
+		if l.maxLeases > 0 {
+			return l.acquireSemaphore(ctx, c, path, opts)
+		}
+		lk, err := l.locker(c, path, opts)
+		if err != nil {
+			return nil, err
+		}
+		acquire := lk.Acquire
+		if l.try {
+			acquire = lk.TryAcquire
+		}
+		lease, err := acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []*zklock.Lease{lease}, nil
+	}
+}
+
+// locker is the mutex, or a side of the read-write lock, at path.
+func (l *lockFlags) locker(c *zklock.Client, path string, opts []zklock.LockOption) (zklock.Locker, error) {
+	if !l.read && !l.write {
+		return zklock.NewMutex(c, path, opts...)
+	}
+	rw, err := zklock.NewRWMutex(c, path, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if l.read {
+		return rw.ReadLock(), nil
+	}
+	return rw.WriteLock(), nil
+}
+
+// acquireSemaphore takes -n leases of the semaphore at path.
+func (l *lockFlags) acquireSemaphore(ctx context.Context, c *zklock.Client, path string, opts []zklock.LockOption) ([]*zklock.Lease, error) {
+	sem, err := zklock.NewSemaphore(c, path, l.maxLeases, append(opts, zklock.WithSemaphoreLayout(l.layout))...)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case l.n > 1 && l.try:
+		return sem.TryAcquireN(ctx, l.n)
+	case l.n > 1:
+		return sem.AcquireN(ctx, l.n)
+	}
+	acquire := sem.Acquire
+	if l.try {
+		acquire = sem.TryAcquire
+	}
+	lease, err := acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return []*zklock.Lease{lease}, nil
+}
+
 func cmdLock(args []string) int {
 	const sub = "lock"
 	var (
-		common                 commonFlags
-		h                      holdFlags
-		read, write, try       bool
-		maxLeases, leasesWants int
-		layoutName             string
+		common commonFlags
+		h      holdFlags
+		l      lockFlags
 	)
 	fs := newFlagSet(sub)
 	common.register(fs)
 	h.register(fs, "the lock node's data, `text` that zklock ls shows (default \"<host>/<pid>\")")
-	fs.BoolVar(&read, "read", false, "take the read side of a read-write lock: readers hold together, never with a writer")
-	fs.BoolVar(&write, "write", false, "take the write side of a read-write lock: a writer holds alone")
-	fs.IntVar(&maxLeases, "semaphore", 0, "take a lease of a counting semaphore of `MAX` leases: at most MAX holders at once")
-	fs.IntVar(&leasesWants, "n", 1, "with -semaphore: take `N` leases at once, all or none")
-	fs.BoolVar(&try, "try", false, "take the lock only if it is free now; exit 124 if not")
-	fs.StringVar(&layoutName, "layout", "zklock", "with -semaphore: the nodes of the semaphore, `zklock|curator|kazoo`: zklock's own, "+
-		"Apache Curator's InterProcessSemaphoreV2's or kazoo's Semaphore's, to share its leases with processes that use that library")
+	l.register(fs)
 
 	pos, command, dashdash, err := parseArgs(fs, args)
 	if err != nil {
@@ -106,87 +206,17 @@ func cmdLock(args []string) int {
 	if code != 0 {
 		return code
 	}
-	switch {
-	case read && write:
-		return usageError(sub, "-read and -write exclude each other: choose the side of the read-write lock to take")
-	case maxLeases < 0 || (maxLeases == 0 && isSet(fs, "semaphore")):
-		return usageError(sub, "-semaphore %d: a semaphore has at least 1 lease", maxLeases)
-	case maxLeases > 0 && (read || write):
-		return usageError(sub, "-semaphore excludes -read and -write: a path is a semaphore or a read-write lock")
-	case isSet(fs, "n") && maxLeases == 0:
-		return usageError(sub, "-n %d needs -semaphore MAX: only a semaphore has several leases", leasesWants)
-	case leasesWants < 1 || (maxLeases > 0 && leasesWants > maxLeases):
-		return usageError(sub, "-n %d is out of range: take from 1 to -semaphore's %d leases", leasesWants, maxLeases)
-	}
-	layout, ok := layouts[layoutName]
-	switch {
-	case !ok:
-		return usageError(sub, "-layout %q is none of zklock, curator and kazoo", layoutName)
-	case isSet(fs, "layout") && maxLeases == 0:
-		return usageError(sub, "-layout %s needs -semaphore MAX: only a semaphore has a layout", layoutName)
-	case layout == zklock.LayoutKazoo && leasesWants > 1:
-		return usageError(sub, "-n %d with -layout kazoo: kazoo's semaphore grants one lease at a time", leasesWants)
+	if err := l.check(fs); err != nil {
+		return usageError(sub, "%v", err)
 	}
 	s, code := h.spec(sub, "the lock on", &common, path, command)
 	if code != 0 {
 		return code
 	}
-	opts := h.lockOptions()
-	if maxLeases > 0 {
-		s.layoutHint = func(c *zklock.Client) string { return layoutHint(c, path, layout) }
+	if l.maxLeases > 0 {
+		s.layoutHint = func(c *zklock.Client) string { return layoutHint(c, path, l.layout) }
 	}
-	s.acquire = func(ctx context.Context, c *zklock.Client) ([]*zklock.Lease, error) {
-		var l zklock.Locker
-		switch {
-		case maxLeases > 0:
-			sem, err := zklock.NewSemaphore(c, path, maxLeases, append(opts, zklock.WithSemaphoreLayout(layout))...)
-			if err != nil {
-				return nil, err
-			}
-			var leases []*zklock.Lease
-			switch {
-			case leasesWants > 1 && try:
-				leases, err = sem.TryAcquireN(ctx, leasesWants)
-			case leasesWants > 1:
-				leases, err = sem.AcquireN(ctx, leasesWants)
-			case try:
-				var lease *zklock.Lease
-				if lease, err = sem.TryAcquire(ctx); err == nil {
-					leases = []*zklock.Lease{lease}
-				}
-			default:
-				var lease *zklock.Lease
-				if lease, err = sem.Acquire(ctx); err == nil {
-					leases = []*zklock.Lease{lease}
-				}
-			}
-			return leases, err
-		case read || write:
-			rw, err := zklock.NewRWMutex(c, path, opts...)
-			if err != nil {
-				return nil, err
-			}
-			l = rw.WriteLock()
-			if read {
-				l = rw.ReadLock()
-			}
-		default:
-			m, err := zklock.NewMutex(c, path, opts...)
-			if err != nil {
-				return nil, err
-			}
-			l = m
-		}
-		acquire := l.Acquire
-		if try {
-			acquire = l.TryAcquire
-		}
-		lease, err := acquire(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return []*zklock.Lease{lease}, nil
-	}
+	s.acquire = l.acquirer(path, h.lockOptions())
 	return s.hold()
 }
 

@@ -7,7 +7,7 @@
 // zklock library's, so they exclude Apache Curator's locks (and kazoo's,
 // and the library's users) on the same path.
 //
-//	go install github.com/zkrecipes/zklock/cmd/zklock@latest
+//	go install github.com/zkrecipes/zklock/cmd/zklock@main
 //	export ZKLOCK_SERVERS=zk1:2181,zk2:2181,zk3:2181
 //	zklock lock /jobs/backup -- /usr/local/bin/backup.sh
 //	zklock elect /services/scheduler -- ./scheduler
@@ -60,18 +60,30 @@ func zklockMain(args []string) int {
 		fmt.Fprint(os.Stderr, mainUsage)
 		return exitFailed
 	}
+	global, args, code := globalFlags(args)
+	if code >= 0 {
+		return code
+	}
+	if len(args) == 0 {
+		fmt.Fprintf(os.Stderr, "zklock: missing the command after %q: the commands are %s.\nRun 'zklock help' for usage.\n", global, commandList)
+		return exitFailed
+	}
+	// The connection flags given before the subcommand are the subcommand's,
+	// as if given first after it: given again after it, the later one wins
+	// (every -auth counts). version and help connect nowhere: they ignore
+	// them.
 	switch sub, rest := args[0], args[1:]; sub {
 	case "lock":
-		return cmdLock(rest)
+		return cmdLock(append(global, rest...))
 	case "elect":
-		return cmdElect(rest)
+		return cmdElect(append(global, rest...))
 	case "ls":
-		return cmdLs(rest)
+		return cmdLs(append(global, rest...))
 	case "observe":
-		return cmdObserve(rest)
+		return cmdObserve(append(global, rest...))
 	case "version":
 		return cmdVersion(rest)
-	case "help", "-h", "-help", "--help":
+	case "help":
 		if len(rest) == 0 {
 			fmt.Fprint(os.Stdout, mainUsage)
 			return 0
@@ -86,6 +98,34 @@ func zklockMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "zklock: unknown command %q: the commands are %s.\nRun 'zklock help' for usage.\n", sub, commandList)
 		return exitFailed
 	}
+}
+
+// globalFlags splits off the connection flags (the common flags) that come
+// before the subcommand, as `zklock -servers zk1:2181 ls /` gives them,
+// and returns them as given, then the subcommand and its arguments. A
+// code of 0 or more is the exit status: -h asked for the usage, or the
+// flags were wrong (reported).
+func globalFlags(args []string) (global, rest []string, code int) {
+	var common commonFlags
+	fs := newFlagSet("")
+	common.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(os.Stdout, mainUsage)
+			return nil, nil, 0
+		}
+		fmt.Fprintf(os.Stderr, "zklock: %v (only the connection flags, -servers, -session-timeout, -connect-timeout, -auth, -tls-* and -v, "+
+			"may come before the command; a command's own flags follow it)\nRun 'zklock help' for usage.\n", err)
+		return nil, nil, exitFailed
+	}
+	rest = fs.Args()
+	global = args[:len(args)-len(rest)]
+	if n := len(global); n > 0 && global[n-1] == "--" {
+		// The flag package's end of flags, not the command's "--" (a flag
+		// value of "--" is written -flag=--, as after the subcommand).
+		global = global[:n-1]
+	}
+	return global, rest, -1
 }
 
 // commands maps each subcommand to its function, for help.
@@ -376,6 +416,10 @@ The servers come from -servers or $ZKLOCK_SERVERS, a connect string as
 ZooKeeper's Java client takes it (host:port,...; a host without a port means
 ZooKeeper's 2181; a chroot after the last host, as in zk1:2181,zk2:2181/apps,
 roots every PATH, and paths shown and ZKLOCK_NODE are relative to it).
+The connection flags (-servers, -session-timeout, -connect-timeout, -auth,
+-tls-ca, -tls-cert, -tls-key, -v) may come before the command as well as
+after it: zklock -servers zk1:2181 ls /jobs is zklock ls -servers zk1:2181
+/jobs; given on both sides, the one after the command wins.
 
 Security: -tls-ca, -tls-cert and -tls-key (PEM files) connect over TLS, to
 ZooKeeper's secureClientPort; the client certificate is zklock's identity

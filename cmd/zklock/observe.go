@@ -32,17 +32,9 @@ func cmdObserve(args []string) int {
 	if err != nil {
 		return parseFailed(sub, fs, err)
 	}
-	switch {
-	case dashdash:
-		return usageError(sub, "observe runs no command: zklock observe [flags] PATH (drop the -- %s)", strings.Join(command, " "))
-	case len(pos) == 0:
-		return usageError(sub, "missing PATH: zklock observe [flags] PATH")
-	case len(pos) > 1:
-		return usageError(sub, "one PATH at a time; got %q", pos)
-	}
-	path := pos[0]
-	if err := checkPath(path); err != nil {
-		return usageError(sub, "%v", err)
+	path, code := observedPath(sub, pos, command, dashdash)
+	if code != 0 {
+		return code
 	}
 	if err := common.check(); err != nil {
 		return usageError(sub, "%v", err)
@@ -68,16 +60,7 @@ func cmdObserve(args []string) int {
 
 	o := &observation{path: path, json: asJSON, out: os.Stdout}
 	if !election {
-		err = w.run(ctx, func(ps []zklock.Participant) bool {
-			for _, p := range ps {
-				if p.Kind == zklock.KindLatch {
-					return true // an election: follow its leader
-				}
-			}
-			o.report("holders", holdersOf(ps))
-			return false
-		})
-		if err != nil {
+		if err := o.followHolders(ctx, w); err != nil {
 			return failed(sub, err)
 		}
 		if ctx.Err() != nil {
@@ -89,6 +72,44 @@ func cmdObserve(args []string) int {
 		return failed(sub, err)
 	}
 	common.log.Debug("zklock: following the leader", "path", path)
+	o.followLeader(ctx, e)
+	return 0
+}
+
+// observedPath checks that observe's arguments are one PATH and no
+// command, and returns it; a non-zero code is a usage error, reported.
+func observedPath(sub string, pos, command []string, dashdash bool) (string, int) {
+	switch {
+	case dashdash:
+		return "", usageError(sub, "observe runs no command: zklock observe [flags] PATH (drop the -- %s)", strings.Join(command, " "))
+	case len(pos) == 0:
+		return "", usageError(sub, "missing PATH: zklock observe [flags] PATH")
+	case len(pos) > 1:
+		return "", usageError(sub, "one PATH at a time; got %q", pos)
+	}
+	if err := checkPath(pos[0]); err != nil {
+		return "", usageError(sub, "%v", err)
+	}
+	return pos[0], 0
+}
+
+// followHolders reports the path's holders as a lock's until ctx is done
+// or a candidate's node shows that the path is an election (it returns nil
+// then: the caller follows the leader), or a read fails for good.
+func (o *observation) followHolders(ctx context.Context, w *watcher) error {
+	return w.run(ctx, func(ps []zklock.Participant) bool {
+		for _, p := range ps {
+			if p.Kind == zklock.KindLatch {
+				return true // an election: follow its leader
+			}
+		}
+		o.report("holders", holdersOf(ps))
+		return false
+	})
+}
+
+// followLeader reports the election's leader until ctx is done.
+func (o *observation) followLeader(ctx context.Context, e *zklock.Election) {
 	for p := range e.Observe(ctx) {
 		if p.Node == "" {
 			o.report("leader", nil)
@@ -96,7 +117,6 @@ func cmdObserve(args []string) int {
 			o.report("leader", []zklock.Participant{p})
 		}
 	}
-	return 0
 }
 
 // observation prints the changes of one path's holders.

@@ -203,56 +203,82 @@ func (s holdSpec) run(bin string, leases []*zklock.Lease, sigs <-chan os.Signal)
 
 	lost, stopLost := anyDone(leases)
 	defer stopLost()
-	var (
-		lostErr error
-		grace   <-chan time.Time
-		killed  bool
-	)
+	r := &running{holdSpec: s, leases: leases, pgid: pgid, foreground: foreground}
+	return r.supervise(exited, sigs, lost)
+}
+
+// running is a command that runs under its leases, in process group pgid.
+type running struct {
+	holdSpec
+	leases     []*zklock.Lease
+	pgid       int
+	foreground bool // the command's group has the terminal
+
+	lostErr error            // why a lease ended while the command ran; nil while all hold
+	killAt  <-chan time.Time // fires -grace after SIGTERM; nil before, and once fired
+	killed  bool             // SIGKILL was sent
+}
+
+// supervise passes signals on to the command, stops it if a lease is lost,
+// and returns the exit status once it has exited.
+func (r *running) supervise(exited <-chan error, sigs <-chan os.Signal, lost <-chan struct{}) int {
 	for {
 		select {
 		case werr := <-exited:
-			if foreground {
-				takeTerminal()
-			}
-			status := exitStatus(werr)
-			if lostErr != nil {
-				if !killed && groupAlive(pgid) {
-					// Processes of the command's group outlived it: they
-					// get the rest of -grace, like it.
-					<-grace
-					s.kill(pgid)
-				}
-				return exitLockLost
-			}
-			// The command ran entirely under the lease only if the lease
-			// still holds now that it has exited.
-			if err := leaseErr(leases); err != nil {
-				fmt.Fprintf(os.Stderr, "zklock %s: lost %s %s before the command's exit (status %d) was seen: %v\n"+
-					"zklock %s: the command may have run partly without it; check what it did before running it again\n",
-					s.sub, s.lost, s.path, status, err, s.sub)
-				return exitLockLost
-			}
-			s.release(leases)
-			s.common.log.Debug("zklock: released", "path", s.path, "status", status)
-			return status
+			return r.exited(werr)
 		case sig := <-sigs:
-			s.common.log.Debug("zklock: passing on a signal", "signal", sig, "pgid", pgid)
-			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+			r.common.log.Debug("zklock: passing on a signal", "signal", sig, "pgid", r.pgid)
+			_ = syscall.Kill(-r.pgid, sig.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			lostErr = leaseErr(leases)
-			fmt.Fprintf(os.Stderr, "zklock %s: lost %s %s while the command ran: %v\n"+
-				"zklock %s: another process may hold it now; sending SIGTERM to the command (process group %d), SIGKILL in %v.\n"+
-				"zklock %s: check what the command left half done before running it again.\n",
-				s.sub, s.lost, s.path, lostErr, s.sub, pgid, s.grace, s.sub)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			grace = time.After(s.grace)
-		case <-grace:
-			grace, killed = nil, true
-			fmt.Fprintf(os.Stderr, "zklock %s: the command did not exit within -grace %v of SIGTERM: sending SIGKILL\n", s.sub, s.grace)
-			s.kill(pgid)
+			r.leaseLost()
+		case <-r.killAt:
+			r.killAt, r.killed = nil, true
+			fmt.Fprintf(os.Stderr, "zklock %s: the command did not exit within -grace %v of SIGTERM: sending SIGKILL\n", r.sub, r.grace)
+			r.kill(r.pgid)
 		}
 	}
+}
+
+// leaseLost reports a lease that ended while the command ran, sends the
+// command's group SIGTERM and starts -grace.
+func (r *running) leaseLost() {
+	r.lostErr = leaseErr(r.leases)
+	fmt.Fprintf(os.Stderr, "zklock %s: lost %s %s while the command ran: %v\n"+
+		"zklock %s: another process may hold it now; sending SIGTERM to the command (process group %d), SIGKILL in %v.\n"+
+		"zklock %s: check what the command left half done before running it again.\n",
+		r.sub, r.lost, r.path, r.lostErr, r.sub, r.pgid, r.grace, r.sub)
+	_ = syscall.Kill(-r.pgid, syscall.SIGTERM)
+	r.killAt = time.After(r.grace)
+}
+
+// exited returns the exit status once the command has exited with werr,
+// and releases the leases if they held throughout.
+func (r *running) exited(werr error) int {
+	if r.foreground {
+		takeTerminal()
+	}
+	status := exitStatus(werr)
+	if r.lostErr != nil {
+		if !r.killed && groupAlive(r.pgid) {
+			// Processes of the command's group outlived it: they get the
+			// rest of -grace, like it.
+			<-r.killAt
+			r.kill(r.pgid)
+		}
+		return exitLockLost
+	}
+	// The command ran entirely under the lease only if the lease still
+	// holds now that it has exited.
+	if err := leaseErr(r.leases); err != nil {
+		fmt.Fprintf(os.Stderr, "zklock %s: lost %s %s before the command's exit (status %d) was seen: %v\n"+
+			"zklock %s: the command may have run partly without it; check what it did before running it again\n",
+			r.sub, r.lost, r.path, status, err, r.sub)
+		return exitLockLost
+	}
+	r.release(r.leases)
+	r.common.log.Debug("zklock: released", "path", r.path, "status", status)
+	return status
 }
 
 func (s holdSpec) kill(pgid int) {

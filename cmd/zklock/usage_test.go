@@ -40,6 +40,10 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no command at all", nil, "Usage:"},
 		{"unknown subcommand", []string{"lokc", "/a"}, `unknown command "lokc"`},
+		{"unknown subcommand after a global flag", []string{"-v", "lokc", "/a"}, `unknown command "lokc"`},
+		{"a command's flag before the command", []string{"-timeout", "5s", "lock", "/a", "--", "true"}, "only the connection flags"},
+		{"bad auth before the command", []string{"-auth", "userpass", "ls", "/a"}, "scheme:credentials"},
+		{"global flags and no command", []string{"-servers", "a:1"}, "missing the command"},
 		{"relative path", []string{"lock", "relative", "--", "true"}, `"relative" is relative`},
 		{"path under /zookeeper", []string{"ls", "/zookeeper/quota"}, "reserves"},
 		{"missing path", []string{"lock"}, "missing PATH"},

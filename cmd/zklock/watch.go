@@ -95,25 +95,15 @@ func (w *watcher) close() {
 func (w *watcher) run(ctx context.Context, report func([]zklock.Participant) (stop bool)) error {
 	var pause time.Duration
 	for {
-		if err := w.arm(); err != nil {
-			if !retryable(err) {
-				return err
-			}
-			// Disconnected: read again once connected, or after a pause.
-			pause = min(2*pause+100*time.Millisecond, 5*time.Second)
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-w.reconnected:
-				w.forget()
-			case <-t.C:
-			}
-			t.Stop()
+		armed, err := w.armOrWait(ctx, &pause)
+		switch {
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
+			return nil
+		case !armed:
 			continue
 		}
-		pause = 0
 		ps, err := w.read(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -121,18 +111,49 @@ func (w *watcher) run(ctx context.Context, report func([]zklock.Participant) (st
 		if err != nil {
 			return err
 		}
-		if report(ps) {
+		if report(ps) || !w.awaitChange(ctx) {
 			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case f := <-w.fired:
-			w.done(f)
-		case <-w.reconnected:
-			w.forget()
 		}
 	}
+}
+
+// awaitChange waits until a watch fires or the session is connected again;
+// it returns false if ctx is done first.
+func (w *watcher) awaitChange(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case f := <-w.fired:
+		w.done(f)
+	case <-w.reconnected:
+		w.forget()
+	}
+	return true
+}
+
+// armOrWait sets the watches and reports whether it could. If it cannot
+// for now (disconnected), it waits until the session is connected again,
+// or for *pause, which grows with each failure in a row, or until ctx is
+// done; the caller tries again. Any other failure is returned.
+func (w *watcher) armOrWait(ctx context.Context, pause *time.Duration) (bool, error) {
+	err := w.arm()
+	if err == nil {
+		*pause = 0
+		return true, nil
+	}
+	if !retryable(err) {
+		return false, err
+	}
+	*pause = min(2**pause+100*time.Millisecond, 5*time.Second)
+	t := time.NewTimer(*pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-w.reconnected:
+		w.forget()
+	case <-t.C:
+	}
+	return false, nil
 }
 
 // done notes that watch f fired: it is set again before the next read.

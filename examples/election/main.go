@@ -104,40 +104,58 @@ func leadInTurn(ctx context.Context, replicas []*zklock.Election, terms int) {
 		leading atomic.Int32 // replicas running their leader's work
 	)
 	for i, e := range replicas {
-		name := fmt.Sprint("replica-", string(rune('a'+i)))
+		r := &replica{name: fmt.Sprint("replica-", string(rune('a'+i))), e: e, terms: terms, leading: &leading}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for term := 1; term <= terms && ctx.Err() == nil; {
-				err := e.Lead(ctx, func(ctx context.Context) error {
-					if leading.Add(1) > 1 {
-						log.Fatal("two replicas lead at once")
-					}
-					defer leading.Add(-1)
-					fmt.Printf("%s leads (term %d of its %d)\n", name, term, terms)
-					select {
-					case <-ctx.Done(): // leadership may be lost: stop at once
-						return nil // Lead says why
-					case <-time.After(50 * time.Millisecond): // the leader's work
-						return nil
-					}
-				})
-				switch {
-				case errors.Is(err, zklock.ErrClientClosed):
-					return
-				case err != nil:
-					log.Printf("%s: %v", name, err)
-					select { // back off before campaigning again
-					case <-time.After(time.Second):
-					case <-ctx.Done():
-					}
-				default:
-					term++
-				}
-			}
+			r.run(ctx)
 		}()
 	}
 	wg.Wait()
+}
+
+// replica is one replica of leadInTurn.
+type replica struct {
+	name    string
+	e       *zklock.Election
+	terms   int
+	leading *atomic.Int32 // replicas running their leader's work
+}
+
+// run leads terms terms, campaigning again after each, until ctx ends or
+// the Client is closed.
+func (r *replica) run(ctx context.Context) {
+	for term := 1; term <= r.terms && ctx.Err() == nil; {
+		err := r.e.Lead(ctx, func(ctx context.Context) error { return r.work(ctx, term) })
+		switch {
+		case errors.Is(err, zklock.ErrClientClosed):
+			return
+		case err != nil:
+			log.Printf("%s: %v", r.name, err)
+			select { // back off before campaigning again
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+		default:
+			term++
+		}
+	}
+}
+
+// work is the leader's work, which Lead runs while r leads; ctx ends when
+// leadership may be lost.
+func (r *replica) work(ctx context.Context, term int) error {
+	if r.leading.Add(1) > 1 {
+		log.Fatal("two replicas lead at once")
+	}
+	defer r.leading.Add(-1)
+	fmt.Printf("%s leads (term %d of its %d)\n", r.name, term, r.terms)
+	select {
+	case <-ctx.Done(): // leadership may be lost: stop at once
+		return nil // Lead says why
+	case <-time.After(50 * time.Millisecond): // the leader's work
+		return nil
+	}
 }
 
 // waitForCandidates waits until the election has n candidates, so that the

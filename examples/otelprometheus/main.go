@@ -48,7 +48,13 @@ func main() {
 	defer mp.Shutdown(context.Background())
 
 	// One Trace per Client, all on the same MeterProvider: the series add
-	// up across Clients.
+	// up across Clients. The Clients stay open until the scrape.
+	var clients []*zklock.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
 	connect := func() *zklock.Client {
 		t, err := zklockotel.NewTrace(zklockotel.WithMeterProvider(mp))
 		if err != nil {
@@ -58,15 +64,21 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
+		clients = append(clients, c)
 		return c
 	}
 
-	// Four workers on one Mutex: all but one wait at each turn.
+	mutexTurns(ctx, connect, path+"/mutex")
+	rwTurns(ctx, connect, path+"/rwmutex")
+	scrape(reg)
+}
+
+// mutexTurns has four workers take turns on one Mutex, all but one waiting
+// at each turn, while TryAcquire fails whenever one of them holds.
+func mutexTurns(ctx context.Context, connect func() *zklock.Client, path string) {
 	var wg sync.WaitGroup
 	for w := 1; w <= 4; w++ {
-		c := connect()
-		defer c.Close()
-		m, err := zklock.NewMutex(c, path+"/mutex")
+		m, err := zklock.NewMutex(connect(), path)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -74,21 +86,12 @@ func main() {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 3; i++ {
-				err := zklock.Do(ctx, m, func(ctx context.Context) error {
-					time.Sleep(20 * time.Millisecond) // the critical section
-					return nil
-				})
-				if err != nil {
-					log.Fatal(err)
-				}
+				hold(ctx, m)
 			}
 		}()
 	}
 
-	// While the workers run, TryAcquire fails whenever one of them holds.
-	c := connect()
-	defer c.Close()
-	m, err := zklock.NewMutex(c, path+"/mutex")
+	m, err := zklock.NewMutex(connect(), path)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -105,12 +108,13 @@ func main() {
 		}
 	}
 	wg.Wait()
+}
 
-	// An RWMutex: two readers and two writers at once.
+// rwTurns has two readers and two writers on one RWMutex at once.
+func rwTurns(ctx context.Context, connect func() *zklock.Client, path string) {
+	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
-		c := connect()
-		defer c.Close()
-		rw, err := zklock.NewRWMutex(c, path+"/rwmutex")
+		rw, err := zklock.NewRWMutex(connect(), path)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -121,18 +125,27 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := zklock.Do(ctx, side, func(ctx context.Context) error {
-				time.Sleep(20 * time.Millisecond)
-				return nil
-			})
-			if err != nil {
-				log.Fatal(err)
-			}
+			hold(ctx, side)
 		}()
 	}
 	wg.Wait()
+}
 
-	// Scrape, as Prometheus would.
+// hold takes l, holds it for a moment (the critical section) and releases
+// it.
+func hold(ctx context.Context, l zklock.Locker) {
+	err := zklock.Do(ctx, l, func(ctx context.Context) error {
+		time.Sleep(20 * time.Millisecond) // the critical section
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// scrape reads the registry's handler as Prometheus would and prints the
+// zklock_ lines, counting the histograms' _bucket lines.
+func scrape(reg *promclient.Registry) {
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)

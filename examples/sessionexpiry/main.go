@@ -141,21 +141,9 @@ func run(ctx context.Context, servers []string, out io.Writer) error {
 		cancel()
 		<-done
 	}()
-	next := func(kind string) (Event, error) {
-		select {
-		case ev := <-events:
-			if ev.Kind != kind {
-				return ev, fmt.Errorf("service: want %q, got %q (%v)", kind, ev.Kind, ev.Err)
-			}
-			return ev, nil
-		case err := <-done:
-			return Event{}, fmt.Errorf("service stopped: %w", err)
-		case <-time.After(30 * time.Second):
-			return Event{}, fmt.Errorf("service: no %q within 30s", kind)
-		}
-	}
+	sc := &scenario{out: out, faults: faults, client: client, mutex: mutex, events: events, done: done}
 
-	first, err := next("acquired")
+	first, err := sc.next("acquired")
 	if err != nil {
 		return err
 	}
@@ -178,14 +166,49 @@ func run(ctx context.Context, servers []string, out io.Writer) error {
 			rival <- lease
 		}
 	}()
+	if err := sc.awaitQueue(ctx, 2); err != nil {
+		return err
+	}
+	if err := sc.expire(ctx, first, rival); err != nil {
+		return err
+	}
+	return sc.partition(ctx)
+}
 
+// scenario is the service under test, and what the test breaks it with.
+type scenario struct {
+	out    io.Writer
+	faults *zktest.Faults
+	client *zklock.Client
+	mutex  *zklock.Mutex
+	events <-chan Event
+	done   <-chan error // the service's Run returned
+}
+
+// next waits for the service's next event, which must be of kind.
+func (sc *scenario) next(kind string) (Event, error) {
+	select {
+	case ev := <-sc.events:
+		if ev.Kind != kind {
+			return ev, fmt.Errorf("service: want %q, got %q (%v)", kind, ev.Kind, ev.Err)
+		}
+		return ev, nil
+	case err := <-sc.done:
+		return Event{}, fmt.Errorf("service stopped: %w", err)
+	case <-time.After(30 * time.Second):
+		return Event{}, fmt.Errorf("service: no %q within 30s", kind)
+	}
+}
+
+// awaitQueue waits until the lock has n participants.
+func (sc *scenario) awaitQueue(ctx context.Context, n int) error {
 	for {
-		parts, err := mutex.Participants(ctx)
+		parts, err := sc.mutex.Participants(ctx)
 		if err != nil {
 			return err
 		}
-		if len(parts) == 2 {
-			break
+		if len(parts) == n {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -193,50 +216,59 @@ func run(ctx context.Context, servers []string, out io.Writer) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
 
-	// 1. Expire the session now.
-	fmt.Fprintln(out, "-- expiring the service's session with Faults.ExpireSession")
-	old := client.SessionID()
-	if err := faults.ExpireSession(ctx); err != nil {
+// expire expires the service's session now: the service must notice, the
+// rival queued behind it must get the lock with a greater token than
+// first's, and the service must come back in a new session.
+func (sc *scenario) expire(ctx context.Context, first Event, rival <-chan *zklock.Lease) error {
+	fmt.Fprintln(sc.out, "-- expiring the service's session with Faults.ExpireSession")
+	old := sc.client.SessionID()
+	if err := sc.faults.ExpireSession(ctx); err != nil {
 		return err
 	}
-	lost, err := next("lost")
+	lost, err := sc.next("lost")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "service lost its lease: %v\n", lost.Err)
+	fmt.Fprintf(sc.out, "service lost its lease: %v\n", lost.Err)
 	var rivalLease *zklock.Lease
 	select {
 	case rivalLease = <-rival:
 	case <-time.After(30 * time.Second):
 		return errors.New("rival: did not get the lock after the service's session expired")
 	}
-	fmt.Fprintf(out, "rival acquired the lock, token %#x\n", rivalLease.Token())
+	fmt.Fprintf(sc.out, "rival acquired the lock, token %#x\n", rivalLease.Token())
 	if rivalLease.Token() <= first.Token {
 		return fmt.Errorf("rival's token %#x is not greater than the service's %#x", rivalLease.Token(), first.Token)
 	}
 	if err := rivalLease.Release(ctx); err != nil {
 		return err
 	}
-	again, err := next("acquired")
+	again, err := sc.next("acquired")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "service acquired the lock again in session %#x, token %#x\n", client.SessionID(), again.Token)
-	if client.SessionID() == old {
+	fmt.Fprintf(sc.out, "service acquired the lock again in session %#x, token %#x\n", sc.client.SessionID(), again.Token)
+	if sc.client.SessionID() == old {
 		return errors.New("service: still in its old session")
 	}
+	return nil
+}
 
-	// 2. Cut the service off until the server expires its session.
-	fmt.Fprintln(out, "-- partitioning the service until its session expires (Faults.PartitionUntilExpired)")
+// partition cuts the service off until the server expires its session: the
+// service must stop working as soon as its lease's deadline passes, before
+// the server could let anyone else in, and come back afterwards.
+func (sc *scenario) partition(ctx context.Context) error {
+	fmt.Fprintln(sc.out, "-- partitioning the service until its session expires (Faults.PartitionUntilExpired)")
 	cut := time.Now()
 	expired := make(chan error, 1)
-	go func() { expired <- faults.PartitionUntilExpired(ctx) }()
-	lost, err = next("lost")
+	go func() { expired <- sc.faults.PartitionUntilExpired(ctx) }()
+	lost, err := sc.next("lost")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "service lost its lease %v into the partition: %v\n", lost.At.Sub(cut).Round(100*time.Millisecond), lost.Err)
+	fmt.Fprintf(sc.out, "service lost its lease %v into the partition: %v\n", lost.At.Sub(cut).Round(100*time.Millisecond), lost.Err)
 	if !errors.Is(lost.Err, zklock.ErrLeaseExpired) {
 		return fmt.Errorf("service: want the lease lost at its deadline first, got %v", lost.Err)
 	}
@@ -246,10 +278,10 @@ func run(ctx context.Context, servers []string, out io.Writer) error {
 	if err := <-expired; err != nil {
 		return err
 	}
-	again, err = next("acquired")
+	again, err := sc.next("acquired")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "service acquired the lock again in session %#x, token %#x\n", client.SessionID(), again.Token)
+	fmt.Fprintf(sc.out, "service acquired the lock again in session %#x, token %#x\n", sc.client.SessionID(), again.Token)
 	return nil
 }

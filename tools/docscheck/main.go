@@ -15,8 +15,17 @@
 //
 // An Example function's copy is its body; any other name (a type, a
 // function, a method as Type.Method) is its whole declaration with its doc
-// comment, and several names are joined by a blank line. It prints each
-// problem as file:line: message and exits 1 if there was any.
+// comment, and several names are joined by a blank line.
+//
+// It also holds the docs, the Go files (not tests) and the go.mod files to
+// one install story: every `go get` or `go install` of a module of this
+// repository names it @main, as the README's Install section does (or
+// @vX.Y.Z, the release steps' template), and nothing names the placeholder
+// version (v0.0.0-0001010100..., which exists nowhere) that the modules
+// once required the library at.
+//
+// It prints each problem as file:line: message and exits 1 if there was
+// any.
 package main
 
 import (
@@ -66,16 +75,23 @@ func check(root string) ([]string, error) {
 			}
 			return nil
 		}
-		if strings.HasSuffix(path, ".md") {
-			ps, err := checkPage(root, path)
-			if err != nil {
-				return err
-			}
-			problems = append(problems, ps...)
-		}
-		return nil
+		ps, err := checkFile(root, path)
+		problems = append(problems, ps...)
+		return err
 	})
 	return problems, err
+}
+
+// checkFile checks a Markdown page whole, and the install story in a Go
+// file (not a test) or a go.mod; other files not at all.
+func checkFile(root, path string) ([]string, error) {
+	switch {
+	case strings.HasSuffix(path, ".md"):
+		return checkPage(root, path)
+	case strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go"), filepath.Base(path) == "go.mod":
+		return checkInstallsIn(path)
+	}
+	return nil, nil
 }
 
 var (
@@ -105,6 +121,9 @@ func checkPage(root, path string) ([]string, error) {
 	var problems []string
 	inFence := false
 	for i, l := range p.lines {
+		if msg := checkInstall(l); msg != "" {
+			problems = append(problems, fmt.Sprintf("%s:%d: %s", p.path, i+1, msg))
+		}
 		if strings.HasPrefix(strings.TrimSpace(l), "```") {
 			inFence = !inFence
 			continue
@@ -368,4 +387,52 @@ func diffLine(got, want string) string {
 		}
 	}
 	return ""
+}
+
+// The install story: the module's own paths in a go get or go install, and
+// the placeholder version no module of the repository requires any more.
+var (
+	installRE     = regexp.MustCompile(`\bgo\s+(get|install)\b`)
+	modulePathRE  = regexp.MustCompile(`github\.com/zkrecipes/zklock(/[A-Za-z0-9_./-]*[A-Za-z0-9_])?(@[^\s` + "`" + `'"),]*)?`)
+	placeholderRE = regexp.MustCompile(`v0\.0\.0-00010101000000-000000000000`)
+)
+
+// installVersion is the one version the docs tell users to get, and
+// releaseTemplate the one the release steps name. Once a version is
+// tagged, the README's Install section and installVersion name it.
+const (
+	installVersion  = "@main"
+	releaseTemplate = "@vX.Y.Z"
+)
+
+// checkInstall returns what is wrong with line l's install story, or "".
+func checkInstall(l string) string {
+	if placeholderRE.MatchString(l) {
+		return "the placeholder version, which exists nowhere: the modules require the library at a commit (docs/contributing.md, \"Pinning the library\"), and users get them " + installVersion
+	}
+	if !installRE.MatchString(l) {
+		return ""
+	}
+	for _, m := range modulePathRE.FindAllStringSubmatch(l[installRE.FindStringIndex(l)[0]:], -1) {
+		if m[2] != installVersion && m[2] != releaseTemplate {
+			return fmt.Sprintf("%s: get this repository's modules %s, as the README's Install section does", m[0], installVersion)
+		}
+	}
+	return ""
+}
+
+// checkInstallsIn checks the install story in the lines of a Go file or a
+// go.mod.
+func checkInstallsIn(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	for i, l := range strings.Split(string(data), "\n") {
+		if msg := checkInstall(l); msg != "" {
+			problems = append(problems, fmt.Sprintf("%s:%d: %s", path, i+1, msg))
+		}
+	}
+	return problems, nil
 }

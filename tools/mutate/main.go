@@ -25,7 +25,7 @@
 // figure.
 //
 // Survivors that cannot change behaviour are listed, each with the reason,
-// under the heading "Equivalent mutants" in docs/testing.md, as lines of
+// under the heading "Equivalent mutants" in docs/contributing-tests.md, as lines of
 // the form
 //
 //   - file.go (function), `description as printed`: why
@@ -99,7 +99,7 @@ func main() {
 	flag.StringVar(&c.survivors, "survivors", "", "re-run the survivors of this results file against the server-backed tests (needs ZKLOCK_TEST_SERVERS)")
 	flag.StringVar(&c.again, "again", "", "re-run the survivors of this results file against the fast tier (after new tests), and report the sample again")
 	flag.StringVar(&c.run, "run", "", "only the tests matching this pattern (go test -run), in either tier")
-	flag.StringVar(&c.equivs, "equivalent", "docs/testing.md", "the file that lists the equivalent mutants, relative to -C")
+	flag.StringVar(&c.equivs, "equivalent", "docs/contributing-tests.md", "the file that lists the equivalent mutants, relative to -C")
 	flag.StringVar(&c.reprint, "report", "", "print the report of this results file again, with the equivalent mutants listed now, and run nothing")
 	flag.Parse()
 	c.files = split(files)
@@ -509,7 +509,7 @@ func gitDescribe(root string) string {
 }
 
 // report prints the figures per file, under title, and the survivors; with
-// hints, also as lines to paste into docs/testing.md.
+// hints, also as lines to paste into docs/contributing-tests.md.
 func report(w *os.File, r *results, title string, hints bool) {
 	type tally struct{ drawn, viable, killed, timedOut, survived, equivalent int }
 	byFile := map[string]*tally{}
@@ -569,7 +569,7 @@ func report(w *os.File, r *results, title string, hints bool) {
 			fmt.Fprintf(w, "  %s:%d (%s) %s: %s\n", x.File, x.Line, x.Func, x.Kind, x.Desc)
 		}
 		if hints {
-			fmt.Fprintf(w, "\nas lines for docs/testing.md's \"Equivalent mutants\", where one cannot change behaviour:\n")
+			fmt.Fprintf(w, "\nas lines for docs/contributing-tests.md's \"Equivalent mutants\", where one cannot change behaviour:\n")
 			for _, x := range surv {
 				fmt.Fprintf(w, "  - %s (%s), `%s`: \n", x.File, x.Func, x.Desc)
 			}
