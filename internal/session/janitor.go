@@ -165,7 +165,7 @@ func (j *janitor) settle(d deletion) bool {
 // prefix.
 func (j *janitor) delete(jb Job) deletion {
 	zc := j.c.Conn()
-	if zc.SessionID() != jb.Session {
+	if zc.SessionID() != jb.Session && j.c.Replaced(jb.Session) == nil {
 		return deletion{} // the server deleted them when the session ended
 	}
 	nodes := jb.Nodes
@@ -263,16 +263,16 @@ func (c *Session) deleteAllOwned(zc Conn, nodes []string, session int64) deletio
 // session, are fine. Each node that fails for good is logged, with why.
 func (c *Session) deleteOwned(zc Conn, nodes []string, session int64) deletion {
 	var d deletion
-	for _, n := range nodes {
+	for i, n := range nodes {
 		if zc.SessionID() != session {
-			return deletion{failed: d.failed} // the server deleted the rest when the session ended
+			return c.sessionLeft(zc, nodes[i:], session, d)
 		}
 		err := zc.Delete(n)
 		switch classify(err) { // Closing too: the caller's Session.Classify sorts it out
 		case Done, Gone:
 			continue
 		case Retry, Closing:
-			if zc.SessionID() == session {
+			if zc.SessionID() == session || c.Replaced(session) != nil {
 				d.left = append(d.left, n)
 				if d.retry == nil {
 					d.retry = err
