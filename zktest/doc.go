@@ -164,6 +164,21 @@
 // own, and [Forwarder] a server's address that moves. They need Linux,
 // where every address of 127.0.0.0/8 is local.
 //
+// # A server that swaps sessions
+//
+// ZooKeeper answers a reconnect with the client's own session, or with its
+// expiry; ClickHouse Keeper, which many run in its place, may answer with a
+// new session (ClickHouse#116690), while the old one lives on, with its
+// ephemeral nodes, until it times out. [Forwarder.SwapSessions] makes a
+// [Forwarder] play such a server, for any client; [Forwarder.Drop] makes
+// its clients reconnect:
+//
+//	fw := zktest.Forward(t, zktest.Servers(t)[0])
+//	c, err := zklock.Connect(ctx, []string{fw.Addr()})
+//	// ... take leases, then:
+//	fw.SwapSessions(true)
+//	fw.Drop() // every lease of c ends with zklock.ErrSessionReplaced
+//
 // # Cleaning up
 //
 // Testcontainers' reaper (Ryuk) removes what a crashed test leaves behind, when

@@ -36,6 +36,10 @@ import (
 // A client needs a name that follows a Forwarder (see [Names]), or it
 // cannot follow it: [Movable] puts several servers behind Forwarders and
 // names.
+//
+// A Forwarder in front of a ZooKeeper server can also play a server that
+// hands out a new session on reconnect ([Forwarder.SwapSessions]), and make
+// its clients reconnect ([Forwarder.Drop]).
 type Forwarder struct {
 	target string
 	port   string

@@ -38,60 +38,62 @@ func (f *Forwarder) Drop() {
 	closeConns(conns)
 }
 
-// maxConnect bounds the connect request a Forwarder reads: ZooKeeper's is
-// under 64 bytes (its password is 16), and the server refuses one over
-// jute.maxbuffer.
-const maxConnect = 1 << 20
+// maxConnect bounds the connect request a Forwarder rewrites: ZooKeeper's
+// is under 64 bytes (its password is 16).
+const maxConnect = 4096
 
 // upstream copies the client's bytes on c to the server's connection up
-// until either ends, then closes both. The first packet, the connect
-// request, is rewritten to ask for a new session while the Forwarder swaps
-// sessions.
+// until either ends, then closes both. While the Forwarder swaps sessions,
+// the first packet, a connect request, is rewritten to ask for a new
+// session.
 func (f *Forwarder) upstream(up, c net.Conn) {
 	defer f.wg.Done()
 	defer c.Close()
 	defer up.Close()
-	req, err := readFrame(c)
-	if err != nil {
-		return
-	}
-	if f.swapping.Load() && askNewSession(req) {
-		f.swaps.Add(1)
-	}
-	if _, err := up.Write(req); err != nil {
-		return
+	if f.swapping.Load() {
+		first, err := readConnect(c)
+		if askNewSession(first) {
+			f.swaps.Add(1)
+		}
+		if _, werr := up.Write(first); werr != nil || err != nil {
+			return
+		}
 	}
 	_, _ = io.Copy(up, c)
 }
 
-// readFrame reads one length-prefixed packet, its length included.
-func readFrame(r io.Reader) ([]byte, error) {
-	var n [4]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, err
+// readConnect reads the first packet of a connection, its length
+// included: all of it if its length is that of a connect request, else
+// only the length, to be passed on as it is.
+func readConnect(r io.Reader) ([]byte, error) {
+	b := make([]byte, 4, 64)
+	if n, err := io.ReadFull(r, b); err != nil {
+		return b[:n], err
 	}
-	size := int(int32(binary.BigEndian.Uint32(n[:])))
-	if size < 0 || size > maxConnect {
-		return nil, io.ErrUnexpectedEOF // no client sends that: drop the connection
+	size := int(int32(binary.BigEndian.Uint32(b)))
+	if size < connectMin || size > maxConnect {
+		return b, nil // not a ZooKeeper client's: bytes pass as they come
 	}
-	b := make([]byte, 4+size)
-	copy(b, n[:])
-	if _, err := io.ReadFull(r, b[4:]); err != nil {
-		return nil, err
-	}
-	return b, nil
+	b = append(b, make([]byte, size)...)
+	n, err := io.ReadFull(r, b[4:])
+	return b[:4+n], err
 }
 
-// askNewSession rewrites the connect request frame (int32 length, then
-// int32 protocolVersion, int64 lastZxidSeen, int32 timeOut, int64
-// sessionId, int32 length + password bytes, and, from 3.4 on, a readOnly
-// byte) to ask for a new session, if it names one: session id 0, password
-// zeroed; the server then makes a session (ZooKeeperServer's
-// processConnectRequest: sessionId 0 means createSession). It reports
-// whether it rewrote it.
+// The connect request, after its int32 length: int32 protocolVersion,
+// int64 lastZxidSeen, int32 timeOut, int64 sessionId, int32 length +
+// password bytes, and, from 3.4 on, a readOnly byte.
+const (
+	sessionAt  = 4 + 4 + 8 + 4     // the sessionId's offset in the frame
+	passwdAt   = sessionAt + 8     // the password's length's
+	connectMin = 4 + 8 + 4 + 8 + 4 // the shortest request, without its length
+)
+
+// askNewSession rewrites a connect request frame to ask for a new session
+// if it names one: session id 0, password zeroed; the server then makes a
+// session (ZooKeeperServer.processConnectRequest: a sessionId of 0 means
+// createSession). It reports whether it rewrote it.
 func askNewSession(frame []byte) bool {
-	const sessionAt, passwdAt = 4 + 4 + 8 + 4, 4 + 4 + 8 + 4 + 8
-	if len(frame) < passwdAt+4 {
+	if len(frame) < passwdAt+4 || int(binary.BigEndian.Uint32(frame)) != len(frame)-4 {
 		return false
 	}
 	be := binary.BigEndian
