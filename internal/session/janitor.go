@@ -165,8 +165,10 @@ func (j *janitor) settle(d deletion) bool {
 // prefix.
 func (j *janitor) delete(jb Job) deletion {
 	zc := j.c.Conn()
-	if zc.SessionID() != jb.Session && j.c.Replaced(jb.Session) == nil {
-		return deletion{} // the server deleted them when the session ended
+	if zc.SessionID() != jb.Session {
+		if replaced, unsettled := j.c.sessionFate(jb.Session); !replaced && !unsettled {
+			return deletion{} // the server deleted them when the session ended
+		}
 	}
 	nodes := jb.Nodes
 	if jb.Prefix != "" {
@@ -272,7 +274,7 @@ func (c *Session) deleteOwned(zc Conn, nodes []string, session int64) deletion {
 		case Done, Gone:
 			continue
 		case Retry, Closing:
-			if zc.SessionID() == session || c.Replaced(session) != nil {
+			if r, u := c.sessionFate(session); zc.SessionID() == session || r || u {
 				d.left = append(d.left, n)
 				if d.retry == nil {
 					d.retry = err

@@ -3,6 +3,8 @@ package session
 import (
 	"fmt"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // A session replaced on reconnect. ZooKeeper answers a reconnect that
@@ -153,10 +155,19 @@ func (c *Session) deleteReplaced(zc Conn, nodes []string, session int64) deletio
 
 // sessionLeft ends deleteOwned, whose deletion so far is d, once the
 // connection has another session than the nodes': if a swap replaced
-// theirs, the rest are deleted as deleteReplaced does; otherwise their
-// session ended, and the server deleted them with it.
+// theirs, the rest are deleted as deleteReplaced does; if the Session has
+// not heard yet what became of it, they are left to try again; otherwise
+// their session ended, and the server deleted them with it.
 func (c *Session) sessionLeft(zc Conn, rest []string, session int64, d deletion) deletion {
-	if c.Replaced(session) == nil {
+	replaced, unsettled := c.sessionFate(session)
+	switch {
+	case unsettled:
+		d.left = append(d.left, rest...)
+		if d.retry == nil {
+			d.retry = zk.ErrConnectionClosed // a Retry: the state change is on its way
+		}
+		return d
+	case !replaced:
 		return deletion{failed: d.failed}
 	}
 	r := c.deleteReplaced(zc, rest, session)
@@ -168,4 +179,15 @@ func (c *Session) sessionLeft(zc Conn, rest []string, session int64, d deletion)
 	}
 	d.left = append(d.left, r.left...)
 	return d
+}
+
+// sessionFate says what became of session, which the connection no
+// longer has: replaced by a swap, or unsettled: the Session has not heard
+// yet (go-zookeeper sets the connection's new id, or 0 for an expiry,
+// before it reports the state: Conn.authenticate), so it may be either.
+// Neither: it ended, and its nodes with it.
+func (c *Session) sessionFate(session int64) (replaced, unsettled bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.replacedLocked(session) != nil, c.swaps.had == session
 }
