@@ -95,6 +95,7 @@ func TestFakeSwappedSessionEndsLeasesAndDeletesItsNodes(t *testing.T) {
 		if err := h.Err(); !errors.Is(err, session.ErrSessionReplaced) || !errors.Is(err, session.ErrSessionExpired) {
 			t.Fatalf("lease %v ended with %v; want ErrSessionReplaced, an ErrSessionExpired", h.Nodes(), err)
 		}
+		eventually(t, func() bool { return lost.of(h) != nil }, "Hooks.Lost of a lease of the swapped session")
 		if err := lost.of(h); !errors.Is(err, session.ErrSessionReplaced) {
 			t.Fatalf("Hooks.Lost of %v said %v; want ErrSessionReplaced", h.Nodes(), err)
 		}
