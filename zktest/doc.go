@@ -28,7 +28,12 @@
 // The client port is published on 127.0.0.1 on a fixed host port, chosen free
 // when the container is created and kept for its whole life, so a client keeps
 // the same address ([Container.ClientEndpoint]) across Stop and Start and can
-// reconnect to the restarted server. A local Docker engine is assumed.
+// reconnect to the restarted server. A local Docker engine is assumed. The
+// port is chosen in 20000-31999; on a host where ports are reserved, choose
+// the range with [WithHostPorts] or, for every container of a run, the
+// environment variable ZKTEST_PORTS:
+//
+//	ZKTEST_PORTS=30000-30999 go test ./...
 //
 // Run writes its own /conf/zoo.cfg into the container, tuned for tests:
 //
