@@ -117,6 +117,13 @@
 //	// an ACL of zk.ACL{Perms: zk.PermAll, Scheme: "x509", ID: "CN=billing"}
 //	// lets this client, and no other, use a node
 //
+// [Container.TLSFiles] writes the same as PEM files (the authority, a
+// client certificate and its key), for the zklock command's -tls-ca,
+// -tls-cert and -tls-key flags, or any other client:
+//
+//	f, err := zkc.TLSFiles(t.TempDir(), "ops")
+//	// zklock ls -servers 127.0.0.1:<port> -tls-ca f.CA -tls-cert f.Cert -tls-key f.Key /
+//
 // # Faults without Docker
 //
 // [Faults] breaks a single client's connections instead of the server: it
