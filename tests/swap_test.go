@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/zkrecipes/zklock"
 	"github.com/zkrecipes/zklock/zktest"
@@ -69,9 +70,14 @@ func (w *swapWatch) WithGroup(string) slog.Handler      { return w }
 // so another Client acquires while the old session still lives on the
 // server (an ephemeral node of it, made behind the library's back, is still
 // there); and the Client's next lease works, in the new session.
+// It is not parallel: it also checks that nothing of the Clients or the
+// Forwarder is left running.
 func TestSessionReplacedOnReconnect(t *testing.T) {
+	servers := zktest.Servers(t) // the shared server, before the snapshot
+	leaks := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, leaks) }) // after every other cleanup
 	ctx := ctxT(t)
-	fw := zktest.Forward(t, zktest.Servers(t)[0])
+	fw := zktest.Forward(t, servers[0])
 	w := &swapWatch{handshake: make(chan time.Time, 1)}
 	// A long session timeout: the old session outlives the test's waits,
 	// so only the Client's deletes can let the other Client in.
