@@ -29,6 +29,15 @@ var (
 	// hold the lock now.
 	ErrSessionExpired = session.ErrSessionExpired
 
+	// ErrSessionReplaced reports that a reconnect gave the [Client]
+	// another session than the one it had (servers such as ClickHouse
+	// Keeper do this; ZooKeeper itself never does): every lease and wait of
+	// the old session ends at once with it, the Client deletes the old
+	// session's nodes it can, and goes on with the new session.
+	// errors.Is(err, ErrSessionExpired) holds too. See docs/semantics.md,
+	// "A session replaced on reconnect".
+	ErrSessionReplaced = session.ErrSessionReplaced
+
 	// ErrConnectionSuspended reports that the connection to ZooKeeper was
 	// lost while the lease was held, on a Client made with
 	// [WithLossOnDisconnect]: the lease counts as lost at once.

@@ -14,7 +14,8 @@ import (
 // Holding is never guaranteed: a lease ends when it is released, and is lost
 // when its deadline passes before the quorum confirmed the session again
 // (ErrLeaseExpired; see [Lease.ValidUntil]), when the session expires
-// (ErrSessionExpired), when the Client is closed (ErrClientClosed), or, with
+// (ErrSessionExpired; ErrSessionReplaced, which is also ErrSessionExpired,
+// when a reconnect brought another session), when the Client is closed (ErrClientClosed), or, with
 // [WithLossOnDisconnect], at the first disconnect (ErrConnectionSuspended).
 // Watch [Lease.Done], or check [Lease.Err], and stop relying on the lock when
 // it is lost; pass [Lease.Token] to the resources you protect so they can
@@ -81,7 +82,8 @@ func (l *Lease) Done() <-chan struct{} {
 
 // Err returns nil while the lease is held. Once the lease has ended it
 // returns the one reason, an error wrapping ErrReleased, ErrLeaseExpired
-// (also ErrNodeDeleted, if someone deleted its node), ErrSessionExpired,
+// (also ErrNodeDeleted, if someone deleted its node), ErrSessionExpired
+// (also ErrSessionReplaced, if a reconnect brought another session),
 // ErrClientClosed or ErrConnectionSuspended, and never changes again (a
 // lease lost to a disconnect reports ErrConnectionSuspended even if its
 // session expires later). Like ctx.Err(), it is the bare cause, without

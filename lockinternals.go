@@ -280,6 +280,9 @@ func (p *participant) run(ctx context.Context) (leases []*Lease, err error) {
 		if !errors.Is(err, errRequeue) {
 			return leases, err
 		}
+		if err := p.c.s.Replaced(p.session); err != nil {
+			return nil, err // a swap on reconnect ends every wait of the old session (internal/session/replaced.go)
+		}
 		if p.claim.session() != 0 {
 			return nil, ErrSessionExpired // a place lives in its one session only
 		}

@@ -28,7 +28,12 @@
 // The client port is published on 127.0.0.1 on a fixed host port, chosen free
 // when the container is created and kept for its whole life, so a client keeps
 // the same address ([Container.ClientEndpoint]) across Stop and Start and can
-// reconnect to the restarted server. A local Docker engine is assumed.
+// reconnect to the restarted server. A local Docker engine is assumed. The
+// port is chosen in 20000-31999; on a host where ports are reserved, choose
+// the range with [WithHostPorts] or, for every container of a run, the
+// environment variable ZKTEST_PORTS:
+//
+//	ZKTEST_PORTS=30000-30999 go test ./...
 //
 // Run writes its own /conf/zoo.cfg into the container, tuned for tests:
 //
@@ -112,6 +117,13 @@
 //	// an ACL of zk.ACL{Perms: zk.PermAll, Scheme: "x509", ID: "CN=billing"}
 //	// lets this client, and no other, use a node
 //
+// [Container.TLSFiles] writes the same as PEM files (the authority, a
+// client certificate and its key), for the zklock command's -tls-ca,
+// -tls-cert and -tls-key flags, or any other client:
+//
+//	f, err := zkc.TLSFiles(t.TempDir(), "ops")
+//	// zklock ls -servers 127.0.0.1:<port> -tls-ca f.CA -tls-cert f.Cert -tls-key f.Key /
+//
 // # Faults without Docker
 //
 // [Faults] breaks a single client's connections instead of the server: it
@@ -163,6 +175,21 @@
 // address. The pieces work alone: [Names] is a name table of the test's
 // own, and [Forwarder] a server's address that moves. They need Linux,
 // where every address of 127.0.0.0/8 is local.
+//
+// # A server that swaps sessions
+//
+// ZooKeeper answers a reconnect with the client's own session, or with its
+// expiry; ClickHouse Keeper, which many run in its place, may answer with a
+// new session (ClickHouse#116690), while the old one lives on, with its
+// ephemeral nodes, until it times out. [Forwarder.SwapSessions] makes a
+// [Forwarder] play such a server, for any client; [Forwarder.Drop] makes
+// its clients reconnect:
+//
+//	fw := zktest.Forward(t, zktest.Servers(t)[0])
+//	c, err := zklock.Connect(ctx, []string{fw.Addr()})
+//	// ... take leases, then:
+//	fw.SwapSessions(true)
+//	fw.Drop() // every lease of c ends with zklock.ErrSessionReplaced
 //
 // # Cleaning up
 //

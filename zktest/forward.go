@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,11 +36,18 @@ import (
 // A client needs a name that follows a Forwarder (see [Names]), or it
 // cannot follow it: [Movable] puts several servers behind Forwarders and
 // names.
+//
+// A Forwarder in front of a ZooKeeper server can also play a server that
+// hands out a new session on reconnect ([Forwarder.SwapSessions]), and make
+// its clients reconnect ([Forwarder.Drop]).
 type Forwarder struct {
 	target string
 	port   string
 	ctx    context.Context // ends at Close, with the dials in progress
 	cancel context.CancelFunc
+
+	swapping atomic.Bool  // SwapSessions (swap.go)
+	swaps    atomic.Int64 // connect requests rewritten
 
 	mu     sync.Mutex
 	ln     net.Listener      // nil while stopped
@@ -151,6 +159,11 @@ func (f *Forwarder) swap(ln net.Listener) {
 	if old != nil {
 		_ = old.Close()
 	}
+	closeConns(conns)
+}
+
+// closeConns closes the connections of a Forwarder (true: to the target).
+func closeConns(conns map[net.Conn]bool) {
 	// The target's side first: once a client sees its connection reset,
 	// nothing it sent can still reach the server through the old address.
 	for c, up := range conns {
@@ -240,21 +253,13 @@ func (f *Forwarder) pass(c net.Conn) {
 	// c was closed meanwhile (by a move or a stop) if it is no longer
 	// tracked: the upstream connection goes with it.
 	tracked := func() bool { _, ok := f.conns[c]; return ok }
-	if !f.track(up, true, tracked, func() { go f.copy(up, c) }) {
+	if !f.track(up, true, tracked, func() { go f.upstream(up, c) }) {
 		_ = up.Close()
 		return
 	}
 	_, _ = io.Copy(c, up)
 	_ = up.Close()
 	f.untrack(up)
-}
-
-// copy copies from src to dst until either ends, then closes both.
-func (f *Forwarder) copy(dst, src net.Conn) {
-	defer f.wg.Done()
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
 }
 
 // loopback hands out the addresses of 127.0.0.0/8 that Forwarders listen

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -70,6 +69,7 @@ type options struct {
 	tickTime time.Duration
 	config   [][2]string // extra zoo.cfg entries, in order
 	tls      bool        // WithTLS
+	ports    portRange   // WithHostPorts; zero: ZKTEST_PORTS or the defaults (ports.go)
 }
 
 // WithTickTime sets ZooKeeper's tickTime, the unit of its timeouts. The
@@ -163,12 +163,16 @@ func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustom
 			return nil, fmt.Errorf("zktest: make the TLS certificates: %w", err)
 		}
 	}
+	ports, strict, err := hostPorts(settings.ports)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkDocker(ctx); err != nil {
 		return nil, err
 	}
 
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := freePort(ports, strict)
 		if err != nil {
 			return nil, fmt.Errorf("zktest: choose a host port: %w", err)
 		}
@@ -368,46 +372,6 @@ func zooCfg(o *options) string {
 var usedPorts struct {
 	sync.Mutex
 	m map[int]bool
-}
-
-// freePort returns a port that is free on 127.0.0.1 now. It prefers ports
-// below the usual ephemeral ranges (Linux starts at 32768), which the kernel
-// never hands to outgoing connections: the port must stay free while a
-// container is stopped. A port is never handed out twice in a process.
-func freePort() (int, error) {
-	usedPorts.Lock()
-	defer usedPorts.Unlock()
-	if usedPorts.m == nil {
-		usedPorts.m = make(map[int]bool)
-	}
-	try := func(port int) (int, error) {
-		l, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			return 0, err
-		}
-		port = l.Addr().(*net.TCPAddr).Port
-		if err := l.Close(); err != nil {
-			return 0, err
-		}
-		if usedPorts.m[port] {
-			return 0, errors.New("port handed out already")
-		}
-		usedPorts.m[port] = true
-		return port, nil
-	}
-	for range 50 {
-		if port, err := try(20000 + rand.IntN(12000)); err == nil {
-			return port, nil
-		}
-	}
-	var err error
-	for range 10 {
-		var port int
-		if port, err = try(0); err == nil {
-			return port, nil
-		}
-	}
-	return 0, err
 }
 
 func portTaken(err error) bool {

@@ -166,7 +166,9 @@ func (j *janitor) settle(d deletion) bool {
 func (j *janitor) delete(jb Job) deletion {
 	zc := j.c.Conn()
 	if zc.SessionID() != jb.Session {
-		return deletion{} // the server deleted them when the session ended
+		if replaced, unsettled := j.c.sessionFate(jb.Session); !replaced && !unsettled {
+			return deletion{} // the server deleted them when the session ended
+		}
 	}
 	nodes := jb.Nodes
 	if jb.Prefix != "" {
@@ -263,16 +265,16 @@ func (c *Session) deleteAllOwned(zc Conn, nodes []string, session int64) deletio
 // session, are fine. Each node that fails for good is logged, with why.
 func (c *Session) deleteOwned(zc Conn, nodes []string, session int64) deletion {
 	var d deletion
-	for _, n := range nodes {
+	for i, n := range nodes {
 		if zc.SessionID() != session {
-			return deletion{failed: d.failed} // the server deleted the rest when the session ended
+			return c.sessionLeft(zc, nodes[i:], session, d)
 		}
 		err := zc.Delete(n)
 		switch classify(err) { // Closing too: the caller's Session.Classify sorts it out
 		case Done, Gone:
 			continue
 		case Retry, Closing:
-			if zc.SessionID() == session {
+			if r, u := c.sessionFate(session); zc.SessionID() == session || r || u {
 				d.left = append(d.left, n)
 				if d.retry == nil {
 					d.retry = err

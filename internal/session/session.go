@@ -105,6 +105,7 @@ type Session struct {
 	deadline    time.Time          // the leases' deadline (see [Session.Confirm]); zero: none
 	downSince   time.Time          // when the session was last lost; zero while connected
 	confirmedCh chan struct{}      // closed and replaced when the deadline moves
+	swaps       swaps              // the sessions had, to tell one swapped on reconnect (replaced.go)
 
 	// The keeper's schedule, so that acquires wake it only when they must
 	// (see [Session.kickLocked]).
@@ -352,6 +353,7 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 		}
 		c.connected, c.downSince, c.server = true, time.Time{}, server
 		c.log.Debug("zklock: session established", "server", server)
+		c.hasSessionLocked(c.zc.SessionID())
 		c.stateLocked(Connected, c.zc.SessionID(), server)
 	case stateDisconnected:
 		if !c.connected {
@@ -408,6 +410,7 @@ func (c *Session) newSessionLocked() {
 		c.loseLocked(l, ErrSessionExpired)
 	}
 	c.session, c.confirmed, c.deadline = 0, time.Time{}, time.Time{}
+	c.swaps.had = 0 // the next session is a new one, not a swap
 }
 
 // replace closes the connection and opens a new one, with a new session:
