@@ -103,6 +103,7 @@ func TestPendingLeasesRule(t *testing.T) {
 			holds: []string{"n1", "n2"},
 		},
 	} {
+		tc := tc // go 1.21: one tc per subtest
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var nodes []semNode
