@@ -67,7 +67,9 @@ command -v dpkg >/dev/null || die "dpkg not found"
 readonly KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 [[ -r $KEYRING ]] || die "$KEYRING missing (Debian package debian-archive-keyring)"
 
-mkdir -p "$(dirname "$DEST")"
+if ! mkdir -p "$(dirname "$DEST")" 2>/dev/null || [[ ! -w $(dirname "$DEST") ]]; then
+	die "cannot write $(dirname "$DEST"): run as root (scripts/setup.sh does), or set ZKLOCK_PEERS_TRIXIE to a folder of yours"
+fi
 work=$(mktemp -d "$(dirname "$DEST")/.trixie.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/apt/state/lists/partial" "$work/apt/cache/archives/partial" "$work/debs" "$work/root"
