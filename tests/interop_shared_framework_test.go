@@ -196,6 +196,7 @@ func sharedContend(t *testing.T, java peerLang, recipe string) {
 // thread too. For the semaphore, `zklock ls -json` must say the same.
 func TestInteropSharedFrameworkHolders(t *testing.T) {
 	t.Parallel()
+	z := newZklock(t) // built once: the subtests end before this test's TempDir goes
 	for _, java := range javaPeers {
 		t.Run(java.lib, func(t *testing.T) {
 			t.Parallel()
@@ -214,26 +215,25 @@ func TestInteropSharedFrameworkHolders(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					sharedHolders(t, java, tc.recipe, tc.separate)
+					sharedHolders(t, z, java, tc.recipe, tc.separate)
 				})
 			}
 		})
 	}
 }
 
-func sharedHolders(t *testing.T, java peerLang, recipe string, separate bool) {
+// sharedHolders runs the test for one recipe; z checks the semaphore's
+// holders with zklock ls.
+func sharedHolders(t *testing.T, z zklockCmd, java peerLang, recipe string, separate bool) {
 	const threads, leases, rounds = 3, 2, 6
 	path := lockPath(t)
 	c := connect(t)
 	tidySemaphore(t, c, path)
 	want := 1 // holders at a still point
 	args := []string{"--controlled"}
-	var z *zklockCmd
 	if recipe == "semaphore" {
 		want = leases
 		args = append(args, "--leases", strconv.Itoa(leases))
-		cmd := newZklock(t)
-		z = &cmd
 	}
 	if separate {
 		args = append(args, "--separate-sessions")
@@ -257,8 +257,8 @@ func sharedHolders(t *testing.T, java peerLang, recipe string, separate bool) {
 		still(t, c, path, recipe, threads, want)
 		p.silent(t)
 		checkHolders(t, c, path, holders, threads)
-		if z != nil {
-			checkLs(t, *z, path, holders, threads)
+		if recipe == "semaphore" {
+			checkLs(t, z, path, holders, threads)
 		}
 		if round == rounds {
 			break
