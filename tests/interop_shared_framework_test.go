@@ -11,10 +11,13 @@ package zklock_test
 // participants, for both Curator versions.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,7 +196,10 @@ func sharedContend(t *testing.T, java peerLang, recipe string) {
 // on the mutex; a mutex's or a latch's waiters behind the holder). Then one
 // holder lets go and acquires again at the back, rounds times. With one
 // shared CuratorFramework, and, for the semaphore, with one session per
-// thread too. For the semaphore, `zklock ls -json` must say the same.
+// thread too. For the semaphore, `zklock ls -json` must say the same, and
+// the holders that `zklock observe -json` printed last must come to be
+// those (observe prints each change as it sees it, so only where it ends
+// up at a still point is asserted).
 func TestInteropSharedFrameworkHolders(t *testing.T) {
 	t.Parallel()
 	z := newZklock(t) // built once: the subtests end before this test's TempDir goes
@@ -239,6 +245,10 @@ func sharedHolders(t *testing.T, z zklockCmd, java peerLang, recipe string, sepa
 		args = append(args, "--separate-sessions")
 	}
 	p := startShared(t, java, "java", path, recipe, threads, args...)
+	var obs *observer
+	if recipe == "semaphore" {
+		obs = startObserve(t, z, path)
+	}
 
 	holders := map[string]string{} // thread -> its node, as Curator's lines say
 	var order []string             // holders, in the order they acquired
@@ -259,6 +269,7 @@ func sharedHolders(t *testing.T, z zklockCmd, java peerLang, recipe string, sepa
 		checkHolders(t, c, path, holders, threads)
 		if recipe == "semaphore" {
 			checkLs(t, z, path, holders, threads)
+			obs.await(t, holders)
 		}
 		if round == rounds {
 			break
@@ -349,6 +360,81 @@ func checkLs(t *testing.T, z zklockCmd, path string, holders map[string]string, 
 	slices.Sort(got)
 	require.Equal(t, slices.Sorted(maps.Values(holders)), got, "zklock ls holders; Curator says %v; ls:\n%s", holders, stdout)
 	require.Len(t, entries, threads, stdout)
+}
+
+// observer is a `zklock observe -json` process and the holders of the
+// last line it printed.
+type observer struct {
+	mu     sync.Mutex
+	last   []string // the nodes of the last line's holders, sorted
+	lines  int
+	stderr lockedBuffer
+}
+
+// startObserve runs `zklock observe -json path` until the test ends (then
+// SIGINT, as a user stops it).
+func startObserve(t *testing.T, z zklockCmd, path string) *observer {
+	t.Helper()
+	o := &observer{}
+	cmd := exec.Command(z.bin, "observe", "-json", path)
+	cmd.Env = append(os.Environ(), "ZKLOCK_SERVERS="+z.servers)
+	cmd.Stderr = &o.stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var line struct{ Holders []lsEntry }
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue // await reports a line count that does not move
+			}
+			var nodes []string
+			for _, h := range line.Holders {
+				nodes = append(nodes, h.Node)
+			}
+			slices.Sort(nodes)
+			o.mu.Lock()
+			o.last, o.lines = nodes, o.lines+1
+			o.mu.Unlock()
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt) // by its own handle
+		select {
+		case <-done:
+		case <-time.After(long):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("zklock observe did not end on SIGINT; stderr:\n%s", o.stderr.String())
+		}
+	})
+	return o
+}
+
+// await waits until the last line observe printed names exactly the
+// nodes of holders.
+func (o *observer) await(t *testing.T, holders map[string]string) {
+	t.Helper()
+	want := slices.Sorted(maps.Values(holders))
+	matches := func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return slices.Equal(o.last, want)
+	}
+	deadline := time.Now().Add(long)
+	tick := time.NewTicker(5 * time.Millisecond) // polling, as require.Eventually does
+	defer tick.Stop()
+	for !matches() && time.Now().Before(deadline) {
+		<-tick.C
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	require.True(t, slices.Equal(o.last, want), "zklock observe's last holders %v after %d lines; Curator says %v; stderr:\n%s",
+		o.last, o.lines, holders, o.stderr.String())
 }
 
 func describe(parts []zklock.Participant) string {
