@@ -121,21 +121,54 @@ func ignoreNotLayout(err error) error {
 	return err
 }
 
-// pendingLeases counts the newest lease nodes that the holder of the
-// inner mutex created while it held it: those of its session created
-// after its mutex node was. Curator's acquire creates its lease node while
-// it holds the mutex and waits for the count while it still holds it, so
-// at most those can be waiting; every other lease node's acquire let the
-// mutex go, which it does once it holds (or once its node is deleted,
-// when it fails). Curator creates one lease node per hold of the mutex,
-// zklock's AcquireN n at once: they are the newest, consecutive.
+// pendingLeases counts the lease nodes, the newest, that the holder of the
+// inner mutex created and may still wait with; head is the stat of the
+// mutex's first node, the holder's. Every other lease node holds.
+//
+// Why (InterProcessSemaphoreV2.internalAcquire1Lease, Curator 5.4 and 5.7.1,
+// read with javap; zklock's Curator layout takes the same steps,
+// guarded.guard): an acquire takes the mutex at <path>/locks, creates one
+// lease node, reads the children of leases/ until at most maxLeases exist
+// (waiting on them with the mutex still held), and only then lets the
+// mutex go; one that gives up deletes its lease node (returnLease) before
+// it lets the mutex go. So a lease node exists while not held only while
+// its creator holds the mutex, and the nodes created by earlier holders of
+// the mutex hold. The mutex is exclusive, so the lease nodes the current
+// holder created were created after every other lease node: they are the
+// newest, made by one transaction (Curator: one create per hold of the
+// mutex; zklock's AcquireN: n nodes in one multi, claim.go's queueClaim), in
+// the holder's session, after the holder's mutex node. The czxid orders
+// creations across directories and ties exactly the nodes of one
+// transaction (ZooKeeper's leader gives each transaction the next zxid,
+// and every op of a multi that one: PrepRequestProcessor.pRequest), and
+// the sequence orders a directory's children as their czxids do (the
+// sequence is the parent's cversion, pRequest2TxnCreate). Hence at most
+// that newest group waits, and only if it is of the holder's session and
+// newer than the holder's node.
+//
+// Sharing of sessions is why it is the newest group only, and not every
+// lease node of the holder's session newer than its mutex node: threads
+// of one process that share one CuratorFramework (Curator's usual setup)
+// share one session, and a thread that queued on the mutex early sees the
+// leases of those ahead of it, created in its session after its mutex
+// node, granted before it even held the mutex. Left over: between the
+// grant of the mutex and the holder's create, a lease of another thread of
+// its session created after its mutex node is the newest and shows as
+// waiting (and between a grant of the count and the release of the mutex,
+// the new holder does); neither lasts past one round trip of the holder. A
+// zklock acquire that fails in the Curator layout may leave the mutex
+// before its lease nodes are deleted (the engine's cleanup): they show as
+// holding until then, as Curator, which counts every child, takes them.
 func pendingLeases(leases []semNode, head session.Stat) int {
+	if len(leases) == 0 {
+		return 0
+	}
+	newest := leases[len(leases)-1].st
+	if newest.EphemeralOwner != head.EphemeralOwner || newest.Czxid <= head.Czxid {
+		return 0
+	}
 	n := 0
-	for i := len(leases) - 1; i >= 0; i-- {
-		st := leases[i].st
-		if st.EphemeralOwner != head.EphemeralOwner || st.Czxid <= head.Czxid {
-			break
-		}
+	for i := len(leases) - 1; i >= 0 && leases[i].st.Czxid == newest.Czxid; i-- {
 		n++
 	}
 	return n

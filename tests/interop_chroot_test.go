@@ -18,7 +18,7 @@ import (
 func TestInteropChroot(t *testing.T) {
 	t.Parallel()
 	for _, lang := range peerLangs {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.lib, func(t *testing.T) {
 			t.Parallel()
 			root := strings.TrimSuffix(lockPath(t), "/lock") + "/apps/billing" // missing: zklock makes it
 			connectString := strings.Join(zktest.Servers(t), ",") + root

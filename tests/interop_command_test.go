@@ -79,18 +79,23 @@ type lsEntry struct {
 func TestInteropCommandLs(t *testing.T) {
 	t.Parallel()
 	z := newZklock(t)
-	for _, tc := range []struct {
+	type lsCase struct {
 		lang   peerLang
 		waiter string // where the waiter's node is
 		data   string // the waiter's node data, of its id
 		kind   string
-	}{
-		{javaPeer, "/leases/_c_", "%s", "semaphore/curator"},
-		// kazoo 2.8's Semaphore hands its lock the identifier already
-		// encoded, and the lock writes str() of those bytes.
-		{pythonPeer, "-__lock__/", "b'%s'", "semaphore/kazoo"},
-	} {
-		t.Run(tc.lang.name, func(t *testing.T) {
+	}
+	var cases []lsCase
+	for _, java := range javaPeers {
+		cases = append(cases, lsCase{java, "/leases/_c_", "%s", "semaphore/curator"})
+	}
+	for _, python := range pythonPeers {
+		// kazoo's Semaphore (2.8 and 2.9.0) hands its lock the identifier
+		// already encoded, and the lock writes str() of those bytes.
+		cases = append(cases, lsCase{python, "-__lock__/", "b'%s'", "semaphore/kazoo"})
+	}
+	for _, tc := range cases {
+		t.Run(tc.lang.lib, func(t *testing.T) {
 			t.Parallel()
 			path := lockPath(t)
 			c := connect(t)
@@ -155,99 +160,104 @@ func TestInteropCommandLs(t *testing.T) {
 // never more than 2 hold at once.
 func TestInteropCommandCuratorSemaphore(t *testing.T) {
 	t.Parallel()
-	z := newZklock(t)
-	path := lockPath(t)
-	c := connect(t)
-	tidySemaphore(t, c, path)
-	lock := []string{"lock", "-semaphore", "2", "-layout", "curator"}
+	for _, java := range javaPeers {
+		t.Run(java.lib, func(t *testing.T) {
+			t.Parallel()
+			z := newZklock(t)
+			path := lockPath(t)
+			c := connect(t)
+			tidySemaphore(t, c, path)
+			lock := []string{"lock", "-semaphore", "2", "-layout", "curator"}
 
-	t.Run("full", func(t *testing.T) {
-		p := startPeer(t, javaPeer, "java-1", path, "semaphore", "--once-then-wait", "--leases", "2")
-		p.next(t, "ACQ")
-		gate := filepath.Join(t.TempDir(), "gate")
-		done := make(chan string, 1)
-		go func() {
-			code, _, stderr := z.run([]string{"GATE=" + gate}, append(lock, "-data", "command", path, "--",
-				"sh", "-c", `while [ ! -e "$GATE" ]; do sleep 0.05; done`)...)
-			done <- fmt.Sprintf("exit %d; stderr:\n%s", code, stderr)
-		}()
-		require.Eventually(t, func() bool {
-			ps, err := zklock.Participants(ctxT(t), c, path)
-			require.NoError(t, err)
-			return len(ps) == 2 && ps[1].Holder && string(ps[1].Data) == "command"
-		}, long, 10*time.Millisecond, "the command to hold the second lease")
+			t.Run("full", func(t *testing.T) {
+				p := startPeer(t, java, "java-1", path, "semaphore", "--once-then-wait", "--leases", "2")
+				p.next(t, "ACQ")
+				gate := filepath.Join(t.TempDir(), "gate")
+				done := make(chan string, 1)
+				go func() {
+					code, _, stderr := z.run([]string{"GATE=" + gate}, append(lock, "-data", "command", path, "--",
+						"sh", "-c", `while [ ! -e "$GATE" ]; do sleep 0.05; done`)...)
+					done <- fmt.Sprintf("exit %d; stderr:\n%s", code, stderr)
+				}()
+				require.Eventually(t, func() bool {
+					ps, err := zklock.Participants(ctxT(t), c, path)
+					require.NoError(t, err)
+					return len(ps) == 2 && ps[1].Holder && string(ps[1].Data) == "command"
+				}, long, 10*time.Millisecond, "the command to hold the second lease")
 
-		code, _, stderr := z.run(nil, append(lock, "-try", path, "--", "true")...)
-		require.Equal(t, 124, code, "lock -try on a full semaphore; stderr:\n%s", stderr)
-		p2 := startPeer(t, javaPeer, "java-2", path, "semaphore", "--count", "1", "--hold-ms", "0", "--leases", "2")
-		queued(t, c, path+"/leases", 3)
-		p2.silent(t)
-		require.NoError(t, os.WriteFile(gate, nil, 0o644))
-		select {
-		case out := <-done:
-			require.Equal(t, "exit 0; stderr:\n", out)
-		case <-time.After(long):
-			t.Fatal("the command's zklock did not exit")
-		}
-		p2.next(t, "ACQ")
-		p2.next(t, "REL")
-		p2.finish(t, 1)
-		p.letGo(t)
-		p.next(t, "REL")
-		p.finish(t, 1)
-	})
-
-	t.Run("contend", func(t *testing.T) {
-		const peerCount, commands, minRuns = 15, 2, 5
-		out := filepath.Join(t.TempDir(), "holds")
-		script := `echo "ACQ $ID semaphore $(date +%s%N)" >> "$OUT"; sleep 0.06; echo "REL $ID semaphore $(date +%s%N)" >> "$OUT"`
-		var (
-			log       holdLog
-			pwg, cwg  sync.WaitGroup
-			peersDone = make(chan struct{})
-			errs      = make(chan error, 4+commands)
-		)
-		for i := 1; i <= 2; i++ {
-			p := startPeer(t, javaPeer, fmt.Sprintf("java-%d", i), path, "semaphore", "--count", strconv.Itoa(peerCount),
-				"--hold-ms", semHoldMs, "--acquire-timeout-ms", peerTimeoutMs, "--leases", "2")
-			pwg.Go(func() {
-				holds, err := p.collect("java", func() {})
-				for _, h := range holds {
-					log.add(h)
+				code, _, stderr := z.run(nil, append(lock, "-try", path, "--", "true")...)
+				require.Equal(t, 124, code, "lock -try on a full semaphore; stderr:\n%s", stderr)
+				p2 := startPeer(t, java, "java-2", path, "semaphore", "--count", "1", "--hold-ms", "0", "--leases", "2")
+				queued(t, c, path+"/leases", 3)
+				p2.silent(t)
+				require.NoError(t, os.WriteFile(gate, nil, 0o644))
+				select {
+				case out := <-done:
+					require.Equal(t, "exit 0; stderr:\n", out)
+				case <-time.After(long):
+					t.Fatal("the command's zklock did not exit")
 				}
-				if err != nil {
-					errs <- err
-				}
+				p2.next(t, "ACQ")
+				p2.next(t, "REL")
+				p2.finish(t, 1)
+				p.letGo(t)
+				p.next(t, "REL")
+				p.finish(t, 1)
 			})
-		}
-		for i := 1; i <= commands; i++ {
-			id := fmt.Sprintf("zklock-%d", i)
-			cwg.Go(func() {
-				for n := 0; n < minRuns || !closed(peersDone); n++ {
-					code, _, stderr := z.run([]string{"OUT=" + out, "ID=" + id}, append(lock, path, "--", "sh", "-c", script)...)
-					if code != 0 {
-						errs <- fmt.Errorf("%s: zklock lock exited %d; stderr:\n%s", id, code, stderr)
-						return
-					}
+
+			t.Run("contend", func(t *testing.T) {
+				const peerCount, commands, minRuns = 15, 2, 5
+				out := filepath.Join(t.TempDir(), "holds")
+				script := `echo "ACQ $ID semaphore $(date +%s%N)" >> "$OUT"; sleep 0.06; echo "REL $ID semaphore $(date +%s%N)" >> "$OUT"`
+				var (
+					log       holdLog
+					pwg, cwg  sync.WaitGroup
+					peersDone = make(chan struct{})
+					errs      = make(chan error, 4+commands)
+				)
+				for i := 1; i <= 2; i++ {
+					p := startPeer(t, java, fmt.Sprintf("java-%d", i), path, "semaphore", "--count", strconv.Itoa(peerCount),
+						"--hold-ms", semHoldMs, "--acquire-timeout-ms", peerTimeoutMs, "--leases", "2")
+					pwg.Go(func() {
+						holds, err := p.collect("java", func() {})
+						for _, h := range holds {
+							log.add(h)
+						}
+						if err != nil {
+							errs <- err
+						}
+					})
 				}
+				for i := 1; i <= commands; i++ {
+					id := fmt.Sprintf("zklock-%d", i)
+					cwg.Go(func() {
+						for n := 0; n < minRuns || !closed(peersDone); n++ {
+							code, _, stderr := z.run([]string{"OUT=" + out, "ID=" + id}, append(lock, path, "--", "sh", "-c", script)...)
+							if code != 0 {
+								errs <- fmt.Errorf("%s: zklock lock exited %d; stderr:\n%s", id, code, stderr)
+								return
+							}
+						}
+					})
+				}
+				pwg.Wait()
+				close(peersDone)
+				cwg.Wait()
+				close(errs)
+				for err := range errs {
+					require.NoError(t, err)
+				}
+				holds := append(log.holds, commandHolds(t, out)...)
+				n := counts(holds)
+				most := mostAtOnce(holds)
+				t.Logf("%d holds (%v), most at once %d; %d handoffs between Curator and the command", len(holds), n, most, handoffs(holds))
+				require.LessOrEqual(t, most, 2, "more holders at once than the semaphore allows")
+				require.Equal(t, 2*peerCount, n["java semaphore"])
+				require.GreaterOrEqual(t, n["zklock semaphore"], commands*minRuns)
+				require.Empty(t, children(t, c, path+"/leases"), "leases left behind")
 			})
-		}
-		pwg.Wait()
-		close(peersDone)
-		cwg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
-		holds := append(log.holds, commandHolds(t, out)...)
-		n := counts(holds)
-		most := mostAtOnce(holds)
-		t.Logf("%d holds (%v), most at once %d; %d handoffs between Curator and the command", len(holds), n, most, handoffs(holds))
-		require.LessOrEqual(t, most, 2, "more holders at once than the semaphore allows")
-		require.Equal(t, 2*peerCount, n["java semaphore"])
-		require.GreaterOrEqual(t, n["zklock semaphore"], commands*minRuns)
-		require.Empty(t, children(t, c, path+"/leases"), "leases left behind")
-	})
+		})
+	}
 }
 
 // commandHolds reads the holds that zklock's commands logged in file: an

@@ -1,7 +1,7 @@
 package zklock_test
 
-// Revocation across languages: zklock and Apache Curator 5.4 (the Java peer
-// of tools/peers) ask each other's holders to let go on one ZooKeeper.
+// Revocation across languages: zklock and Apache Curator (the Java peers,
+// 5.4 and 5.7.1, of tools/peers) ask each other's holders to let go.
 // Curator's convention, which zklock follows: the revoker writes
 // "__REVOKE__" into the holder's node (Revoker.attemptRevoke, zklock.Revoke);
 // a Curator lock made revocable (InterProcessMutex.makeRevocable) watches
@@ -59,16 +59,16 @@ func goLocker(t *testing.T, c *zklock.Client, path, recipe string) zklock.Locker
 	return nil
 }
 
-// curatorRevoke runs the Java peer's `revoke --node node`:
+// curatorRevoke runs the Java peer java's `revoke --node node`:
 // Revoker.attemptRevoke(client, node) in a process and session of its own.
 // It requires DONE and a clean exit. Like Revoker, the peer is silent about
 // a node that does not exist.
-func curatorRevoke(t *testing.T, node string) {
+func curatorRevoke(t *testing.T, java peerLang, node string) {
 	t.Helper()
 	buildPeers(t)
 	ctx, cancel := context.WithTimeout(ctxT(t), long)
 	defer cancel()
-	argv := append(slices.Clone(javaPeer.argv), "revoke",
+	argv := append(slices.Clone(java.argv), "revoke",
 		"--servers", strings.Join(zktest.Servers(t), ","), "--node", node, "--id", "java-revoker")
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var stderr bytes.Buffer
@@ -144,61 +144,66 @@ func awaitWatch(t *testing.T, node string) {
 // it is released.
 func TestInteropRevokeByCurator(t *testing.T) {
 	t.Parallel()
-	for _, tc := range revokeCases {
-		t.Run(tc.holder, func(t *testing.T) {
+	for _, java := range javaPeers {
+		t.Run(java.lib, func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
-			path := lockPath(t)
-			c := connect(t)
-			tidy(t, c, path)
-			held, err := goLocker(t, c, path, tc.holder).Acquire(ctx)
-			require.NoError(t, err)
-			revoked := held.Revoked()
+			for _, tc := range revokeCases {
+				t.Run(tc.holder, func(t *testing.T) {
+					t.Parallel()
+					ctx := ctxT(t)
+					path := lockPath(t)
+					c := connect(t)
+					tidy(t, c, path)
+					held, err := goLocker(t, c, path, tc.holder).Acquire(ctx)
+					require.NoError(t, err)
+					revoked := held.Revoked()
 
-			// A Go waiter right behind the holder (it watches the holder's
-			// node, whose data the revocation changes), then a Curator one.
-			goWaiter := acquireAt(ctx, goLocker(t, connect(t), path, tc.waiter).Acquire)
-			ours := newChild(t, c, path, base(held.Node()))
-			p := startPeer(t, javaPeer, "java", path, tc.waiter, "--count", "1", "--hold-ms", "0")
-			theirs := newChild(t, c, path, base(held.Node()), ours)
-			require.Regexp(t, curatorNodes[tc.waiter], theirs)
-			require.False(t, closed(revoked), "Revoked closed before anyone revoked")
+					// A Go waiter right behind the holder (it watches the holder's
+					// node, whose data the revocation changes), then a Curator one.
+					goWaiter := acquireAt(ctx, goLocker(t, connect(t), path, tc.waiter).Acquire)
+					ours := newChild(t, c, path, base(held.Node()))
+					p := startPeer(t, java, "java", path, tc.waiter, "--count", "1", "--hold-ms", "0")
+					theirs := newChild(t, c, path, base(held.Node()), ours)
+					require.Regexp(t, curatorNodes[tc.waiter], theirs)
+					require.False(t, closed(revoked), "Revoked closed before anyone revoked")
 
-			curatorRevoke(t, held.Node())
-			awaitRevoked(t, revoked, "after Curator's Revoker")
-			data, _, err := c.Conn().Get(held.Node())
-			require.NoError(t, err)
-			require.Equal(t, "__REVOKE__", string(data), "what Curator's Revoker wrote")
-			require.Equal(t, revoked, held.Revoked(), "Revoked returns one channel")
+					curatorRevoke(t, java, held.Node())
+					awaitRevoked(t, revoked, "after Curator's Revoker")
+					data, _, err := c.Conn().Get(held.Node())
+					require.NoError(t, err)
+					require.Equal(t, "__REVOKE__", string(data), "what Curator's Revoker wrote")
+					require.Equal(t, revoked, held.Revoked(), "Revoked returns one channel")
 
-			// Revocation is a request: the lease is still held.
-			require.NoError(t, held.Err())
-			require.False(t, closed(held.Done()))
-			_, err = goLocker(t, c, path, tc.waiter).TryAcquire(ctx)
-			require.ErrorIs(t, err, zklock.ErrLocked)
-			require.ElementsMatch(t, []string{base(held.Node()), ours, theirs}, children(t, c, path))
-			pendingAt(t, goWaiter)
-			p.silent(t)
+					// Revocation is a request: the lease is still held.
+					require.NoError(t, held.Err())
+					require.False(t, closed(held.Done()))
+					_, err = goLocker(t, c, path, tc.waiter).TryAcquire(ctx)
+					require.ErrorIs(t, err, zklock.ErrLocked)
+					require.ElementsMatch(t, []string{base(held.Node()), ours, theirs}, children(t, c, path))
+					pendingAt(t, goWaiter)
+					p.silent(t)
 
-			released := releaseAt(t, held)
-			got := awaitAt(t, goWaiter)
-			require.Greater(t, got.at, released, "our waiter acquired before the revoked holder released")
-			require.Equal(t, path+"/"+ours, got.lease.Node())
-			if tc.waiter == "read" {
-				acq := p.next(t, "ACQ") // readers share
-				require.Greater(t, acq.at, released, "the Curator waiter acquired before the revoked holder released")
-				release(t, got.lease)
-			} else {
-				ourRelease := releaseAt(t, got.lease)
-				acq := p.next(t, "ACQ")
-				require.Greater(t, acq.at, ourRelease, "the Curator waiter acquired before the Go waiter ahead of it released")
+					released := releaseAt(t, held)
+					got := awaitAt(t, goWaiter)
+					require.Greater(t, got.at, released, "our waiter acquired before the revoked holder released")
+					require.Equal(t, path+"/"+ours, got.lease.Node())
+					if tc.waiter == "read" {
+						acq := p.next(t, "ACQ") // readers share
+						require.Greater(t, acq.at, released, "the Curator waiter acquired before the revoked holder released")
+						release(t, got.lease)
+					} else {
+						ourRelease := releaseAt(t, got.lease)
+						acq := p.next(t, "ACQ")
+						require.Greater(t, acq.at, ourRelease, "the Curator waiter acquired before the Go waiter ahead of it released")
+					}
+					p.next(t, "REL")
+					p.finish(t, 1)
+
+					// The node is gone: zklock says so, Curator's Revoker does not.
+					require.ErrorIs(t, zklock.Revoke(ctx, c, held.Node()), zk.ErrNoNode)
+					curatorRevoke(t, java, held.Node())
+				})
 			}
-			p.next(t, "REL")
-			p.finish(t, 1)
-
-			// The node is gone: zklock says so, Curator's Revoker does not.
-			require.ErrorIs(t, zklock.Revoke(ctx, c, held.Node()), zk.ErrNoNode)
-			curatorRevoke(t, held.Node())
 		})
 	}
 }
@@ -208,36 +213,41 @@ func TestInteropRevokeByCurator(t *testing.T) {
 // holder release, and a zklock waiter on the path gets the lock.
 func TestInteropRevokeCurator(t *testing.T) {
 	t.Parallel()
-	for _, tc := range revokeCases {
-		t.Run(tc.holder, func(t *testing.T) {
+	for _, java := range javaPeers {
+		t.Run(java.lib, func(t *testing.T) {
 			t.Parallel()
-			ctx := ctxT(t)
-			path := lockPath(t)
-			c := connect(t)
-			tidy(t, c, path)
-			p := startPeer(t, javaPeer, "java", path, tc.holder, "--once-then-wait", "--revocable")
-			p.expect(t, "ACQ")
-			theirs := newChild(t, c, path)
-			require.Regexp(t, curatorNodes[tc.holder], theirs)
+			for _, tc := range revokeCases {
+				t.Run(tc.holder, func(t *testing.T) {
+					t.Parallel()
+					ctx := ctxT(t)
+					path := lockPath(t)
+					c := connect(t)
+					tidy(t, c, path)
+					p := startPeer(t, java, "java", path, tc.holder, "--once-then-wait", "--revocable")
+					p.expect(t, "ACQ")
+					theirs := newChild(t, c, path)
+					require.Regexp(t, curatorNodes[tc.holder], theirs)
 
-			goWaiter := acquireAt(ctx, goLocker(t, connect(t), path, tc.waiter).Acquire)
-			ours := newChild(t, c, path, theirs)
-			pendingAt(t, goWaiter)
-			p.silent(t)
+					goWaiter := acquireAt(ctx, goLocker(t, connect(t), path, tc.waiter).Acquire)
+					ours := newChild(t, c, path, theirs)
+					pendingAt(t, goWaiter)
+					p.silent(t)
 
-			before := time.Now().UnixNano()
-			require.NoError(t, zklock.Revoke(ctx, c, path+"/"+theirs))
-			rv := p.expect(t, "REVOKED")
-			require.Greater(t, rv.at, before, "the listener fired before we revoked")
-			rel := p.expect(t, "REL")
-			got := awaitAt(t, goWaiter)
-			require.Greater(t, got.at, rel.at, "our waiter acquired before the revoked Curator holder released")
-			require.Equal(t, path+"/"+ours, got.lease.Node())
-			p.finish(t, 1)
-			release(t, got.lease)
+					before := time.Now().UnixNano()
+					require.NoError(t, zklock.Revoke(ctx, c, path+"/"+theirs))
+					rv := p.expect(t, "REVOKED")
+					require.Greater(t, rv.at, before, "the listener fired before we revoked")
+					rel := p.expect(t, "REL")
+					got := awaitAt(t, goWaiter)
+					require.Greater(t, got.at, rel.at, "our waiter acquired before the revoked Curator holder released")
+					require.Equal(t, path+"/"+ours, got.lease.Node())
+					p.finish(t, 1)
+					release(t, got.lease)
 
-			require.ErrorIs(t, zklock.Revoke(ctx, c, path+"/"+theirs), zk.ErrNoNode,
-				"revoking a node that is gone")
+					require.ErrorIs(t, zklock.Revoke(ctx, c, path+"/"+theirs), zk.ErrNoNode,
+						"revoking a node that is gone")
+				})
+			}
 		})
 	}
 }
@@ -259,61 +269,66 @@ func TestInteropRevokeCurator(t *testing.T) {
 // none.
 func TestInteropRevokeWaiter(t *testing.T) {
 	t.Parallel()
-	for _, tc := range revokeCases {
-		t.Run(tc.holder, func(t *testing.T) {
+	for _, java := range javaPeers {
+		t.Run(java.lib, func(t *testing.T) {
 			t.Parallel()
-			t.Run("GoRevokesCurator", func(t *testing.T) {
-				t.Parallel()
-				ctx := ctxT(t)
-				path := lockPath(t)
-				c := connect(t)
-				tidy(t, c, path)
-				held, err := goLocker(t, c, path, tc.holder).Acquire(ctx)
-				require.NoError(t, err)
-				p := startPeer(t, javaPeer, "java", path, tc.waiter, "--once-then-wait", "--revocable")
-				theirs := newChild(t, c, path, base(held.Node()))
-				require.Regexp(t, curatorNodes[tc.waiter], theirs)
-				awaitWatch(t, path+"/"+theirs) // Curator's revocation watch, and only it
+			for _, tc := range revokeCases {
+				t.Run(tc.holder, func(t *testing.T) {
+					t.Parallel()
+					t.Run("GoRevokesCurator", func(t *testing.T) {
+						t.Parallel()
+						ctx := ctxT(t)
+						path := lockPath(t)
+						c := connect(t)
+						tidy(t, c, path)
+						held, err := goLocker(t, c, path, tc.holder).Acquire(ctx)
+						require.NoError(t, err)
+						p := startPeer(t, java, "java", path, tc.waiter, "--once-then-wait", "--revocable")
+						theirs := newChild(t, c, path, base(held.Node()))
+						require.Regexp(t, curatorNodes[tc.waiter], theirs)
+						awaitWatch(t, path+"/"+theirs) // Curator's revocation watch, and only it
 
-				before := time.Now().UnixNano()
-				require.NoError(t, zklock.Revoke(ctx, c, path+"/"+theirs))
-				rv := p.expect(t, "REVOKED") // while it waits
-				require.Greater(t, rv.at, before, "the listener fired before we revoked")
-				require.NoError(t, held.Err())
-				p.silent(t)
+						before := time.Now().UnixNano()
+						require.NoError(t, zklock.Revoke(ctx, c, path+"/"+theirs))
+						rv := p.expect(t, "REVOKED") // while it waits
+						require.Greater(t, rv.at, before, "the listener fired before we revoked")
+						require.NoError(t, held.Err())
+						p.silent(t)
 
-				released := releaseAt(t, held)
-				acq := p.expect(t, "ACQ")
-				require.Greater(t, acq.at, released, "the Curator waiter acquired before we released")
-				p.expect(t, "REL") // the revocation ends its hold, without a line on stdin
-				p.finish(t, 1)
-			})
-			t.Run("CuratorRevokesGo", func(t *testing.T) {
-				t.Parallel()
-				ctx := ctxT(t)
-				path := lockPath(t)
-				c := connect(t)
-				tidy(t, c, path)
-				p := startPeer(t, javaPeer, "java", path, tc.holder, "--once-then-wait")
-				p.next(t, "ACQ")
-				theirs := newChild(t, c, path)
+						released := releaseAt(t, held)
+						acq := p.expect(t, "ACQ")
+						require.Greater(t, acq.at, released, "the Curator waiter acquired before we released")
+						p.expect(t, "REL") // the revocation ends its hold, without a line on stdin
+						p.finish(t, 1)
+					})
+					t.Run("CuratorRevokesGo", func(t *testing.T) {
+						t.Parallel()
+						ctx := ctxT(t)
+						path := lockPath(t)
+						c := connect(t)
+						tidy(t, c, path)
+						p := startPeer(t, java, "java", path, tc.holder, "--once-then-wait")
+						p.next(t, "ACQ")
+						theirs := newChild(t, c, path)
 
-				goWaiter := acquireAt(ctx, goLocker(t, connect(t), path, tc.waiter).Acquire)
-				ours := newChild(t, c, path, theirs)
-				curatorRevoke(t, path+"/"+ours)
-				pendingAt(t, goWaiter)
-				require.ElementsMatch(t, []string{theirs, ours}, children(t, c, path))
+						goWaiter := acquireAt(ctx, goLocker(t, connect(t), path, tc.waiter).Acquire)
+						ours := newChild(t, c, path, theirs)
+						curatorRevoke(t, java, path+"/"+ours)
+						pendingAt(t, goWaiter)
+						require.ElementsMatch(t, []string{theirs, ours}, children(t, c, path))
 
-				p.letGo(t)
-				rel := p.next(t, "REL")
-				got := awaitAt(t, goWaiter)
-				require.Greater(t, got.at, rel.at, "our waiter acquired before the Curator holder released")
-				require.Equal(t, path+"/"+ours, got.lease.Node(), "the revoked waiter kept its place in the queue")
-				awaitRevoked(t, got.lease.Revoked(), "a revocation written while it waited")
-				require.NoError(t, got.lease.Err())
-				p.finish(t, 1)
-				release(t, got.lease)
-			})
+						p.letGo(t)
+						rel := p.next(t, "REL")
+						got := awaitAt(t, goWaiter)
+						require.Greater(t, got.at, rel.at, "our waiter acquired before the Curator holder released")
+						require.Equal(t, path+"/"+ours, got.lease.Node(), "the revoked waiter kept its place in the queue")
+						awaitRevoked(t, got.lease.Revoked(), "a revocation written while it waited")
+						require.NoError(t, got.lease.Err())
+						p.finish(t, 1)
+						release(t, got.lease)
+					})
+				})
+			}
 		})
 	}
 }

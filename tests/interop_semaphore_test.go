@@ -1,9 +1,9 @@
 package zklock_test
 
 // Semaphores shared across languages: zklock's Semaphore in Curator's
-// layout with Curator 5.4's InterProcessSemaphoreV2 (a constant size, and a
-// SharedCount), and in kazoo's layout with kazoo 2.8's Semaphore, on one
-// path, with the peers of tools/peers (hold --recipe semaphore). Every
+// layout with Curator's InterProcessSemaphoreV2 (a constant size, and a
+// SharedCount), and in kazoo's layout with kazoo's Semaphore, on one path,
+// each test once per peer version (5.4 and 5.7.1, 2.8 and 2.9.0), with the peers of tools/peers (hold --recipe semaphore). Every
 // holder, Go or peer, logs its hold inside the real one (ACQ after the
 // acquire returned, REL before the release), so the most holds that
 // overlap at any instant can only be fewer than the real holders then, and
@@ -96,16 +96,21 @@ func semaphorePeer(l peerLang, args ...string) peerLang {
 func TestInteropSemaphoreMixed(t *testing.T) {
 	t.Parallel()
 	const limit, goClients, minGo, peerClients, peerCount = 2, 3, 20, 2, 30
-	for _, tc := range []struct {
+	type semCase struct {
 		name   string
 		lang   peerLang
 		shared bool
 		layout zklock.SemaphoreLayout
-	}{
-		{"curator", javaPeer, false, zklock.LayoutCurator},
-		{"curator-sharedcount", javaPeer, true, zklock.LayoutCurator},
-		{"kazoo", pythonPeer, false, zklock.LayoutKazoo},
-	} {
+	}
+	var cases []semCase
+	for _, java := range javaPeers {
+		cases = append(cases, semCase{java.lib, java, false, zklock.LayoutCurator},
+			semCase{java.lib + "-sharedcount", java, true, zklock.LayoutCurator})
+	}
+	for _, python := range pythonPeers {
+		cases = append(cases, semCase{python.lib, python, false, zklock.LayoutKazoo})
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := lockPath(t)
@@ -153,12 +158,21 @@ func TestInteropSemaphoreMixed(t *testing.T) {
 // when the count is raised again.
 func TestInteropSemaphoreSharedCountRaised(t *testing.T) {
 	t.Parallel()
+	for _, java := range javaPeers {
+		t.Run(java.lib, func(t *testing.T) {
+			t.Parallel()
+			sharedCountRaised(t, java)
+		})
+	}
+}
+
+func sharedCountRaised(t *testing.T, java peerLang) {
 	path := lockPath(t)
 	countPath := path + "-count"
 	c := connect(t)
 	tidySemaphore(t, c, path, countPath)
 	args := []string{"--leases", "1", "--shared-count", countPath}
-	p := startPeer(t, javaPeer, "java-1", path, "semaphore", append([]string{"--once-then-wait"}, args...)...)
+	p := startPeer(t, java, "java-1", path, "semaphore", append([]string{"--once-then-wait"}, args...)...)
 	p.next(t, "ACQ")
 	count, _, err := c.Conn().Get(countPath)
 	require.NoError(t, err)
@@ -173,7 +187,7 @@ func TestInteropSemaphoreSharedCountRaised(t *testing.T) {
 	queued(t, c, path+"/leases", 2)
 	pendingAt(t, waiting)
 
-	setCount(t, countPath, 2)
+	setCount(t, java, countPath, 2)
 	got := awaitAt(t, waiting)
 	p.silent(t) // the Curator lease is still held: two at once, as the count allows
 	parts, err := s.Participants(ctxT(t))
@@ -181,10 +195,10 @@ func TestInteropSemaphoreSharedCountRaised(t *testing.T) {
 	require.Len(t, parts, 2)
 
 	// Full again at 2; a second Curator process waits until the count is 3.
-	p2 := startPeer(t, javaPeer, "java-2", path, "semaphore", append([]string{"--count", "1", "--hold-ms", "0"}, args...)...)
+	p2 := startPeer(t, java, "java-2", path, "semaphore", append([]string{"--count", "1", "--hold-ms", "0"}, args...)...)
 	queued(t, c, path+"/leases", 3)
 	p2.silent(t)
-	setCount(t, countPath, 3)
+	setCount(t, java, countPath, 3)
 	acq := p2.next(t, "ACQ")
 	require.Nil(t, got.lease.Err(), "our lease still holds")
 	require.Greater(t, acq.at, got.at)
@@ -199,10 +213,10 @@ func TestInteropSemaphoreSharedCountRaised(t *testing.T) {
 }
 
 // setCount runs Curator's SharedCount.setCount(n) on countPath in a process
-// of its own.
-func setCount(t *testing.T, countPath string, n int) {
+// of its own, with the Curator of java.
+func setCount(t *testing.T, java peerLang, countPath string, n int) {
 	t.Helper()
-	p := runPeer(t, "java-set", javaPeer.argv, []string{"setcount",
+	p := runPeer(t, "java-set", java.argv, []string{"setcount",
 		"--servers", strings.Join(zktest.Servers(t), ","), "--path", countPath,
 		"--count", fmt.Sprint(n), "--id", "java-set"})
 	p.finish(t, 1)
@@ -213,15 +227,20 @@ func setCount(t *testing.T, countPath string, n int) {
 // nodes as they were; the peer's lease is untouched.
 func TestInteropSemaphoreRefusals(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name   string
+	type refusal struct {
 		lang   peerLang
 		theirs zklock.SemaphoreLayout
-	}{
-		{"curator", javaPeer, zklock.LayoutCurator},
-		{"kazoo", pythonPeer, zklock.LayoutKazoo},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	}
+	var cases []refusal
+	for _, lang := range peerLangs {
+		layout := zklock.LayoutCurator
+		if lang.name == "python" {
+			layout = zklock.LayoutKazoo
+		}
+		cases = append(cases, refusal{lang, layout})
+	}
+	for _, tc := range cases {
+		t.Run(tc.lang.lib, func(t *testing.T) {
 			t.Parallel()
 			path := lockPath(t)
 			c := connect(t)
@@ -236,9 +255,9 @@ func TestInteropSemaphoreRefusals(t *testing.T) {
 				s, err := zklock.NewSemaphore(connect(t), path, 2, zklock.WithSemaphoreLayout(ours))
 				require.NoError(t, err)
 				_, err = s.Acquire(ctxT(t))
-				require.ErrorIs(t, err, zklock.ErrUnknownNode, "%v on a path of %s", ours, tc.name)
+				require.ErrorIs(t, err, zklock.ErrUnknownNode, "%v on a path of %s", ours, tc.lang.lib)
 				require.Eventually(t, func() bool { return slices.Equal(subtree(t, c, path), before) }, long, 5*time.Millisecond,
-					"%v on a path of %s: want the nodes as they were, %v", ours, tc.name, before)
+					"%v on a path of %s: want the nodes as they were, %v", ours, tc.lang.lib, before)
 			}
 			p.letGo(t)
 			p.next(t, "REL")

@@ -22,7 +22,7 @@ import (
 func TestInteropSharedReadsWriterNotStarved(t *testing.T) {
 	t.Parallel()
 	for _, lang := range peerLangs {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.lib, func(t *testing.T) {
 			t.Parallel()
 			path := lockPath(t)
 			c := connect(t)

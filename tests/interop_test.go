@@ -1,12 +1,13 @@
 package zklock_test
 
-// Cross-language tests: zklock against Apache Curator 5.4 (Java) and kazoo
-// 2.8 (Python) on the same lock paths, with the holder programs of
-// tools/peers (see tools/peers/README.md) and a real ZooKeeper. Every peer
-// is a process of its own with its own session; it prints `ACQ <id> <recipe>
-// <unix_nanos>` right after its acquire returns and `REL ...` right before it
-// releases, on the same wall clock that the Go side reads with
-// time.Now().UnixNano().
+// Cross-language tests: zklock against Apache Curator 5.4 and 5.7.1 (Java)
+// and kazoo 2.8 and 2.9.0 (Python) on the same lock paths, with the holder
+// programs of tools/peers (see tools/peers/README.md) and a real ZooKeeper.
+// Every peer is a process of its own with its own session (but for the
+// shared peer of interop_shared_framework_test.go); it prints `ACQ <id>
+// <recipe> <unix_nanos>` right after its acquire returns and `REL ...`
+// right before it releases, on the same wall clock that the Go side reads
+// with time.Now().UnixNano().
 //
 // Curator and kazoo never share a path here: Curator ignores kazoo's nodes
 // (docs/interop.md), so they do not exclude each other. Go+Curator and
@@ -36,12 +37,16 @@ import (
 	"github.com/zkrecipes/zklock/zktest"
 )
 
-// A lock library on the other side of the wire, and the names of the nodes
-// it writes, by recipe.
+// A lock library on the other side of the wire, at one version, and the
+// names of the nodes it writes, by recipe.
 type peerLang struct {
-	name  string   // "java" or "python", also the prefix of peer ids
-	argv  []string // the peer program, relative to this directory
-	nodes map[string]*regexp.Regexp
+	name string // "java" or "python", also the prefix of peer ids
+	// lib names the library and its version ("curator-5.4", "kazoo-2.9.0"):
+	// the subtests' name. version is what the peer's `version` line must
+	// start with.
+	lib, version string
+	argv         []string // the peer program, relative to this directory
+	nodes        map[string]*regexp.Regexp
 	// args are extra arguments for the peers of the mixed contention tests.
 	args []string
 }
@@ -62,23 +67,51 @@ var (
 		"write": regexp.MustCompile(`^[0-9a-f]{32}__lock__\d{10}$`),
 	}
 
+	// Two sets of peers, one per Debian release, both built by
+	// tools/peers/build-peers.sh: bookworm's Curator 5.4 and kazoo 2.8 (this
+	// machine's packages), and trixie's Curator 5.7.1 (with its ZooKeeper
+	// 3.9.3 client) and kazoo 2.9.0 (unpacked by scripts/peers-trixie.sh).
+	// Every interop test runs once per peer of the kind it needs, as
+	// subtests named by lib; a missing peer fails the test (buildPeers),
+	// never skips it.
 	javaPeer = peerLang{
-		name:  "java",
-		argv:  []string{"../tools/peers/java/build/zkpeer"},
-		nodes: curatorNodes,
+		name:    "java",
+		lib:     "curator-5.4",
+		version: "curator 5.4.",
+		argv:    []string{"../tools/peers/java/build/zkpeer"},
+		nodes:   curatorNodes,
 	}
 	// kazoo 2.8's ReadLock may wait for a writer queued after it, which
 	// then waits for the reader: a deadlock with any writer, of any library
 	// (kazoo #649, fixed in 2.9). Where several participants of an RW lock
-	// queue at once, the peer applies the fixed rule (--kazoo-rw-fix). The
-	// stock recipes are what the one-peer tests use.
+	// queue at once, the 2.8 peer applies the fixed rule (--kazoo-rw-fix).
+	// The stock recipes are what the one-peer tests use, and what 2.9 runs
+	// everywhere.
 	pythonPeer = peerLang{
-		name:  "python",
-		argv:  []string{"/usr/bin/python3", "../tools/peers/python/zkpeer.py"},
-		nodes: kazooNodes,
-		args:  []string{"--kazoo-rw-fix"},
+		name:    "python",
+		lib:     "kazoo-2.8",
+		version: "kazoo 2.8.",
+		argv:    []string{"/usr/bin/python3", "../tools/peers/python/zkpeer.py"},
+		nodes:   kazooNodes,
+		args:    []string{"--kazoo-rw-fix"},
 	}
-	peerLangs = []peerLang{javaPeer, pythonPeer}
+	javaPeer57 = peerLang{
+		name:    "java",
+		lib:     "curator-5.7.1",
+		version: "curator 5.7.1 zookeeper 3.9.3",
+		argv:    []string{"../tools/peers/build/curator-5.7.1/zkpeer"},
+		nodes:   curatorNodes,
+	}
+	pythonPeer29 = peerLang{
+		name:    "python",
+		lib:     "kazoo-2.9.0",
+		version: "kazoo 2.9.0",
+		argv:    []string{"../tools/peers/build/kazoo-2.9.0/zkpeer"},
+		nodes:   kazooNodes,
+	}
+	javaPeers   = []peerLang{javaPeer, javaPeer57}
+	pythonPeers = []peerLang{pythonPeer, pythonPeer29}
+	peerLangs   = []peerLang{javaPeer, pythonPeer, javaPeer57, pythonPeer29}
 )
 
 var peerBuild struct {
@@ -87,9 +120,9 @@ var peerBuild struct {
 	err  error
 }
 
-// buildPeers compiles the Curator peer and checks that /usr/bin/python3
-// imports kazoo, once per test binary. It fails the test (never skips it)
-// when Java, Curator or kazoo is missing.
+// buildPeers compiles the Curator peers and checks that each kazoo peer
+// imports its kazoo, once per test binary. It fails the test (never skips
+// it) when Java, a Curator or a kazoo is missing, here and in CI alike.
 func buildPeers(t *testing.T) {
 	t.Helper()
 	peerBuild.once.Do(func() {
@@ -100,7 +133,8 @@ func buildPeers(t *testing.T) {
 	if peerBuild.err != nil {
 		t.Fatalf("interop: tools/peers/build-peers.sh failed (%v): the interop tests need a JDK, "+
 			"Curator (Debian libcurator-recipes-java, libslf4j-java) and kazoo for /usr/bin/python3 "+
-			"(python3-kazoo); scripts/setup.sh installs them.\n%s", peerBuild.err, peerBuild.out)
+			"(python3-kazoo), which scripts/setup.sh installs, and trixie's Curator 5.7.1 and kazoo 2.9.0, "+
+			"which scripts/peers-trixie.sh fetches into /opt/zklock-peers/trixie.\n%s", peerBuild.err, peerBuild.out)
 	}
 }
 
@@ -193,7 +227,8 @@ func runPeer(t *testing.T, id string, peerArgv, args []string) *peer {
 // event is one line of a peer: ACQ, REL, DONE or ERR.
 type event struct {
 	kind, id, recipe string
-	at               int64 // ACQ, REL: unix nanos; DONE: the count
+	at               int64  // ACQ, REL: unix nanos; DONE: the count
+	node             string // ACQ of a shared peer: the acquisition's znode
 }
 
 func parseEvent(line string) (event, error) {
@@ -206,9 +241,12 @@ func parseEvent(line string) (event, error) {
 		err error
 	)
 	switch {
-	case len(f) == 4 && (f[0] == "ACQ" || f[0] == "REL"):
+	case len(f) == 4 && (f[0] == "ACQ" || f[0] == "REL"), len(f) == 5 && f[0] == "ACQ":
 		ev = event{kind: f[0], id: f[1], recipe: f[2]}
 		ev.at, err = strconv.ParseInt(f[3], 10, 64)
+		if len(f) == 5 {
+			ev.node = f[4]
+		}
 	case len(f) == 3 && f[0] == "DONE":
 		ev = event{kind: f[0], id: f[1]}
 		ev.at, err = strconv.ParseInt(f[2], 10, 64)
@@ -360,12 +398,32 @@ func releaseAt(t *testing.T, l *zklock.Lease) int64 {
 	return at
 }
 
+// TestInteropPeerVersions: each peer runs the library and version its
+// subtests are named for (Curator's from its jar, with the ZooKeeper client
+// it loads; kazoo's from the module it imports), so that a classpath or
+// module path that picks the other release's jar cannot pass unseen.
+func TestInteropPeerVersions(t *testing.T) {
+	t.Parallel()
+	for _, lang := range peerLangs {
+		t.Run(lang.lib, func(t *testing.T) {
+			t.Parallel()
+			p := runPeer(t, lang.name, lang.argv, []string{"version", "--id", lang.name})
+			line, ok := <-p.lines
+			require.True(t, ok, "peer %s printed nothing; stderr:\n%s", lang.lib, p.stderr.String())
+			got, found := strings.CutPrefix(line, "VERSION "+lang.name+" ")
+			require.True(t, found, "peer %s: %q", lang.lib, line)
+			require.True(t, strings.HasPrefix(got, lang.version), "peer %s runs %q, want %q...", lang.lib, got, lang.version)
+			t.Logf("%s: %s", lang.lib, got)
+		})
+	}
+}
+
 // --- one peer against Go ----------------------------------------------------
 
 func TestInteropMutex(t *testing.T) {
 	t.Parallel()
 	for _, lang := range peerLangs {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.lib, func(t *testing.T) {
 			t.Parallel()
 			t.Run("GoHoldsPeerWaits", func(t *testing.T) {
 				t.Parallel()
@@ -433,7 +491,7 @@ func TestInteropMutex(t *testing.T) {
 func TestInteropRWMutex(t *testing.T) {
 	t.Parallel()
 	for _, lang := range peerLangs {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.lib, func(t *testing.T) {
 			t.Parallel()
 			// A peer reader holds: a Go reader shares, a Go writer waits.
 			t.Run("PeerReadsGoReadsAndWrites", func(t *testing.T) {
@@ -726,8 +784,25 @@ func contendHolding(t *testing.T, lang peerLang, path string, peers []peerRun, g
 			}
 		})
 	}
+	runGos(ctx, &gwg, gos, minGo, goHeld, started, peersDone, &log, errs)
+	pwg.Wait()
+	close(peersDone)
+	gwg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	return log.holds
+}
+
+// runGos runs each Go participant of gos on wg, from started (or
+// peersDone) on, at least minGo times and until peersDone is closed, each
+// hold goHeld, logged in log from the acquire's return to the release;
+// the first error of each goes to errs.
+func runGos(ctx context.Context, wg *sync.WaitGroup, gos []goRun, minGo int, goHeld time.Duration,
+	started, peersDone <-chan struct{}, log *holdLog, errs chan<- error) {
 	for _, g := range gos {
-		gwg.Go(func() {
+		wg.Go(func() {
 			select {
 			case <-started:
 			case <-peersDone:
@@ -752,21 +827,13 @@ func contendHolding(t *testing.T, lang peerLang, path string, peers []peerRun, g
 			}
 		})
 	}
-	pwg.Wait()
-	close(peersDone)
-	gwg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	return log.holds
 }
 
 func TestInteropMixedMutex(t *testing.T) {
 	t.Parallel()
 	const goClients, minGo, peerClients, peerCount = 3, 40, 2, 50
 	for _, lang := range peerLangs {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.lib, func(t *testing.T) {
 			t.Parallel()
 			path := lockPath(t)
 			tidy(t, connect(t), path)
@@ -796,7 +863,7 @@ func TestInteropMixedRWMutex(t *testing.T) {
 	t.Parallel()
 	const goClients, minGo, peerCount = 4, 30, 30
 	for _, lang := range peerLangs {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.lib, func(t *testing.T) {
 			t.Parallel()
 			path := lockPath(t)
 			tidy(t, connect(t), path)
@@ -840,7 +907,7 @@ func TestInteropMixedRWMutex(t *testing.T) {
 func TestInteropFIFO(t *testing.T) {
 	t.Parallel()
 	for _, lang := range peerLangs {
-		t.Run(lang.name, func(t *testing.T) {
+		t.Run(lang.lib, func(t *testing.T) {
 			t.Parallel()
 			path := lockPath(t)
 			c := connect(t)

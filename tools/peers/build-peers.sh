@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Builds the interoperability peers used by zklock's cross-implementation tests and benchmarks:
-#   tools/peers/java/ZkPeer.java -> tools/peers/java/build/ (class files) + launcher tools/peers/java/build/zkpeer
-#   tools/peers/python/zkpeer.py -> checked to import kazoo under /usr/bin/python3
+# Builds the interoperability peers used by zklock's cross-implementation tests and benchmarks,
+# in two sets, one per Debian release:
 #
-# Both peers come from Debian packages, because no Maven repository or PyPI is reachable:
-#   libcurator-recipes-java (Curator 5.4, pulls curator-client/framework, guava, zookeeper)
+#   Curator 5.4 + kazoo 2.8 (bookworm: this machine's own packages)
+#     tools/peers/java/ZkPeer.java -> tools/peers/java/build/ (class files) + launcher tools/peers/java/build/zkpeer
+#     tools/peers/python/zkpeer.py -> checked to import kazoo under /usr/bin/python3
+#   Curator 5.7.1 (with its ZooKeeper 3.9.3 client) + kazoo 2.9.0 (trixie: unpacked by
+#   scripts/peers-trixie.sh into /opt/zklock-peers/trixie, which this script runs if need be)
+#     tools/peers/build/curator-5.7.1/ (class files) + launcher tools/peers/build/curator-5.7.1/zkpeer
+#     tools/peers/build/kazoo-2.9.0/zkpeer (zkpeer.py with trixie's kazoo first on PYTHONPATH)
+#
+# Every peer comes from Debian packages, because no Maven repository or PyPI is reachable:
+#   libcurator-recipes-java (Curator, pulls curator-client/framework, guava, zookeeper)
 #   libslf4j-java           (slf4j-api + slf4j-simple binding)
-#   python3-kazoo           (kazoo 2.8, for /usr/bin/python3 only)
+#   python3-kazoo           (kazoo, for /usr/bin/python3 only)
 #
 # Idempotent: recompiles only when ZkPeer.java is newer than the class file (or FORCE=1).
 # Prints the command lines that run each peer. Exit status is non-zero, with a message on
-# stderr, if a package or tool is missing.
+# stderr, if a package, the trixie folder or a tool is missing: the interop tests run both
+# sets, and fail (never skip) without one.
 set -euo pipefail
 
 PEERS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,6 +27,8 @@ BUILD="$PEERS/java/build"
 PY_PEER="$PEERS/python/zkpeer.py"
 JARDIR="${ZKPEER_JARDIR:-/usr/share/java}"
 PYTHON="${ZKPEER_PYTHON:-/usr/bin/python3}"
+TRIXIE="${ZKLOCK_PEERS_TRIXIE:-/opt/zklock-peers/trixie}"
+NEW_BUILD="$PEERS/build"
 
 die() {
     echo "build-peers: $*" >&2
@@ -60,21 +70,51 @@ command -v java >/dev/null 2>&1 || die "java not found: install the Debian packa
 [[ -r "$JAVA_SRC" ]] || die "missing $JAVA_SRC"
 [[ -r "$PY_PEER" ]] || die "missing $PY_PEER"
 
-# --- Java peer -------------------------------------------------------------------------------
-mkdir -p "$BUILD"
-if [[ "${FORCE:-0}" == 1 || ! -f "$BUILD/ZkPeer.class" || "$JAVA_SRC" -nt "$BUILD/ZkPeer.class" ]]; then
-    rm -f "$BUILD"/*.class
-    javac -nowarn -encoding UTF-8 --release 17 -cp "$CP" -d "$BUILD" "$JAVA_SRC" \
-        || die "javac failed for $JAVA_SRC"
+# The trixie set: fetched once (scripts/peers-trixie.sh returns at once when it is there).
+if [[ ! -r "$TRIXIE/PACKAGES" ]]; then
+    ZKLOCK_PEERS_TRIXIE="$TRIXIE" "$PEERS/../../scripts/peers-trixie.sh" >&2 \
+        || die "no trixie peers in $TRIXIE, and scripts/peers-trixie.sh failed to fetch them from Debian's trixie suite"
 fi
+TJARS="$TRIXIE/usr/share/java"
+TPY="$TRIXIE/usr/lib/python3/dist-packages"
+[[ -r "$TPY/kazoo/version.py" ]] || die "missing $TPY/kazoo: run scripts/peers-trixie.sh (FORCE=1 fetches again)"
 
-# The launcher pins the classpath found above. ZKPEER_LOG_LEVEL (default warn) sets
+# Curator 5.7.1 with the ZooKeeper client trixie packages it with (3.9.3). Curator 5.7.1 also
+# runs against bookworm's 3.8.0 client jar (seen with every recipe of hold and latch), but a
+# trixie user gets 3.9.3. guava and slf4j are bookworm's: the trixie jars need nothing else.
+#
+# Order matters, dependencies first. Each Debian jar's manifest Class-Path names
+# /usr/share/java/*.jar, which here are bookworm's (Curator 5.4, ZooKeeper 3.8), and the JVM
+# searches a jar's Class-Path entries right after that jar, before the -cp entries after it:
+# with curator-recipes.jar first, Curator 5.4's framework and ZooKeeper 3.8.0's client would
+# win. So jute (zookeeper.jar also carries an older copy of the proto classes), then
+# zookeeper, curator-client, -framework, -recipes: every class is then found in a trixie jar
+# before any bookworm jar that a manifest adds (`java -verbose:class` shows no Curator or
+# ZooKeeper class from /usr/share/java; `zkpeer version` prints 5.7.1 and 3.9.3).
+CP57=""
+for jar in zookeeper-jute.jar zookeeper.jar curator-client.jar curator-framework.jar curator-recipes.jar; do
+    [[ -r "$TJARS/$jar" ]] || die "missing $TJARS/$jar: run scripts/peers-trixie.sh (FORCE=1 fetches again)"
+    CP57="${CP57:+$CP57:}$TJARS/$jar"
+done
+CP57="$CP57:$JARDIR/guava.jar:$JARDIR/slf4j-api.jar:$JARDIR/slf4j-simple.jar"
+
+# --- Java peers ------------------------------------------------------------------------------
+
+# build_java DIR CLASSPATH compiles ZkPeer.java against CLASSPATH into DIR and writes the
+# launcher DIR/zkpeer, which pins that classpath. ZKPEER_LOG_LEVEL (default warn) sets
 # slf4j-simple's level and ZKPEER_ZK_LOG_LEVEL (default error) that of ZooKeeper's ClientCnxn,
-# which warns with a stack trace on every connection refused and on every normal close.
-# Logs go to stderr, so stdout carries only the peer protocol.
-LAUNCHER="$BUILD/zkpeer"
-TMP_LAUNCHER="$(mktemp "$BUILD/.zkpeer.XXXXXX")"
-cat >"$TMP_LAUNCHER" <<EOF
+# which warns with a stack trace on every connection refused and on every normal close. Logs go
+# to stderr, so stdout carries only the peer protocol.
+build_java() {
+    local dir=$1 cp=$2 tmp
+    mkdir -p "$dir"
+    if [[ "${FORCE:-0}" == 1 || ! -f "$dir/ZkPeer.class" || "$JAVA_SRC" -nt "$dir/ZkPeer.class" ]]; then
+        rm -f "$dir"/*.class
+        javac -nowarn -encoding UTF-8 --release 17 -cp "$cp" -d "$dir" "$JAVA_SRC" \
+            || die "javac failed for $JAVA_SRC against $cp"
+    fi
+    tmp="$(mktemp "$dir/.zkpeer.XXXXXX")"
+    cat >"$tmp" <<LAUNCHER
 #!/bin/sh
 # Generated by tools/peers/build-peers.sh; do not edit.
 exec java \\
@@ -82,22 +122,45 @@ exec java \\
     -Dorg.slf4j.simpleLogger.logFile=System.err \\
     -Dorg.slf4j.simpleLogger.log.org.apache.zookeeper.ClientCnxn="\${ZKPEER_ZK_LOG_LEVEL:-error}" \\
     -Dzookeeper.admin.enableServer=false \\
-    -cp "$BUILD:$CP" ZkPeer "\$@"
-EOF
-chmod 0755 "$TMP_LAUNCHER"
-mv -f "$TMP_LAUNCHER" "$LAUNCHER"
+    -cp "$dir:$cp" ZkPeer "\$@"
+LAUNCHER
+    chmod 0755 "$tmp"
+    mv -f "$tmp" "$dir/zkpeer"
+}
 
-# --- Python peer -----------------------------------------------------------------------------
+build_java "$BUILD" "$CP"
+build_java "$NEW_BUILD/curator-5.7.1" "$CP57"
+
+# --- Python peers ----------------------------------------------------------------------------
 [[ -x "$PYTHON" ]] || die "$PYTHON not found (Debian package python3)"
 kazoo_version="$("$PYTHON" -c 'import kazoo.client, kazoo.recipe.lock, kazoo.version; print(kazoo.version.__version__)' 2>/dev/null)" \
     || die "$PYTHON cannot import kazoo: install the Debian package python3-kazoo (the project's setup script does this)"
 "$PYTHON" -m py_compile "$PY_PEER" 2>/dev/null || die "$PY_PEER does not compile under $PYTHON"
+
+# kazoo 2.9.0: the same program, trixie's kazoo ahead of bookworm's on the module path (its
+# dependencies, six, pure-sasl and the rest, are bookworm's, as for 2.8).
+KAZOO29="$NEW_BUILD/kazoo-2.9.0/zkpeer"
+mkdir -p "$(dirname "$KAZOO29")"
+tmp="$(mktemp "$(dirname "$KAZOO29")/.zkpeer.XXXXXX")"
+cat >"$tmp" <<LAUNCHER
+#!/bin/sh
+# Generated by tools/peers/build-peers.sh; do not edit.
+PYTHONPATH="$TPY\${PYTHONPATH:+:\$PYTHONPATH}" exec "$PYTHON" "$PY_PEER" "\$@"
+LAUNCHER
+chmod 0755 "$tmp"
+mv -f "$tmp" "$KAZOO29"
+kazoo29="$("$KAZOO29" version 2>/dev/null)" || die "$KAZOO29 version failed"
+[[ "$kazoo29" == "VERSION peer kazoo 2.9.0 "* ]] || die "$KAZOO29 loads another kazoo: $kazoo29"
 find "$PEERS/python" -name '__pycache__' -type d -prune -exec rm -rf {} +
 
 cat <<EOF
 java peer (Curator $(dpkg-query -W -f='${Version}' libcurator-recipes-java 2>/dev/null || echo unknown)):
-  $LAUNCHER hold|bench|revoke|latch ...
-  # equivalent to: java -cp $BUILD:$CP ZkPeer hold|bench|revoke|latch ...
+  $BUILD/zkpeer hold|bench|revoke|latch|setcount|shared|version ...
+  # equivalent to: java -cp $BUILD:$CP ZkPeer ...
 python peer (kazoo $kazoo_version):
-  $PYTHON $PY_PEER hold|bench ...
+  $PYTHON $PY_PEER hold|bench|version ...
+java peer (Curator 5.7.1, $(grep '^libcurator-recipes-java=' "$TRIXIE/PACKAGES" || echo trixie)):
+  $NEW_BUILD/curator-5.7.1/zkpeer ...
+python peer (kazoo 2.9.0, $(grep '^python3-kazoo=' "$TRIXIE/PACKAGES" || echo trixie)):
+  $KAZOO29 hold|bench|version ...
 EOF

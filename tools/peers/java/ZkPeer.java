@@ -11,6 +11,10 @@
 //   zkpeer revoke --servers H:P --node /p/_c_...-lock-0000000000 [--id NAME] [--session-ms 10000]
 //   zkpeer latch --servers H:P --path /p --id NAME [--count 1] [--lead-ms 0] [--once-then-wait]
 //                [--print-leader] [--session-ms 10000] [--acquire-timeout-ms 0] [--start-file F]
+//   zkpeer shared --servers H:P --path /p --recipe semaphore|mutex|latch --threads T --id NAME
+//                [--leases L] [--count N --hold-ms M | --controlled] [--separate-sessions]
+//                [--session-ms 10000] [--acquire-timeout-ms 0]
+//   zkpeer version [--id NAME]
 //   zkpeer bench --servers H:P --path /p --workload W1|W2|W3|W4|W5|W6 --clients C --duration-ms D
 //                [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
 //                [--hold-us 0] [--paths 1000]
@@ -44,6 +48,20 @@
 // <id> <leader's id> <unix_nanos>" from LeaderLatch.getLeader() right after NODE and right after
 // each LEAD ("-" for Curator's dummy participant: nobody leads); with --once-then-wait, a stdin
 // line "leader" prints one more and does not resign. At the end "DONE <id> <count>".
+//
+// One process, many threads (Curator's usual setup): shared runs --threads threads on ONE
+// CuratorFramework (one session; --separate-sessions gives each thread a client of its own),
+// each with its own recipe object on --path: InterProcessSemaphoreV2(client, path, --leases) (node
+// data: the thread's id), an InterProcessMutex (node data: the thread's id), or a new
+// LeaderLatch(client, path, thread id) per round. Thread k's id is "<id>-k". Each acquisition
+// prints "ACQ <id>-k <recipe> <unix_nanos> <znode>" right after it returns (for a latch, once it
+// leads) and "REL <id>-k <recipe> <unix_nanos>" right before it is given up. With --count N
+// --hold-ms M every thread does N rounds. With --controlled every thread acquires again at once
+// after each release and holds until told: a stdin line "release k" ends thread k's hold; "end"
+// or EOF ends every thread once it holds (a waiting thread acquires, then releases at once).
+// At the end "DONE <id> <acquisitions of all threads>".
+//
+// version prints "VERSION <id> curator <version> zookeeper <version>": the jars it runs with.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -124,7 +142,8 @@ public class ZkPeer {
                 if (eq >= 0) {
                     val = key.substring(eq + 1);
                     key = key.substring(0, eq);
-                } else if (key.equals("once-then-wait") || key.equals("revocable") || key.equals("print-leader")) {
+                } else if (key.equals("once-then-wait") || key.equals("revocable") || key.equals("print-leader")
+                        || key.equals("controlled") || key.equals("separate-sessions")) {
                     val = "true";
                 } else {
                     if (i + 1 >= argv.length) {
@@ -189,8 +208,15 @@ public class ZkPeer {
                 case "setcount":
                     setCount(args);
                     break;
+                case "shared":
+                    shared(args);
+                    break;
+                case "version":
+                    version();
+                    break;
                 default:
-                    throw new UsageException("unknown mode " + args.mode + " (want hold, bench, revoke, latch or setcount)");
+                    throw new UsageException("unknown mode " + args.mode
+                            + " (want hold, bench, revoke, latch, setcount, shared or version)");
             }
             rc = 0;
         } catch (Throwable t) {
@@ -237,6 +263,217 @@ public class ZkPeer {
             }
         } else {
             lock.acquire();
+        }
+    }
+
+    // ---------------------------------------------------------------- version
+
+    /** version: the Curator and ZooKeeper client this launcher loads. */
+    private static void version() throws Exception {
+        java.util.Properties pom = new java.util.Properties();
+        try (java.io.InputStream in = InterProcessMutex.class.getResourceAsStream(
+                "/META-INF/maven/org.apache.curator/curator-recipes/pom.properties")) {
+            if (in != null) {
+                pom.load(in);
+            }
+        }
+        // "3.8.0-<commit>, built on ...": the version is what comes before '-' or ','.
+        String zk = org.apache.zookeeper.Version.getFullVersion().split("[-, ]", 2)[0];
+        emit("VERSION " + id + " curator " + pom.getProperty("version", "unknown") + " zookeeper " + zk);
+    }
+
+    // ---------------------------------------------------------------- shared
+
+    /** One thread's recipe in shared: acquire returns the acquisition's znode. */
+    private interface Holding {
+        String acquire(int timeoutMs) throws Exception;
+
+        void release() throws Exception;
+    }
+
+    /** An InterProcessMutex whose node holds the thread's id, and that names its node. */
+    private static final class NamedMutex extends InterProcessMutex {
+        private final byte[] data;
+
+        NamedMutex(CuratorFramework client, String path, String who) {
+            super(client, path);
+            data = who.getBytes(StandardCharsets.UTF_8);
+        }
+
+        @Override
+        protected byte[] getLockNodeBytes() {
+            return data;
+        }
+
+        String node() {
+            return getLockPath();
+        }
+    }
+
+    private static Holding newHolding(CuratorFramework client, String path, String recipe, String who, int leases)
+            throws UsageException {
+        switch (recipe) {
+            case "semaphore": {
+                InterProcessSemaphoreV2 sem = new InterProcessSemaphoreV2(client, path, leases);
+                sem.setNodeData(who.getBytes(StandardCharsets.UTF_8));
+                return new Holding() {
+                    private Lease lease;
+
+                    public String acquire(int timeoutMs) throws Exception {
+                        lease = timeoutMs > 0 ? sem.acquire(timeoutMs, TimeUnit.MILLISECONDS) : sem.acquire();
+                        if (lease == null) {
+                            throw new IllegalStateException("acquire timed out after " + timeoutMs + "ms on " + path);
+                        }
+                        return path + "/leases/" + lease.getNodeName();
+                    }
+
+                    public void release() throws Exception {
+                        lease.close();
+                    }
+                };
+            }
+            case "mutex": {
+                NamedMutex m = new NamedMutex(client, path, who);
+                return new Holding() {
+                    public String acquire(int timeoutMs) throws Exception {
+                        ZkPeer.acquire(m, timeoutMs, path);
+                        return m.node();
+                    }
+
+                    public void release() throws Exception {
+                        m.release();
+                    }
+                };
+            }
+            case "latch":
+                return new Holding() {
+                    private LeaderLatch latch;
+
+                    public String acquire(int timeoutMs) throws Exception {
+                        latch = new LeaderLatch(client, path, who, LeaderLatch.CloseMode.SILENT);
+                        latch.start();
+                        if (timeoutMs > 0) {
+                            if (!latch.await(timeoutMs, TimeUnit.MILLISECONDS)) {
+                                throw new IllegalStateException("no leadership within " + timeoutMs + "ms on " + path);
+                            }
+                        } else {
+                            latch.await();
+                        }
+                        return latch.getOurPath();
+                    }
+
+                    public void release() throws Exception {
+                        latch.close();
+                    }
+                };
+            default:
+                throw new UsageException("--recipe wants semaphore, mutex or latch, got " + recipe);
+        }
+    }
+
+    /**
+     * shared: --threads threads, each with its own recipe object, on one CuratorFramework (or,
+     * with --separate-sessions, one each). Lines as described at the top of this file.
+     */
+    private static void shared(Args args) throws Exception {
+        String servers = args.str("servers", null);
+        String path = args.str("path", null);
+        String recipe = args.str("recipe", null);
+        int threads = args.integer("threads", null);
+        int sessionMs = args.integer("session-ms", 10000);
+        int timeoutMs = args.integer("acquire-timeout-ms", 0);
+        int leases = recipe.equals("semaphore") ? args.integer("leases", null) : 0;
+        boolean controlled = args.flag("controlled");
+        int count = controlled ? 0 : args.integer("count", null);
+        int holdMs = controlled ? 0 : args.integer("hold-ms", null);
+        if (threads < 1) {
+            throw new UsageException("--threads wants at least 1, got " + threads);
+        }
+        int clientCount = args.flag("separate-sessions") ? threads : 1;
+        List<CuratorFramework> clients = new ArrayList<>();
+        try {
+            for (int i = 0; i < clientCount; i++) {
+                clients.add(newClient(servers, sessionMs));
+            }
+            List<Holding> holdings = new ArrayList<>();
+            List<BlockingQueue<String>> commands = new ArrayList<>();
+            for (int k = 1; k <= threads; k++) {
+                holdings.add(newHolding(clients.get((k - 1) % clientCount), path, recipe, id + "-" + k, leases));
+                commands.add(new LinkedBlockingQueue<>());
+            }
+            if (controlled) {
+                Thread reader = new Thread(() -> readCommands(commands), "stdin");
+                reader.setDaemon(true);
+                reader.start();
+            }
+            AtomicInteger acquisitions = new AtomicInteger();
+            List<Thread> workers = new ArrayList<>();
+            for (int k = 1; k <= threads; k++) {
+                String who = id + "-" + k;
+                Holding h = holdings.get(k - 1);
+                BlockingQueue<String> cmds = commands.get(k - 1);
+                Thread w = new Thread(() -> {
+                    try {
+                        for (int round = 0; controlled || round < count; round++) {
+                            String node = h.acquire(timeoutMs);
+                            acquisitions.incrementAndGet();
+                            emit("ACQ " + who + " " + recipe + " " + unixNanos() + " " + node);
+                            String cmd = "release";
+                            if (controlled) {
+                                cmd = cmds.take();
+                            } else if (holdMs > 0) {
+                                Thread.sleep(holdMs);
+                            }
+                            emit("REL " + who + " " + recipe + " " + unixNanos());
+                            h.release();
+                            if (cmd.equals("end")) {
+                                break;
+                            }
+                        }
+                    } catch (Throwable t) {
+                        // The other threads may wait for ever (for a lease this one holds, or
+                        // for a command): end the process now, as main does on an error.
+                        String msg = t.getClass().getSimpleName() + ": " + t.getMessage();
+                        emit("ERR " + who + " " + msg.replace('\n', ' ').replace('\r', ' '));
+                        System.exit(1);
+                    }
+                }, who);
+                workers.add(w);
+            }
+            for (Thread w : workers) {
+                w.start();
+            }
+            for (Thread w : workers) {
+                w.join();
+            }
+            emit("DONE " + id + " " + acquisitions.get());
+        } finally {
+            for (CuratorFramework c : clients) {
+                c.close();
+            }
+        }
+    }
+
+    /** Reads shared --controlled's stdin: "release k" for thread k; "end" or EOF for all. */
+    private static void readCommands(List<BlockingQueue<String>> commands) {
+        try {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            for (String line; (line = in.readLine()) != null; ) {
+                String[] f = line.trim().split("\\s+");
+                if (f.length == 2 && f[0].equals("release")) {
+                    int k = Integer.parseInt(f[1]);
+                    if (k >= 1 && k <= commands.size()) {
+                        commands.get(k - 1).add("release");
+                    }
+                } else if (f[0].equals("end")) {
+                    break;
+                }
+            }
+        } catch (Exception ignore) {
+            // an unreadable stdin counts as EOF
+        }
+        for (BlockingQueue<String> q : commands) {
+            q.add("end");
         }
     }
 

@@ -8,6 +8,7 @@ format as tools/peers/java/ZkPeer.java:
                   --id NAME [--session-ms 10000] [--start-file F] [--once-then-wait]
                   [--acquire-timeout-ms 0] [--node-names native|curator] [--kazoo-rw-fix]
                   [--leases 3]
+  zkpeer.py version [--id NAME]
   zkpeer.py bench --servers H:P --path /p --workload W1|W2|W3|W4 --clients C --duration-ms D
                   [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
                   [--hold-us 0] [--node-names native|curator] [--kazoo-rw-fix]
@@ -415,12 +416,26 @@ def parse(argv):
     return a
 
 
+def version():
+    """Print "VERSION <id> kazoo <version> python <version>": the kazoo this interpreter imports
+    (Debian's 2.8 from /usr/lib/python3/dist-packages, or another put first on PYTHONPATH, as
+    build-peers.sh does for trixie's 2.9)."""
+    import platform
+
+    import kazoo.version
+
+    emit("VERSION %s kazoo %s python %s" % (_peer_id, kazoo.version.__version__, platform.python_version()))
+
+
 def main(argv):
     global _peer_id
     # Best-effort id for ERR lines even when parsing fails.
     if "--id" in argv[:-1]:
         _peer_id = argv[argv.index("--id") + 1]
     try:
+        if argv[:1] == ["version"]:
+            version()
+            return 0
         a = parse(argv)
         _peer_id = a.id
         if a.mode == "hold":
