@@ -18,8 +18,9 @@
 #   scripts/setup.sh stop-docker  stops the dockerd an earlier run started (by
 #                              the pid in its pid file) and says what it did.
 #
-# Packages are installed without their recommended ones: docker.io alone would
-# bring apparmor, criu, needrestart and git, none of which the tests use.
+# Packages are installed without their recommended ones (docker.io alone would
+# bring criu, needrestart and git, which nothing here uses), plus the few of
+# docker.io's that this machine needs (install_packages says which).
 #
 # The image the tests use, first match wins:
 #   - $ZKLOCK_ZK_IMAGE if set (an offline image is built if named and missing);
@@ -95,6 +96,16 @@ install_packages() {
 	# docker.io is only needed when there is neither a daemon nor a client.
 	if ! command -v docker >/dev/null || { ! command -v dockerd >/dev/null && ! docker_answers; }; then
 		installed docker.io || missing+=(docker.io)
+		# Of docker.io's recommended packages, only those this machine needs:
+		# apparmor where the kernel enforces AppArmor (dockerd loads its
+		# containers' profile with apparmor_parser: moby/moby#44900),
+		# cgroupfs-mount where no systemd mounts the cgroups, ca-certificates
+		# to pull from a registry. Not criu, needrestart, git or xz-utils.
+		if [[ $(cat /sys/module/apparmor/parameters/enabled 2>/dev/null) == Y* ]]; then
+			installed apparmor || missing+=(apparmor)
+		fi
+		[[ -d /run/systemd/system ]] || installed cgroupfs-mount || missing+=(cgroupfs-mount)
+		installed ca-certificates || missing+=(ca-certificates)
 	fi
 	local pkg pkgs=()
 	# mmdebstrap builds the offline images (installed on demand otherwise).
