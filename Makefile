@@ -122,11 +122,16 @@ staticcheck:
 	$(STATICCHECK) $(MODULE)/...
 
 # The demo needs only Docker and an image (setup's demo mode installs no JDK,
-# peers or model checker), and ends by saying what it left running.
+# peers or model checker). It ends, pass or fail, with how long it took and
+# what it left running.
+DEMO := go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry && go run ./examples/election && go run ./examples/otelprometheus && examples/zklock-cli.sh
+
 demo:
-	scripts/setup.sh demo
-	$(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c 'go run ./examples/mutex && go run ./examples/rwlock && go run ./examples/semaphore && go run ./examples/driver && go run ./examples/sessionexpiry && go run ./examples/election && go run ./examples/otelprometheus && examples/zklock-cli.sh'
-	@scripts/setup.sh running
+	@t0=$$(date +%s); rc=0; \
+	{ scripts/setup.sh demo >/dev/null && $(ZK_ENV) $(GO) run ./tools/zkrun -- sh -c '$(DEMO)'; } || rc=$$?; \
+	if [ $$rc = 0 ]; then outcome=done; else outcome="failed (exit $$rc)"; fi; \
+	echo "demo: $$outcome after $$(($$(date +%s) - t0))s" >&2; \
+	scripts/setup.sh running; exit $$rc
 
 # A ZooKeeper for development on 127.0.0.1:PORT (default 2181), in the
 # foreground until Ctrl-C, which stops and removes its container and data:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# setup.sh prepares this machine to run zklock's tests and demo. Three modes:
+# setup.sh prepares this machine to run zklock's tests and demo. Its modes:
 #
 #   scripts/setup.sh           what make test and CI need: every package below,
 #                              a Docker engine, the image the tests use (written
