@@ -18,9 +18,11 @@
 #   scripts/setup.sh stop-docker  stops the dockerd an earlier run started (by
 #                              the pid in its pid file) and says what it did.
 #
-# Packages are installed without their recommended ones (docker.io alone would
-# bring criu, needrestart and git, which nothing here uses), plus the few of
-# docker.io's that this machine needs (install_packages says which).
+# Packages are installed without their recommended ones, plus the few of
+# docker.io's that this machine needs (install_packages says which): onto a
+# minimal Debian 12, docker.io brings 126 packages with its recommended ones
+# (criu, needrestart, git, systemd, ...), 15 without; the engine so installed
+# runs, builds, pauses and unpauses containers.
 #
 # The image the tests use, first match wins:
 #   - $ZKLOCK_ZK_IMAGE if set (an offline image is built if named and missing);
