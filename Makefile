@@ -56,9 +56,9 @@ test: setup check model fuzz
 # ZK names: 3.8 or 3.9 (the offline images zklock-zookeeper:3.8 and :3.9, built
 # from Debian 12's and 13's packages) or an image name. They are the root
 # package's tests, the interop suite and the chaos suite (which freezes an
-# ensemble's follower past syncLimit on 3.9.3 and later only: tests/chaos_test.go,
+# ensemble's server past syncLimit on 3.9.3 and later only: tests/chaos_test.go,
 # chaosEnsemblePause). make test runs them, and everything else, on the image
-# setup chose; CI then runs make test-server ZK=3.9.
+# setup chose; CI then runs make test-server ZK=3.9 (about 7 minutes more).
 ZK ?=
 SERVER_ENV = ZKLOCK_ZK_IMAGE="$$image" TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}"
 
