@@ -12,7 +12,12 @@ tmp=$(mktemp -d)
 others=()
 cleanup() {
 	local pid
-	for pid in ${others[@]+"${others[@]}"}; do kill "$pid" 2>/dev/null || true; done
+	# Only ours: a pid already stopped may have been reused since.
+	for pid in ${others[@]+"${others[@]}"}; do
+		case $(cat "/proc/$pid/comm" 2>/dev/null) in
+		dockerd | not-dockerd) kill "$pid" 2>/dev/null || true ;;
+		esac
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
