@@ -58,7 +58,7 @@ test: setup check model fuzz
 # package's tests, the interop suite and the chaos suite (which freezes an
 # ensemble's server past syncLimit on 3.9.3 and later only: tests/chaos_test.go,
 # chaosEnsemblePause). make test runs them, and everything else, on the image
-# setup chose; CI then runs make test-server ZK=3.9 (about 7 minutes more).
+# setup chose; CI then runs make test-server ZK=3.9 (4 minutes more here).
 ZK ?=
 SERVER_ENV = ZKLOCK_ZK_IMAGE="$$image" TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}"
 
