@@ -114,16 +114,21 @@ const (
 	// clients' workers, some asking for K leases at once, queue for it.
 	chaosSemSize = 2
 	// chaosEnsemblePause is how long the ensemble's fault "pause" freezes a
-	// server: longer than its clients' read timeout (two thirds of
-	// chaosSession), shorter than zktest's syncLimit (2s), past which the
-	// leader drops a silent follower. ZooKeeper 3.8, which the offline
-	// image runs, loses acknowledged transactions on a follower so dropped
-	// that wakes up with requests in flight (a NullPointerException in
+	// server on ZooKeeper before 3.9.3 (chaosPausePastSyncLimit): longer
+	// than its clients' read timeout (two thirds of chaosSession), shorter
+	// than chaosSyncLimit, past which the leader drops a silent follower.
+	// ZooKeeper 3.8, which the offline image zklock-zookeeper:3.8 runs,
+	// loses acknowledged transactions on a follower so dropped that wakes
+	// up with requests in flight (a NullPointerException in
 	// SendAckRequestProcessor.flush kills its SyncThread, ZOOKEEPER-4409,
 	// and its shutdown leaves the sync processor half running,
 	// ZOOKEEPER-4712; both fixed in 3.9.3): nodes that their owners
-	// deleted come back, in live sessions, and block their locks.
+	// deleted come back, in live sessions, and block their locks. That is
+	// the server's bug, not a schedule a client library can survive.
 	chaosEnsemblePause = 1500 * time.Millisecond
+	// chaosSyncLimit is zktest's ensemble's syncLimit (10 ticks of 200ms):
+	// how long the leader waits on a silent follower before dropping it.
+	chaosSyncLimit = 2 * time.Second
 	// chaosSharedReaders is how many goroutines of a shared client
 	// (chaosShared) read through its shared RWMutex at once: its RWMutex
 	// worker and chaosSharedReaders-1 that only read.
@@ -216,6 +221,12 @@ func TestChaos(t *testing.T) {
 		}, total)
 	})
 	t.Run("ensemble", func(t *testing.T) {
+		version, pastSyncLimit := chaosPausePastSyncLimit(ctx, t, ensemble.Node(0))
+		pause := "less than syncLimit (ZOOKEEPER-4409/4712, fixed in 3.9.3)"
+		if pastSyncLimit {
+			pause = "past syncLimit"
+		}
+		t.Logf("chaos: ZooKeeper %s: the ensemble's pause lasts %s", version, pause)
 		var nodes []chaosNode
 		for i, c := range ensemble.Nodes() {
 			nodes = append(nodes, chaosNode{name: fmt.Sprintf("server %d", i+1), fourLetter: c.FourLetter})
@@ -238,14 +249,21 @@ func TestChaos(t *testing.T) {
 					},
 				},
 				{
-					// One server frozen, for less than syncLimit (see
-					// chaosEnsemblePause): its clients' reads time out and
-					// they move to another server.
+					// One server frozen: its clients' reads time out and
+					// they move to another server. On 3.9.3 and later, for
+					// syncLimit plus the fault's drawn duration, so that
+					// the leader drops it every time and it wakes up to
+					// resync with requests in flight; before, for less
+					// than syncLimit (see chaosEnsemblePause).
 					kind: "pause",
 					inject: func(ctx context.Context, rng *rand.Rand) (func(context.Context) error, error) {
 						c := ensemble.Node(rng.IntN(zktest.EnsembleSize))
 						if err := c.Pause(ctx); err != nil {
 							return nil, err
+						}
+						if pastSyncLimit {
+							chaosSleep(ctx, chaosSyncLimit)
+							return c.Unpause, nil
 						}
 						chaosSleep(ctx, chaosEnsemblePause)
 						return nil, c.Unpause(ctx)
@@ -299,6 +317,53 @@ func TestChaos(t *testing.T) {
 		t.Logf("chaos: %s", line)
 	}
 	goleak.VerifyNone(t, leaks)
+}
+
+// chaosPausePastSyncLimit reports the ZooKeeper version c runs, from its
+// srvr, and whether the ensemble's fault "pause" may freeze a server past
+// syncLimit: only on 3.9.3 and later, which no longer lose a dropped
+// follower's acknowledged transactions (see chaosEnsemblePause). A version
+// that cannot be read counts as before 3.9.3.
+func chaosPausePastSyncLimit(ctx context.Context, t *testing.T, c *zktest.Container) (string, bool) {
+	t.Helper()
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := c.FourLetter(qctx, "srvr")
+	require.NoError(t, err, "srvr")
+	version, ok := chaosParseVersion(out)
+	if !ok {
+		return "of unknown version", false
+	}
+	return fmt.Sprintf("%d.%d.%d", version[0], version[1], version[2]), chaosAtLeast(version, chaosPauseFixedIn)
+}
+
+// chaosPauseFixedIn is the first ZooKeeper release with ZOOKEEPER-4409 and
+// ZOOKEEPER-4712 fixed (see chaosEnsemblePause).
+var chaosPauseFixedIn = [3]int{3, 9, 3}
+
+// chaosAtLeast reports whether version v is want or later.
+func chaosAtLeast(v, want [3]int) bool { return slices.Compare(v[:], want[:]) >= 0 }
+
+// chaosVersionLine is srvr's first line: "Zookeeper version: 3.9.3-<commit>,
+// built on <date>".
+var chaosVersionLine = regexp.MustCompile(`(?m)^Zookeeper version: (\d+)\.(\d+)\.(\d+)`)
+
+// chaosParseVersion reads the server's major, minor and patch version from
+// srvr's output.
+func chaosParseVersion(srvr string) ([3]int, bool) {
+	var v [3]int
+	m := chaosVersionLine.FindStringSubmatch(srvr)
+	if m == nil {
+		return v, false
+	}
+	for i := range v {
+		n, err := strconv.Atoi(m[i+1])
+		if err != nil {
+			return v, false
+		}
+		v[i] = n
+	}
+	return v, true
 }
 
 // chaosPlan is one phase: where the servers are and how to break them.
@@ -1231,7 +1296,8 @@ func chaosExpire(ctx context.Context, cl *chaosClient, serverMu *sync.RWMutex) e
 // chaosServerFaults breaks the servers every 3s to 6s, one fault at a time,
 // each for 0.5s to 3.5s: a server pause beyond the 2s session timeout
 // expires every session it has (the ensemble's pause lasts
-// chaosEnsemblePause). The kinds come in rounds, each kind once per
+// chaosEnsemblePause before ZooKeeper 3.9.3, chaosSyncLimit more from
+// 3.9.3 on). The kinds come in rounds, each kind once per
 // round in a random order, and the first round is always finished, so that
 // every phase has every kind of fault.
 func chaosServerFaults(ctx context.Context, plan chaosPlan, end time.Time, rec *chaosRecorder, serverMu *sync.RWMutex) {
@@ -2505,5 +2571,30 @@ func TestChaosChecker(t *testing.T) {
 			bad := checkReports(tc.reports, candidates, tc.holds, chaosEpoch)
 			require.Len(t, bad, tc.bad, "bad reports: %v", bad)
 		})
+	}
+}
+
+// The ensemble's pause goes past syncLimit on 3.9.3 and later only: the
+// version read from srvr decides, and a version unread counts as older.
+func TestChaosParseVersion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		srvr string
+		want [3]int
+		ok   bool
+		past bool
+	}{
+		{"Zookeeper version: 3.8.0-${mvngit.commit.id}, built on 2024-12-29 17:54 UTC\nLatency min/avg/max: 0/0.0/0\n", [3]int{3, 8, 0}, true, false},
+		{"Zookeeper version: 3.9.3-${mvngit.commit.id}, built on 2026-03-08 16:19 UTC\n", [3]int{3, 9, 3}, true, true},
+		{"Zookeeper version: 3.9.2-e454e8c7283100c7caec6dcae2bc82aaecb63023, built on 2024-02-12 20:59 UTC\n", [3]int{3, 9, 2}, true, false},
+		{"Zookeeper version: 3.10.0, built on x\n", [3]int{3, 10, 0}, true, true},
+		{"Zookeeper version: 4.0.0-beta\n", [3]int{4, 0, 0}, true, true},
+		{"This ZooKeeper instance is not currently serving requests\n", [3]int{}, false, false},
+		{"Zookeeper version: 3.9\n", [3]int{}, false, false},
+	} {
+		v, ok := chaosParseVersion(tc.srvr)
+		require.Equal(t, tc.ok, ok, "%q", tc.srvr)
+		require.Equal(t, tc.want, v, "%q", tc.srvr)
+		require.Equal(t, tc.past, ok && chaosAtLeast(v, chaosPauseFixedIn), "%q", tc.srvr)
 	}
 }

@@ -55,9 +55,11 @@
 // run it, and [Run] and [RunEnsemble] run the image they are given. Any
 // image that behaves like the official "zookeeper" image works: it must read
 // /conf/zoo.cfg when it runs "zkServer.sh start-foreground". The script
-// scripts/setup.sh of zklock's repository builds such an image offline
-// (zklock-zookeeper:3.8) on machines that cannot pull from Docker Hub, and
-// writes the name to use to .zklock-image.
+// scripts/setup.sh of zklock's repository builds two such images offline,
+// from Debian's packages, on machines that cannot pull from Docker Hub:
+// zklock-zookeeper:3.8 (ZooKeeper 3.8.0) and zklock-zookeeper:3.9 (3.9.3). It
+// writes the name of the one the tests use to .zklock-image; set
+// ZKLOCK_ZK_IMAGE to run the other.
 //
 // # A shared server per test binary
 //

@@ -14,7 +14,11 @@ ZOO_LOG_DIR=${ZOO_LOG_DIR:-/logs}
 # zookeeper.jar's manifest names netty-handler and netty-transport but not the
 # three jars of libnetty-java that the Netty connection factory (TLS,
 # secureClientPort) also needs: without them, a TLS server fails to start.
-CLASSPATH=/etc/zookeeper/conf_example:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+# zookeeper-jute.jar comes before zookeeper.jar: Debian's 3.9.3 server jar
+# carries an older copy of the wire's proto classes, and with it first every
+# connect fails (NoSuchMethodError: ConnectRequest.setReadOnly); 3.8.0's two
+# jars agree, so the order is harmless there.
+CLASSPATH=/etc/zookeeper/conf_example:/usr/share/java/zookeeper-jute.jar:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
 CLASSPATH+=:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar:/usr/share/java/netty-transport-native-unix-common.jar
 JAVA=${JAVA:-java}
 
