@@ -158,7 +158,7 @@ zookeeper:
 stop-docker:
 	@scripts/setup.sh stop-docker
 
-# Mutation testing of the decision code (tools/mutate, docs/testing.md,
+# Mutation testing of the decision code (tools/mutate, docs/contributing-tests.md,
 # "Mutation testing"): MUTATE_N mutants drawn with MUTATE_SEED, each run
 # against the tests that need no ZooKeeper; not part of make test (it takes
 # about half an hour). mutate-server runs that sample's survivors against the

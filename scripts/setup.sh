@@ -377,6 +377,9 @@ mode=${1:-test}
 case $mode in
 test | demo)
 	install_packages "$mode"
+	# The interop suite's newer peers (Curator 5.7.1, kazoo 2.9.0) from trixie, into a folder of
+	# their own: seconds the first time, nothing after.
+	[[ $mode == test ]] && $SUDO scripts/peers-trixie.sh
 	start_docker
 	image=$(choose_image)
 	echo "$image" >"$IMAGE_FILE"
