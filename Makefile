@@ -55,7 +55,7 @@ test: setup check model fuzz
 # The server tests whose outcome depends on the server, on the ZooKeeper that
 # ZK names: 3.8 or 3.9 (the offline images zklock-zookeeper:3.8 and :3.9, built
 # from Debian 12's and 13's packages) or an image name. They are the root
-# package's tests, the interop suite and the chaos suite (which freezes an
+# package's tests, the interop suite, the session-swap test and the chaos suite (which freezes an
 # ensemble's server past syncLimit on 3.9.3 and later only: tests/chaos_test.go,
 # chaosEnsemblePause). make test runs them, and everything else, on the image
 # setup chose; CI then runs make test-server ZK=3.9 (4 minutes more here).
@@ -65,10 +65,10 @@ SERVER_ENV = ZKLOCK_ZK_IMAGE="$$image" TESTCONTAINERS_RYUK_DISABLED="$${TESTCONT
 test-server:
 	@test -n "$(ZK)" || { echo "usage: make test-server ZK=3.9 (3.8, 3.9 or an image name)" >&2; exit 2; }
 	set -eo pipefail; image=$$(scripts/setup.sh image '$(ZK)'); \
-	echo "=== server tests on $$image: root package, interop, chaos ==="; \
+	echo "=== server tests on $$image: root package, interop, session swap, chaos ==="; \
 	$(SERVER_ENV) $(GO) run ./tools/zkrun -env ZKLOCK_TEST_SERVERS -- \
 		$(GO) test -race -count=1 -timeout 10m .; \
-	$(SERVER_ENV) $(GO) test -race -count=1 -timeout 10m -run '^TestInterop' ./tests; \
+	$(SERVER_ENV) $(GO) test -race -count=1 -timeout 10m -run '^(TestInterop|TestSessionReplacedOnReconnect$$)' ./tests; \
 	$(SERVER_ENV) $(GO) test -race -count=1 -timeout 10m -run '^TestChaos$$' -v ./tests \
 		| grep -vE '^[[:space:]]*(=== (RUN|PAUSE|CONT|NAME)|--- PASS)'
 
