@@ -159,8 +159,8 @@ func TestTLSServerNameIsTheHostNamed(t *testing.T) {
 	if !errors.As(err, &te) || !errors.As(err, &invalid) {
 		t.Fatalf("dial: %v, want a *TLSError wrapping x509.HostnameError", err)
 	}
-	if !errors.Is(w.lastDialError(), te) {
-		t.Fatalf("last dial error %v, want %v", w.lastDialError(), te)
+	if _, derr := w.res.errs(); !errors.Is(derr, te) {
+		t.Fatalf("last dial error %v, want %v", derr, te)
 	}
 	if fatal != nil {
 		t.Fatalf("onTLSFail called before go-zookeeper asked for the next server: %v", fatal)

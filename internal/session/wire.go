@@ -279,12 +279,6 @@ func (w *wire) tlsFailed(te *TLSError) {
 	w.tls.failed(te, w.res.names())
 }
 
-// lastDialError is the error of the last dial that failed, if any.
-func (w *wire) lastDialError() error {
-	_, derr := w.res.errs()
-	return derr
-}
-
 // whyNoSession adds to err, the error of a wait for a session that ended
 // (the context's), why no session came: the last lookup of a name that
 // failed and the last dial that failed ("no such host", "connection
