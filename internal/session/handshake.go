@@ -93,7 +93,9 @@ func (h *handshakes) answered(ms int32) {
 // before it answered the connect request. A TLS port does that to a
 // plaintext client: it reads the connect request as a TLS record that is
 // none, and closes (Netty's SslHandler: NotSslRecordException); so do a
-// server over its connection limit (maxClientCnxns) and one shutting down.
+// server over its connection limit (maxClientCnxns), one shutting down,
+// and Docker's port proxy when the container behind it does not accept
+// (seen under heavy load, in TestLastZxidRace's runs).
 func (h *handshakes) closedUnanswered(addr string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -295,7 +295,8 @@ func (w *wire) whyNoSession(err error) error {
 	}
 	if n, addr := w.hs.unanswered(); n > 0 && w.tls.cfg == nil {
 		err = fmt.Errorf("%w; the server closed %d connection(s) before answering the connect request (last %s): "+
-			"the port may be a TLS port (ZooKeeper's secureClientPort), which needs WithTLS", err, n, addr)
+			"the port may be a TLS port (ZooKeeper's secureClientPort), which needs WithTLS, or the server may be refusing connections",
+			err, n, addr)
 	}
 	return err
 }
