@@ -233,7 +233,7 @@ func (s *scheduler) quiet(who int) []*call {
 	}
 }
 
-var idRe = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}|zklock-anchor-[0-9a-f]+`)
+var idRe = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}`)
 
 // opKey is an op's paths without the random ids in node names, so that
 // the order of pending ops does not depend on them.

@@ -12,12 +12,13 @@ import (
 // A connection that comes back in the same session with thousands of
 // watches set, while replies keep coming: go-zookeeper v1.0.4's
 // sendSetWatches reads Conn.lastZxid while the new connection's recvLoop
-// writes it (go-zookeeper/zk PR #35). The Session's gate orders the two
-// (internal/session/anchor.go); under -race this test fails if it does
-// not, when the reconnect happens to overlap a reply (rarely: it is a
-// smoke test; TestGateHoldsRepliesUntilSetWatches and its neighbours in
-// internal/session fail whenever the gate's logic is wrong). After the
-// reconnects the held nodes' watches still end their leases.
+// writes it (go-zookeeper/zk PR #35). The Session's wire keeps lastZxid
+// itself, so go-zookeeper's reader never writes it
+// (internal/session/zxid.go); under -race this test fails if it does, when
+// the reconnect happens to overlap a reply (rarely: it is a smoke test;
+// TestLastZxidRace in internal/session provokes the race at every
+// reconnect). After the reconnects the held nodes' watches still end their
+// leases.
 func TestReconnectWithWatchesUnderRace(t *testing.T) {
 	const n, drops, readers = 1500, 6, 8
 	c, f := faulty(t, 4*time.Second)

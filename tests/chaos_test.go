@@ -2219,10 +2219,6 @@ func chaosPersistent(conn *zk.Conn, path string) error {
 
 var chaosSessionRE = regexp.MustCompile(`^\s+0x[0-9a-f]+\s*$`)
 
-// chaosWatches adds up the watches every server holds (wchp: by path),
-// leaving out each zklock Client's anchor: one exists watch per session on
-// a path nobody creates, which the Client keeps for as long as it lives,
-// by design (internal/session/anchor.go). Everything else counts.
 func sumCounts(m map[string]int) int {
 	n := 0
 	for _, v := range m {
@@ -2251,6 +2247,7 @@ func chaosDigestMismatches(ctx context.Context, nodes []chaosNode) string {
 	return strings.Join(parts, ", ")
 }
 
+// chaosWatches adds up the watches every server holds (wchp: by path).
 func chaosWatches(ctx context.Context, nodes []chaosNode) (int, error) {
 	total := 0
 	for _, n := range nodes {
@@ -2260,15 +2257,11 @@ func chaosWatches(ctx context.Context, nodes []chaosNode) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		anchor := false
 		for _, line := range strings.Split(out, "\n") {
 			switch {
 			case strings.HasPrefix(line, "/"):
-				anchor = strings.HasPrefix(line, "/zklock-anchor-")
 			case chaosSessionRE.MatchString(line):
-				if !anchor {
-					total++ // a session watching the path above
-				}
+				total++ // a session watching the path above
 			case strings.TrimSpace(line) != "":
 				return 0, fmt.Errorf("%s: wchp said %q", n.name, line)
 			}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
+	"sync"
 
 	"github.com/go-zookeeper/zk"
 )
 
-// Credentials go out on every connection, from the wire, right behind the
+// credentials go out on every connection, from the wire, right behind the
 // connect request, as ZooKeeper's Java client sends them
 // (ClientCnxn.SendThread.primeConnection: an AuthPacket with xid -4 per
 // credential, after the ConnectRequest and before anything queued). The
@@ -27,35 +29,36 @@ import (
 //     TestReplacedConnectionKeepsTheCredentials.
 //   - Its re-send can wedge the connection for good (wireConn.Write).
 //
-// Their replies (xid -4) are handed to go-zookeeper as ping replies (xid
-// -2), which it ignores, rather than logged as unknown ones: the two
-// differ in the xid's last byte only, so the change is made as that byte
-// passes, whatever the reads split (hideAuthXid). A refusal (AUTHFAILED,
-// after which the server closes the connection) is kept for Open, which
-// fails with it (awaitCredentials).
+// Their replies (xid -4) reach go-zookeeper as sent: it logs each as an
+// unknown negative xid ("Xid < 0 ... but not ping or watcher event",
+// Conn.recvLoop), which the Session's logger takes at Debug (zkLogger),
+// and goes on. The wire reads them for their error code: a refusal
+// (AUTHFAILED, after which the server closes the connection) is kept for
+// Open, which fails with it (await).
 type credentials struct {
 	packets []byte   // the AuthPackets, framed, in order
 	schemes []string // each packet's scheme, for errors
-}
 
-// authXidBits is authXid as it goes on the wire.
-var authXidBits = func() uint32 { x := int32(authXid); return uint32(x) }()
+	mu      sync.Mutex
+	authed  bool          // a connection had them all accepted
+	err     error         // the last refusal
+	changed chan struct{} // closed when either changes
+}
 
 const (
 	authXid        = -4 // the xid of an AuthPacket and its reply
-	pingXid        = -2
 	opAuth         = 100
 	zkAuthFailCode = -115 // KeeperException.Code.AUTHFAILED
 )
 
-// newCredentials frames an AuthPacket (type 0, scheme, auth) per
-// credential, as jute writes it: ints and lengths big-endian.
-func newCredentials(auths []Auth) credentials {
-	var cr credentials
+// set frames an AuthPacket (type 0, scheme, auth) per credential, as jute
+// writes it: ints and lengths big-endian.
+func (cr *credentials) set(auths []Auth) {
+	xid := int32(authXid)
 	for _, a := range auths {
 		body := 4 + 4 + 4 + 4 + len(a.Scheme) + 4 + len(a.Auth) // xid, op, type, scheme, auth
 		p := binary.BigEndian.AppendUint32(nil, uint32(body))
-		p = binary.BigEndian.AppendUint32(p, authXidBits)
+		p = binary.BigEndian.AppendUint32(p, uint32(xid))
 		p = binary.BigEndian.AppendUint32(p, opAuth)
 		p = binary.BigEndian.AppendUint32(p, 0)
 		p = binary.BigEndian.AppendUint32(p, uint32(len(a.Scheme)))
@@ -65,30 +68,28 @@ func newCredentials(auths []Auth) credentials {
 		cr.packets = append(cr.packets, p...)
 		cr.schemes = append(cr.schemes, a.Scheme)
 	}
-	return cr
 }
 
-// withCredentials returns the connect request p followed by the
-// credentials, for one Write, and sets how many replies c awaits.
-func (c *wireConn) withCredentials(p []byte) []byte {
-	cr := &c.w.creds
+// behind returns the connect request p followed by the credentials, for
+// one Write, and sets how many replies c awaits.
+func (cr *credentials) behind(c *wireConn, p []byte) []byte {
 	if len(cr.schemes) == 0 {
 		return p
 	}
-	c.w.mu.Lock()
+	cr.mu.Lock()
 	c.authLeft = len(cr.schemes)
-	c.w.mu.Unlock()
+	cr.mu.Unlock()
 	return append(append(make([]byte, 0, len(p)+len(cr.packets)), p...), cr.packets...)
 }
 
-// authReplyLocked takes the reply to one of c's credentials, whose error
-// code is code. w.mu is held.
-func (c *wireConn) authReplyLocked(code int32) {
-	w := c.w
+// reply takes a reply of xid -4 read on c, whose error code is code.
+func (cr *credentials) reply(c *wireConn, code int32, log *slog.Logger) {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
 	if c.authLeft == 0 {
 		return // not ours: nothing else sends xid -4
 	}
-	scheme := w.creds.schemes[len(w.creds.schemes)-c.authLeft]
+	scheme := cr.schemes[len(cr.schemes)-c.authLeft]
 	c.authLeft--
 	switch {
 	case code != 0:
@@ -96,39 +97,28 @@ func (c *wireConn) authReplyLocked(code int32) {
 		if code == zkAuthFailCode {
 			err = zk.ErrAuthFailed
 		}
-		w.authErr = fmt.Errorf("auth %s: %w", scheme, err)
-		w.log().Warn("zklock: the server refused the credentials", "scheme", scheme, "err", err)
+		cr.err = fmt.Errorf("auth %s: %w", scheme, err)
+		log.Warn("zklock: the server refused the credentials", "scheme", scheme, "err", err)
 	case c.authLeft == 0:
-		w.authed = true
+		cr.authed = true
 	default:
 		return
 	}
-	close(w.authChanged)
-	w.authChanged = make(chan struct{})
+	close(cr.changed)
+	cr.changed = make(chan struct{})
 }
 
-// hideAuthXid makes the reply whose header r is reading, if it answers a
-// credential (xid -4), a ping reply (xid -2) in b, the part of the
-// header just read, which starts at header offset from: -4 and -2 differ
-// in their last byte only, which is in b once the whole xid is known.
-func (r *reader) hideAuthXid(b []byte, from int) {
-	if !r.shook || from > 3 || r.nhdr < 4 || int32(binary.BigEndian.Uint32(r.hdr[0:4])) != authXid {
-		return
-	}
-	b[3-from] = byte(pingXid & 0xff)
-}
-
-// awaitCredentials waits until a connection has had every credential
-// accepted, and returns nil; or returns the refusal of one, or ctx's
-// error. With no credentials it returns at once.
-func (w *wire) awaitCredentials(ctx context.Context) error {
-	if len(w.creds.schemes) == 0 {
+// await waits until a connection has had every credential accepted, and
+// returns nil; or returns the refusal of one, or ctx's error. With no
+// credentials it returns at once.
+func (cr *credentials) await(ctx context.Context) error {
+	if len(cr.schemes) == 0 {
 		return nil
 	}
 	for {
-		w.mu.Lock()
-		ok, err, changed := w.authed, w.authErr, w.authChanged
-		w.mu.Unlock()
+		cr.mu.Lock()
+		ok, err, changed := cr.authed, cr.err, cr.changed
+		cr.mu.Unlock()
 		switch {
 		case err != nil:
 			return err

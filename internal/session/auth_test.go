@@ -15,18 +15,18 @@ import (
 // The credentials go out in the connect request's Write, behind it, framed
 // as AuthPackets (xid -4, opcode 100, type 0, scheme, auth: the values are
 // ZooKeeper's, written out here rather than taken from the code); their
-// replies reach go-zookeeper as ping replies (xid -2), whatever the reads
-// split, back to back too, and the other replies as they came. A refusal
-// is kept, naming its scheme, with zk.ErrAuthFailed.
+// replies reach go-zookeeper as they came (xid -4: it logs and skips
+// them), and are read for their codes whatever the reads split, back to
+// back too. A refusal is kept, naming its scheme, with zk.ErrAuthFailed.
 func TestWireSendsCredentials(t *testing.T) {
 	auths := []Auth{{Scheme: "digest", Auth: []byte("u:p")}, {Scheme: "other", Auth: []byte("xyz")}}
 	for _, chunk := range []int{1, 3, 1 << 20} {
-		w := &wire{creds: newCredentials(auths), authChanged: make(chan struct{})}
+		w := testWire(Options{Auth: auths})
 		data := append(connectResponse(4000, 55), reply(-4, 0, 0)...)
 		data = append(data, reply(-4, 0, -115)...) // AUTHFAILED
 		data = append(data, reply(7, 0, 0)...)
 		nc := &writesConn{bytesConn: bytesConn{data: data, chunk: chunk}}
-		c := newWireConn(nc, w)
+		c := w.newConn(nc, "zk1:2181")
 		connect := connectRequest(0, 0)
 		if n, err := c.Write(connect); err != nil || n != len(connect) {
 			t.Fatalf("the connect request's Write: %d, %v", n, err)
@@ -41,12 +41,12 @@ func TestWireSendsCredentials(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			xids = append(xids, int32(binary.BigEndian.Uint32(readWhole(t, c)[4:8])))
 		}
-		if xids[0] != -2 || xids[1] != -2 || xids[2] != 7 {
-			t.Fatalf("chunk %d: go-zookeeper read xids %v, want [-2 -2 7]", chunk, xids)
+		if xids[0] != -4 || xids[1] != -4 || xids[2] != 7 {
+			t.Fatalf("chunk %d: go-zookeeper read xids %v, want [-4 -4 7]", chunk, xids)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		err := w.awaitCredentials(ctx)
+		err := w.creds.await(ctx)
 		if !errors.Is(err, zk.ErrAuthFailed) || !strings.Contains(err.Error(), "auth other") {
 			t.Fatalf("chunk %d: a refused credential: %v, want zk.ErrAuthFailed naming scheme other", chunk, err)
 		}
@@ -56,22 +56,24 @@ func TestWireSendsCredentials(t *testing.T) {
 // awaitCredentials waits for every credential to be accepted, and its
 // waiters wake when the last is; it returns nil at once when there are none; a refusal
 // of another code than AUTHFAILED is told with its code; a reply of xid -4
-// that answers none of ours (none was sent) passes as a ping reply.
+// that answers none of ours (none was sent) passes as it came, and
+// changes nothing.
 func TestWireAwaitsCredentials(t *testing.T) {
-	w := &wire{creds: newCredentials([]Auth{{Scheme: "digest", Auth: []byte("u:p")}}), authChanged: make(chan struct{})}
+	digest := Options{Auth: []Auth{{Scheme: "digest", Auth: []byte("u:p")}}}
+	w := testWire(digest)
 	nc := &writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 55), reply(-4, 0, 0)...), chunk: 5}}
-	c := newWireConn(nc, w)
+	c := w.newConn(nc, "zk1:2181")
 	if _, err := c.Write(connectRequest(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := w.awaitCredentials(done); !errors.Is(err, context.Canceled) {
+	if err := w.creds.await(done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("before the reply: %v, want the context's error", err)
 	}
-	w.mu.Lock()
-	changed := w.authChanged // what a waiter waits on now
-	w.mu.Unlock()
+	w.creds.mu.Lock()
+	changed := w.creds.changed // what a waiter waits on now
+	w.creds.mu.Unlock()
 	readWhole(t, c)
 	readWhole(t, c)
 	select {
@@ -79,31 +81,34 @@ func TestWireAwaitsCredentials(t *testing.T) {
 	default:
 		t.Fatal("the last credential's acceptance woke no waiter")
 	}
-	if err := w.awaitCredentials(done); err != nil {
+	if err := w.creds.await(done); err != nil {
 		t.Fatalf("once accepted: %v", err)
 	}
 
-	none := &wire{authChanged: make(chan struct{})}
-	if err := none.awaitCredentials(done); err != nil {
+	none := testWire(Options{})
+	if err := none.creds.await(done); err != nil {
 		t.Fatalf("with no credentials: %v, want nil at once", err)
 	}
-	stray := newWireConn(&writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 56), reply(-4, 0, 0)...), chunk: 1}}, none)
+	stray := none.newConn(&writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 56), reply(-4, 0, -115)...), chunk: 1}}, "zk1:2181")
 	if _, err := stray.Write(connectRequest(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	readWhole(t, stray)
-	if xid := int32(binary.BigEndian.Uint32(readWhole(t, stray)[4:8])); xid != -2 {
-		t.Fatalf("a stray reply of xid -4 reached go-zookeeper as xid %d, want -2", xid)
+	if xid := int32(binary.BigEndian.Uint32(readWhole(t, stray)[4:8])); xid != -4 {
+		t.Fatalf("a stray reply of xid -4 reached go-zookeeper as xid %d, want -4", xid)
+	}
+	if none.creds.err != nil || none.creds.authed {
+		t.Fatalf("a stray reply counted: err %v, authed %v", none.creds.err, none.creds.authed)
 	}
 
-	w = &wire{creds: newCredentials([]Auth{{Scheme: "digest", Auth: []byte("u:p")}}), authChanged: make(chan struct{})}
-	c = newWireConn(&writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 57), reply(-4, 0, -6)...), chunk: 64}}, w)
+	w = testWire(digest)
+	c = w.newConn(&writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 57), reply(-4, 0, -6)...), chunk: 64}}, "zk1:2181")
 	if _, err := c.Write(connectRequest(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	readWhole(t, c)
 	readWhole(t, c)
-	if err := w.awaitCredentials(done); err == nil || errors.Is(err, zk.ErrAuthFailed) || !strings.Contains(err.Error(), "-6") {
+	if err := w.creds.await(done); err == nil || errors.Is(err, zk.ErrAuthFailed) || !strings.Contains(err.Error(), "-6") {
 		t.Fatalf("a credential refused with code -6: %v, want an error with the code, not zk.ErrAuthFailed", err)
 	}
 }
@@ -150,9 +155,10 @@ func TestWireFailedWrites(t *testing.T) {
 		{"the connect request", true, setAuth, false},
 	} {
 		fc := &failConn{}
-		c := newWireConn(fc, &wire{authChanged: make(chan struct{})})
+		w := testWire(Options{})
+		c := w.newConn(fc, "zk1:2181")
 		if !tc.connect {
-			c.first = time.Now() // the connect request went out
+			w.clock.record(c.sent, time.Now(), 0) // the connect request went out
 		}
 		n, err := c.Write(tc.p)
 		if made := err == nil && n == len(tc.p); made != tc.made || fc.closed != tc.made {
@@ -160,9 +166,9 @@ func TestWireFailedWrites(t *testing.T) {
 		}
 	}
 
-	w := &wire{creds: newCredentials([]Auth{{Scheme: "digest", Auth: []byte("u:p")}}), authChanged: make(chan struct{})}
+	w := testWire(Options{Auth: []Auth{{Scheme: "digest", Auth: []byte("u:p")}}})
 	nc := &writesConn{}
-	c := newWireConn(nc, w)
+	c := w.newConn(nc, "zk1:2181")
 	req := request(7, opExists, "/a")
 	for _, p := range [][]byte{connectRequest(0, 0), req} {
 		if _, err := c.Write(p); err != nil {

@@ -14,8 +14,7 @@ import (
 // (ClientCnxn's chroot, stripped from created names and event paths), and
 // kazoo. go-zookeeper has no chroot, so the Session puts [rooted] over its
 // connection: the recipes, the keeper and the janitor all see relative
-// paths. The anchor (anchor.go) is not rooted: the wire recognises its
-// request by its path on the wire, and an exists watch needs no permission.
+// paths.
 //
 // Unlike the Java client, kazoo and Curator (CURATOR-50, -280, -357), the
 // Session creates a chroot that does not exist: the first create that

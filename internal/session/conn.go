@@ -12,8 +12,9 @@ import (
 // Conn is the library's one door to ZooKeeper: every call the engine, the
 // leases and the janitor make goes through it, and only the [Session] holds
 // one (see [Session.Conn]). It is narrow on purpose, so that the Session can
-// put a new connection underneath, and so that moving to another client
-// library touches this file alone.
+// put a new connection underneath. Moving to another client library would
+// touch more than this file: the wire (wire.go) works below go-zookeeper's
+// API, on the behaviours docs/design.md lists in "What the wire relies on".
 //
 // Errors are go-zookeeper's, unwrapped, so [classify] can read them and
 // users can match zk's sentinels; outside this package, callers ask

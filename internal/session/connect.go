@@ -8,8 +8,8 @@ import (
 )
 
 // A Session on a connection from [Options.Connect] (internal/zkfake, for
-// tests) has no socket, so the wire (conn.go, anchor.go) sees no packets.
-// What the Session needs of the wire still holds, without one:
+// tests) has no socket, so the wire (wire.go) sees no packets. What the
+// Session needs of the wire still holds, without one:
 //
 //   - The granted session timeout is the one asked for (there is no
 //     connect response to read it from).
@@ -18,28 +18,22 @@ import (
 //     StateHasSession event reported: so [Session.Confirm] derives the
 //     lease deadline from the calls, by the same rule as on a socket, and
 //     a call made before a reconnect says nothing of the new connection
-//     ([wire.sentByOn]).
+//     ([sendClock.sentByOn]).
 //   - [Session.Sent] sees the paths of each call as the packet's bytes,
 //     so the engine's prefetch starts once the create is made.
-//   - The setWatches gate and the first-watch rule fix a race inside
-//     go-zookeeper's reader, which is not there: the anchor is never seen
-//     armed (no reply is read), so the keeper gives it up in each session
-//     and Open's wait for it ends at once; the handshake bound has no dial
-//     to bound, and [wire.drop] has no socket to close.
+//   - The wire's keeping of lastZxid fixes a race inside go-zookeeper's
+//     reader, which is not there; the handshake bound has no dial to
+//     bound, and [wire.drop] has no socket to close.
 
 // openConnect opens a connection through c.connect, reporting its events
 // as go-zookeeper's callback would to o's.
 func (c *Session) openConnect(o dialOptions) (Conn, error) {
 	w := c.wire
-	w.mu.Lock()
-	w.timeout = w.requested
-	w.mu.Unlock()
-	zc, err := c.connect(w.requested, func(ev zk.Event) {
+	w.hs.grant(w.hs.requested)
+	zc, err := c.connect(w.hs.requested, func(ev zk.Event) {
 		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-			w.mu.Lock()
-			w.cur = newWireConn(nil, w) // a new connection: what went out before says nothing of it
-			w.cur.recordLocked(time.Now())
-			w.mu.Unlock()
+			// A new connection: what went out before says nothing of it.
+			w.clock.record(w.clock.begin(), time.Now(), w.hs.timeout())
 		}
 		o.callback(ev)
 	})
@@ -57,12 +51,10 @@ type sentConn struct {
 }
 
 func (s sentConn) send(paths ...string) {
-	s.w.mu.Lock()
-	if c := s.w.cur; c != nil {
-		c.recordLocked(time.Now())
+	if r := s.w.clock.current(); r != nil {
+		s.w.clock.record(r, time.Now(), s.w.hs.timeout())
 	}
-	s.w.mu.Unlock()
-	s.w.sawWrite([]byte(strings.Join(paths, "\x00")))
+	s.w.marks.sawWrite([]byte(strings.Join(paths, "\x00")))
 }
 
 func (s sentConn) CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error) {

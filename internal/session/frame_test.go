@@ -11,21 +11,19 @@ import (
 // A frame no ZooKeeper server sends closes the connection with an error
 // before go-zookeeper reads its body: one shorter than the 16-byte reply
 // header (go-zookeeper would decode the header left in its buffer by the
-// previous packet, past the gate: on a gated connection its write of
+// previous packet, out of the reader's sight: the zxid it then writes to
 // lastZxid would race sendSetWatches's read again), or one whose length
 // is negative as the jute int it is (go-zookeeper would allocate up to 4
 // GiB for it). FuzzWireReader found the first.
 func TestWireClosesOnMalformedFrame(t *testing.T) {
 	for _, length := range []uint32{0, 8, 15, 1 << 31, 0xffffffff} {
-		w := &wire{anchor: newAnchor()}
-		w.anchor.armed = 55 // gated: replies with a zxid wait for setWatches
+		w := testWire(Options{})
 		frame := make([]byte, 4+16)
 		binary.BigEndian.PutUint32(frame, length)
 		binary.BigEndian.PutUint32(frame[4:], 9)    // xid
 		binary.BigEndian.PutUint64(frame[8:], 1000) // zxid
 		p := &pipeConn{data: append(connectResponse(4000, 55), frame...)}
-		c := newWireConn(p, w)
-		sendConnect(t, c)
+		c := connecting(t, w, p)
 		if err := readPacket(c); err != nil {
 			t.Fatal(err)
 		}
@@ -40,10 +38,8 @@ func TestWireClosesOnMalformedFrame(t *testing.T) {
 		if _, err := c.Read(n[:]); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("length %#x: a read after it got %v, want net.ErrClosed", length, err)
 		}
-		w.mu.Lock()
-		if c.timer != nil {
-			c.timer.Stop()
+		if w.zxid.last.zxid != 0 {
+			t.Fatalf("length %#x: the bad frame's zxid was kept: %#x", length, w.zxid.last.zxid)
 		}
-		w.mu.Unlock()
 	}
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"net"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +26,7 @@ import (
 //   - [hosts] is go-zookeeper's HostProvider over the names as typed
 //     ("zk1:2181"): Next hands go-zookeeper a name, which go-zookeeper
 //     hands to the wire's dialer (Conn.connect);
-//   - [wire.dialer] resolves the name with the Session's lookup and dials
+//   - [wire.dialer] resolves the name ([resolver]) and dials
 //     its addresses, each in turn from where the name's last attempt
 //     began, until one answers; a name that does not resolve fails the
 //     dial, and go-zookeeper moves on to the next name, as after any
@@ -52,8 +52,7 @@ type hosts struct {
 	tries  int // names handed out since a session was established or a round began
 	spread int // addresses behind the names as last resolved, at least one a name
 
-	now  atomic.Bool // the next Next is a reconnect, not a new round (see wireConn.shut)
-	next func()      // called at every Next (see wire.nextServer)
+	next func() // called at every Next (see tlsState.nextServer)
 }
 
 // Init takes the names, "host:port" each ([Options.Servers]).
@@ -78,18 +77,13 @@ func (h *hosts) Len() int {
 
 // Next hands out the next name, and reports whether a whole round has
 // passed since a session was last established (go-zookeeper then waits a
-// second before it dials). After the wire closed a connection on purpose
-// (wireConn.shut), a round begins at once: every server is tried before
-// any pause, the one just left last. A round is
-// one attempt per server: a name that resolves to three addresses gets
-// three attempts, each starting at another address (wire.resolve), as
-// DNSHostProvider, which listed every address, gave each one.
+// second before it dials). A round is one attempt per server: a name that
+// resolves to three addresses gets three attempts, each starting at
+// another address (resolver.resolve), as DNSHostProvider, which listed
+// every address, gave each one.
 func (h *hosts) Next() (server string, retryStart bool) {
 	h.mu.Lock()
 	h.cur = (h.cur + 1) % len(h.names)
-	if h.now.Swap(false) {
-		h.tries = 0 // a round begins here, with no pause
-	}
 	h.tries++
 	if h.tries > h.spread {
 		retryStart, h.tries = true, 1
@@ -121,26 +115,21 @@ func (h *hosts) servers() int {
 	return h.spread
 }
 
-// newHosts makes the server list of a new go-zookeeper connection.
-func (w *wire) newHosts() *hosts {
-	h := &hosts{cur: -1}
-	if w.tls != nil {
-		h.next = w.nextServer
-	}
-	w.mu.Lock()
-	w.hosts = h
-	w.mu.Unlock()
-	return h
-}
-
 // Lookup resolves a host name to addresses, as net.Resolver.LookupHost.
 type Lookup func(ctx context.Context, host string) ([]string, error)
 
-// names is what the wire knows of each name it resolved: where its next
-// attempt starts, and what it resolved to last (to log a change once).
-type names struct {
+// resolver resolves the names go-zookeeper hands the wire's dialer, at
+// each attempt, and keeps what the Session's error needs: the last lookup
+// and the last dial that failed. Under mu: all but lookup; resolve takes
+// hosts.mu under it (countSpreadLocked).
+type resolver struct {
 	lookup Lookup // nil: net.DefaultResolver.LookupHost
-	known  map[string]*name
+
+	mu        sync.Mutex
+	known     map[string]*name // what each name resolved to
+	hosts     *hosts           // the current go-zookeeper connection's server list
+	lookupErr error
+	dialErr   error
 }
 
 type name struct {
@@ -149,42 +138,42 @@ type name struct {
 	unresolved bool     // the last lookup failed (logged once)
 }
 
-// resolve looks name's host up (an IP literal is its own address) and
-// returns the addresses to dial, "ip:port", in the order to try them:
-// from the one after where the name's last attempt began, so that a server
-// that accepts connections but never answers the handshake is not the
-// first tried every time. A failed lookup is logged at Warn once, until
-// the name resolves again, and recorded for Open's error.
-func (w *wire) resolve(server string) ([]string, error) {
+// resolve looks name's host up (an IP literal is its own address), within
+// ctx, and returns the addresses to dial, "ip:port", in the order to try
+// them: from the one after where the name's last attempt began, so that a
+// server that accepts connections but never answers the handshake is not
+// the first tried every time. A failed lookup is logged at Warn once,
+// until the name resolves again, and recorded for Open's error.
+func (r *resolver) resolve(ctx context.Context, server string, log *slog.Logger) ([]string, error) {
 	host, port, err := net.SplitHostPort(server)
 	if err != nil {
 		return nil, err
 	}
 	addrs := []string{host}
 	if net.ParseIP(host) == nil {
-		addrs, err = w.lookupHost(host)
+		addrs, err = r.lookupHost(ctx, host)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := w.names.of(server)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.of(server)
 	if err != nil {
-		w.lookupErr = err
+		r.lookupErr = err
 		if !n.unresolved {
 			n.unresolved = true
-			w.log().Warn("zklock: a ZooKeeper server's name does not resolve; trying the others", "server", server, "err", err)
+			log.Warn("zklock: a ZooKeeper server's name does not resolve; trying the others", "server", server, "err", err)
 		}
 		n.addrs = nil
-		w.countSpreadLocked()
+		r.countSpreadLocked()
 		return nil, err
 	}
 	if n.unresolved || (n.addrs != nil && !sameSet(n.addrs, addrs)) {
-		w.log().Info("zklock: a ZooKeeper server's name resolves to new addresses", "server", server, "addrs", addrs)
+		log.Info("zklock: a ZooKeeper server's name resolves to new addresses", "server", server, "addrs", addrs)
 	}
 	if n.addrs == nil && len(addrs) > 1 {
 		n.start = rand.Intn(len(addrs))
 	}
 	n.addrs, n.unresolved = addrs, false
-	w.countSpreadLocked()
+	r.countSpreadLocked()
 	out := make([]string, len(addrs))
 	for i := range addrs {
 		out[i] = net.JoinHostPort(addrs[(n.start+i)%len(addrs)], port)
@@ -193,16 +182,16 @@ func (w *wire) resolve(server string) ([]string, error) {
 	return out, nil
 }
 
-// lookupHost resolves host with the wire's lookup, within lookupTimeout
-// and the Session's life. Its error names the host: a *net.DNSError does
+// lookupHost resolves host with the resolver's lookup, within
+// lookupTimeout and ctx. Its error names the host: a *net.DNSError does
 // ("lookup zk1 on 10.0.0.2:53: no such host"); a user's lookup's error is
 // wrapped to.
-func (w *wire) lookupHost(host string) ([]string, error) {
-	lookup := w.names.lookup
+func (r *resolver) lookupHost(ctx context.Context, host string) ([]string, error) {
+	lookup := r.lookup
 	if lookup == nil {
 		lookup = net.DefaultResolver.LookupHost
 	}
-	ctx, cancel := context.WithTimeout(w.lifetime(), lookupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	addrs, err := lookup(ctx, host)
 	var de *net.DNSError
@@ -217,22 +206,23 @@ func (w *wire) lookupHost(host string) ([]string, error) {
 	return addrs, nil
 }
 
-func (ns *names) of(server string) *name {
-	if ns.known == nil {
-		ns.known = make(map[string]*name)
+// of is what is known of server. r.mu is held.
+func (r *resolver) of(server string) *name {
+	if r.known == nil {
+		r.known = make(map[string]*name)
 	}
-	n := ns.known[server]
+	n := r.known[server]
 	if n == nil {
 		n = &name{}
-		ns.known[server] = n
+		r.known[server] = n
 	}
 	return n
 }
 
 // countSpreadLocked sets the hosts' spread from what the names resolved
-// to. w.mu is held.
-func (w *wire) countSpreadLocked() {
-	h := w.hosts
+// to. r.mu is held; it takes hosts.mu.
+func (r *resolver) countSpreadLocked() {
+	h := r.hosts
 	if h == nil {
 		return
 	}
@@ -240,13 +230,60 @@ func (w *wire) countSpreadLocked() {
 	defer h.mu.Unlock()
 	spread := 0
 	for _, s := range h.names {
-		if n := w.names.known[s]; n != nil && len(n.addrs) > 1 {
+		if n := r.known[s]; n != nil && len(n.addrs) > 1 {
 			spread += len(n.addrs)
 		} else {
 			spread++
 		}
 	}
 	h.spread = spread
+}
+
+// newHosts makes the server list of a new go-zookeeper connection, which
+// calls next at every Next (nil: nothing).
+func (r *resolver) newHosts(next func()) *hosts {
+	h := &hosts{cur: -1, next: next}
+	r.mu.Lock()
+	r.hosts = h
+	r.mu.Unlock()
+	return h
+}
+
+// servers is the number of servers to spread the handshake's bound over:
+// the addresses the names resolved to (hosts.servers), at least one.
+func (r *resolver) servers() int {
+	r.mu.Lock()
+	h := r.hosts
+	r.mu.Unlock()
+	if h == nil {
+		return 1
+	}
+	return max(h.servers(), 1)
+}
+
+// names is how many names the current server list has, 0 without one.
+func (r *resolver) names() int {
+	r.mu.Lock()
+	h := r.hosts
+	r.mu.Unlock()
+	if h == nil {
+		return 0
+	}
+	return h.Len()
+}
+
+// dialFailed records err as the last dial error.
+func (r *resolver) dialFailed(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dialErr = err
+}
+
+// errs returns the last lookup error and the last dial error.
+func (r *resolver) errs() (lookup, dial error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lookupErr, r.dialErr
 }
 
 // sameSet reports whether a and b hold the same addresses, in any order.

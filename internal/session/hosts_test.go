@@ -42,14 +42,20 @@ func (tb *table) lookup(_ context.Context, host string) ([]string, error) {
 // for and connects to none, over the lookup tb, with its log in buf.
 func recordingWire(t *testing.T, tb *table, buf *bytes.Buffer, servers ...string) (*wire, *[]string) {
 	t.Helper()
+	return recordingWireOf(t, tb, buf, 0, servers...)
+}
+
+// recordingWireOf is recordingWire with a session timeout of requested.
+func recordingWireOf(t *testing.T, tb *table, buf *bytes.Buffer, requested time.Duration, servers ...string) (*wire, *[]string) {
+	t.Helper()
 	var dialed []string
-	w := &wire{anchor: newAnchor(), names: names{lookup: tb.lookup},
-		logger: slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		dial: func(_, addr string, _ time.Duration) (net.Conn, error) {
+	w := testWire(Options{Lookup: tb.lookup, SessionTimeout: requested,
+		Logger: slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Dialer: func(_, addr string, _ time.Duration) (net.Conn, error) {
 			dialed = append(dialed, addr)
 			return nil, errors.New("refused")
-		}}
-	if err := w.newHosts().Init(servers); err != nil {
+		}})
+	if err := w.res.newHosts(nil).Init(servers); err != nil {
 		t.Fatal(err)
 	}
 	return w, &dialed
@@ -119,9 +125,8 @@ func TestDialAddressNeedsNoLookup(t *testing.T) {
 func TestNameWithSeveralAddresses(t *testing.T) {
 	var tb table
 	tb.set("zk-hs", "127.0.0.2", "127.0.0.3", "127.0.0.4")
-	w, dialed := recordingWire(t, &tb, new(bytes.Buffer), "zk-hs:2181")
-	w.requested = 9 * time.Second
-	h := w.hosts
+	w, dialed := recordingWireOf(t, &tb, new(bytes.Buffer), 9*time.Second, "zk-hs:2181")
+	h := w.res.hosts
 	var firsts []string
 	for i := 0; i < 3; i++ {
 		name, retry := h.Next()
@@ -141,7 +146,7 @@ func TestNameWithSeveralAddresses(t *testing.T) {
 	if _, retry := h.Next(); !retry {
 		t.Fatal("a fourth attempt with three addresses is not a new round")
 	}
-	if got := w.handshakeTimeout(); got != 3*time.Second {
+	if got := w.hs.bound(w.servers()); got != 3*time.Second {
 		t.Fatalf("handshake bound %v, want the 9s timeout over 3 addresses", got)
 	}
 
@@ -205,7 +210,7 @@ func TestNameStartsAtARandomAddress(t *testing.T) {
 	firsts := map[string]int{}
 	for i := 0; i < 64; i++ {
 		w, dialed := recordingWire(t, &tb, new(bytes.Buffer), "zk-hs:2181")
-		name, _ := w.hosts.Next()
+		name, _ := w.res.hosts.Next()
 		_, _ = w.dialer("tcp", name, time.Second)
 		if len(*dialed) != 2 {
 			t.Fatalf("dialed %v, want both addresses", *dialed)

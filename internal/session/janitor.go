@@ -185,7 +185,7 @@ func (j *janitor) delete(jb Job) deletion {
 //
 // Why the sync must succeed: the job is for a create whose reply was lost,
 // so its zxid never reached us, and the connect request's LastZxidSeen
-// (anchor.go, lastZxid) cannot keep us off a server that has not applied
+// (zxid.go) cannot keep us off a server that has not applied
 // it yet: a follower that lags, or one just synced with a new leader
 // (Learner.syncWithLeader starts serving before it commits the proposals
 // of the sync). A read there finds nothing, the create is applied later,

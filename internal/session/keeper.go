@@ -61,14 +61,13 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 // at their deadline, moves away from a server that stops confirming, and
 // opens a new connection when no server will take the session.
 type keeper struct {
-	c        *Session
-	retryAt  time.Time // after a failed confirmation or arming; the keeper's goroutine's own
-	checked  time.Time // when it last checked nodes; the keeper's goroutine's own
-	anchorAt time.Time // after a failed arming of the anchor (anchor.go); likewise
-	swept    uint64    // the sweep last done (sweep.go); likewise
-	kick     chan struct{}
-	stop     chan struct{}
-	done     chan struct{}
+	c       *Session
+	retryAt time.Time // after a failed confirmation or arming; the keeper's goroutine's own
+	checked time.Time // when it last checked nodes; the keeper's goroutine's own
+	swept   uint64    // the sweep last done (sweep.go); likewise
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 	// timer wakes the keeper from its sleep; set under c.mu only, by the
 	// keeper as it goes to sleep and by the Session while it sleeps
 	// ([Session.wakeByLocked]).
@@ -109,7 +108,6 @@ type keeperView struct {
 	waitSince         time.Time // when the longest waiter of the session began
 	nodes             []string  // nodes of ours to confirm the session with
 	arm               time.Time // when held nodes need a watch (see held.go); zero: none
-	anchored          bool      // the anchor is armed, or given up, in session (anchor.go)
 	sweep             uint64    // Session.sweepWant (sweep.go)
 }
 
@@ -129,7 +127,6 @@ func (c *Session) keeperView() keeperView {
 	if v.session != c.session {
 		v.confirmed, v.deadline = time.Time{}, time.Time{}
 	}
-	_, v.anchored, _ = c.wire.anchorState(v.session)
 	// Waiters' nodes first: no watch of theirs tells a waiter that its
 	// node was deleted (see [Session.Waiting]). Then held nodes, which
 	// their watches cover: a check that finds one gone is the backstop.
@@ -180,7 +177,7 @@ type task func(v keeperView, t time.Duration) (due time.Time, act func())
 // none).
 func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) {
 	t := k.c.wire.sessionTimeout()
-	for _, tk := range [...]task{k.expiry, k.sweeping, k.arming, k.confirmation, k.anchoring, k.rejoin} {
+	for _, tk := range [...]task{k.expiry, k.sweeping, k.arming, k.confirmation, k.rejoin} {
 		due, act := tk(v, t)
 		switch {
 		case act == nil:

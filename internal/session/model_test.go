@@ -167,12 +167,13 @@ func TestModelConfirm(t *testing.T) {
 		{"anchor exactly T/3 before", []int64{0, 8, 16, 24}, 24, 16, 16 + p["T"] - p["MARGIN"]},
 		{"younger connection", []int64{0, 4}, 5, 0, 0 + p["T"] - p["MARGIN"]},
 	} {
-		w := &wire{timeout: tt}
-		wc := &wireConn{w: w, first: at(tc.packets[0])}
+		w := testWire(Options{})
+		w.hs.grant(tt)
+		r := w.clock.begin()
+		r.first = at(tc.packets[0])
 		for _, u := range tc.packets {
-			wc.sent = append(wc.sent, at(u))
+			r.sent = append(r.sent, at(u))
 		}
-		w.cur = wc
 		c := &Session{wire: w, zc: modelConn{sid: 7}, confirmedCh: make(chan struct{})}
 		c.Confirm(at(tc.sent), 7)
 		got := c.deadline

@@ -23,12 +23,13 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// raceRepro turns TestLastZxidRace's protections off, to show the race
-// they close: such a run must fail, under -race, with a DATA RACE between
-// go-zookeeper's recvLoop and sendSetWatches (docs/testing.md, "The -race
-// promise"). It is not a CI run.
+// raceRepro turns the wire's keeping of lastZxid off for TestLastZxidRace
+// (Options.rawZxid), to show the race it closes: such a run must fail,
+// under -race, with a DATA RACE between go-zookeeper's recvLoop and
+// sendSetWatches (docs/testing.md, "The -race promise"). It is not a CI
+// run.
 var raceRepro = flag.String("race-repro", "",
-	`run TestLastZxidRace without the wire's protections: "none", or with the setWatches gate alone: "gate"; the run must report a DATA RACE under -race`)
+	`run TestLastZxidRace without the wire's keeping of lastZxid: "none"; the run must report a DATA RACE under -race`)
 
 // stepCycles is how many reconnects TestLastZxidRace provokes the race on.
 const stepCycles = 6
@@ -55,9 +56,8 @@ const stepCycles = 6
 // after B's setWatches did (go-zookeeper's xid counter is atomic: such a
 // draw would order it), and takes no request made after B's
 // sendSetWatches ran. That is the case of a setWatches left queued by a
-// connection that closed (Open's first-watch rule closes one in every
-// session: issue 30's trace, on a session's second connection during
-// Connect, is this case), and, without the gate, the plain case of a
+// connection that closed (issue 30's trace, on a session's second
+// connection during Connect, was this case), and the plain case of a
 // reply that beats the new connection's setWatches. The session is a new
 // one, so its first connections run under -race too.
 //
@@ -68,19 +68,15 @@ const stepCycles = 6
 // is A's (so the case was provoked); and that watches set before the
 // reconnects fire after them.
 //
-// With -race-repro (see raceRepro) the same run is made without the
-// wire's protections, and must fail with a DATA RACE.
+// With -race-repro=none (see raceRepro) the same run is made without the
+// wire's keeping of lastZxid, and must fail with a DATA RACE.
 func TestLastZxidRace(t *testing.T) {
 	switch *raceRepro {
 	case "":
 	case "none":
-		unguard(t, true, true)
-		t.Log("-race-repro=none: the wire's protections are off; under -race this run must report a DATA RACE")
-	case "gate":
-		unguard(t, false, true)
-		t.Log("-race-repro=gate: the setWatches gate alone; under -race this run must report a DATA RACE")
+		t.Log("-race-repro=none: the wire does not keep lastZxid; under -race this run must report a DATA RACE")
 	default:
-		t.Fatalf("-race-repro=%q: want none or gate", *raceRepro)
+		t.Fatalf("-race-repro=%q: want none", *raceRepro)
 	}
 	env := os.Getenv("ZKLOCK_TEST_SERVERS")
 	if env == "" {
@@ -99,6 +95,7 @@ func TestLastZxidRace(t *testing.T) {
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		NewBackOff:     func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) },
 		Hooks:          Hooks{Lost: func(*Hold, error) {}, Released: func(*Hold) {}, State: func(State, int64, string) {}},
+		rawZxid:        *raceRepro == "none",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +103,7 @@ func TestLastZxidRace(t *testing.T) {
 	defer func() { _ = c.Close() }()
 	raw := c.Raw()
 
-	// Watches of the user's, beside the anchor: their setWatches must
-	// bring them back.
+	// Watches of the user's: their setWatches must bring them back.
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	node := "/zklock-race-" + hex.EncodeToString(b[:])

@@ -70,7 +70,7 @@ func TestReplaceRetriesRequestsInFlight(t *testing.T) {
 	c := testSession(t, ctx, f.Dialer())
 
 	path := "/" + t.Name() + "/lock"
-	sent, stop := c.wire.expect(path)
+	sent, stop := c.wire.marks.expect(path)
 	defer stop()
 	f.Partition() // the read below goes out, and its reply is held back
 	res := make(chan error, 1)

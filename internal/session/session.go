@@ -38,6 +38,8 @@ type Options struct {
 	// a session of SessionTimeout, which reports its events to events as
 	// go-zookeeper's event callback does. See connect.go.
 	Connect func(timeout time.Duration, events func(zk.Event)) (Conn, error)
+
+	rawZxid bool // tests only (race_repro_test.go): the wire does not keep lastZxid (zxid.go)
 }
 
 // Auth is one set of credentials.
@@ -127,17 +129,13 @@ type Session struct {
 // forgotten it, as a rebuilt ensemble does), it opens a new connection, and
 // so a new session.
 func Open(ctx context.Context, o Options) (*Session, error) {
-	w := &wire{dial: o.Dialer, anchor: newAnchor(), requested: o.SessionTimeout, tls: o.TLS,
-		names: names{lookup: o.Lookup}, logger: o.Logger, authChanged: make(chan struct{})}
-	if o.Connect == nil {
-		w.creds = newCredentials(o.Auth) // the wire sends them (auth.go)
-	}
+	w := newWire(o)
 	var endLife context.CancelFunc
 	w.life, endLife = context.WithCancel(context.Background())
 	// Every server failed its TLS handshake (tls.go): no session will come.
 	awaitCtx, failTLS := context.WithCancelCause(ctx)
 	defer failTLS(nil)
-	w.onTLSFail = failTLS
+	w.tls.setOnFail(failTLS)
 	c := &Session{
 		acl:         o.ACL,
 		log:         o.Logger,
@@ -173,9 +171,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		return nil, err
 	}
 	_, err = c.AwaitSession(awaitCtx)
-	c.wire.mu.Lock()
-	c.wire.onTLSFail = nil
-	c.wire.mu.Unlock()
+	c.wire.tls.setOnFail(nil)
 	var te *TLSError
 	if err != nil && ctx.Err() == nil && errors.As(context.Cause(awaitCtx), &te) {
 		// Not worth waiting out ctx for: a server that does not trust our
@@ -190,15 +186,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	// Credentials first: a server that refuses one closes the connection,
-	// and no anchor would come.
 	if err := c.credentials(ctx, zc, o.Auth); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	// The keeper arms the anchor in the session (anchor.go); waiting for it
-	// here keeps that request out of what the new Client's user sees.
-	if err := c.awaitAnchor(ctx); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
@@ -217,7 +205,7 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 // (the fake's), which has no wire, it adds them to zc.
 func (c *Session) credentials(ctx context.Context, zc Conn, auths []Auth) error {
 	if c.connect == nil {
-		return c.wire.awaitCredentials(ctx)
+		return c.wire.creds.await(ctx)
 	}
 	for _, a := range auths {
 		if err := zc.AddAuth(a.Scheme, a.Auth); err != nil {
@@ -233,7 +221,6 @@ func (c *Session) open(gen uint64) (Conn, error) {
 	o := c.dial
 	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
 	o.onWatch = func(ev Event) {
-		c.wire.sawEvent(ev) // whatever the generation: the anchor is the wire's, outside the chroot
 		if c.root.root != "" {
 			ev = c.root.relEvent(ev)
 		}
@@ -244,7 +231,11 @@ func (c *Session) open(gen uint64) (Conn, error) {
 	if c.connect != nil {
 		zc, err = c.openConnect(o)
 	} else {
-		o.hosts = c.wire.newHosts()
+		var next func()
+		if c.wire.tls.cfg != nil {
+			next = c.wire.tls.nextServer
+		}
+		o.hosts = c.wire.res.newHosts(next)
 		zc, err = dial(o)
 	}
 	if err != nil || c.root.root == "" {
@@ -289,9 +280,9 @@ func (c *Session) NewBackOff() backoff.BackOff { return c.newBackOff() }
 
 // Sent returns a channel that is closed once a request that carries
 // marker (a create's path) has been written to the connection, so that a
-// read can follow it at once (see [wire.expect]); stop forgets it.
+// read can follow it at once (see [markers]); stop forgets it.
 func (c *Session) Sent(marker string) (sent <-chan struct{}, stop func()) {
-	return c.wire.expect(marker)
+	return c.wire.marks.expect(marker)
 }
 
 // Close ends the session: the server deletes every node of it, and every
@@ -378,9 +369,8 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 }
 
 // stateLocked reports a session event, unless Open has not returned: what
-// happens to the connection before then (the first-watch rule closes one,
-// anchor.go) concerns no lease, and Open reports the session it returns
-// with as one event. c.mu is held.
+// happens to the connection before then concerns no lease, and Open
+// reports the session it returns with as one event. c.mu is held.
 func (c *Session) stateLocked(s State, id int64, server string) {
 	if !c.opening {
 		c.hooks.State(s, id, server)

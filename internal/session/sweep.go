@@ -20,7 +20,7 @@ import (
 //     logs one that fails ("Failed to set previous watches"): the watches
 //     of the rest are on no server, and its table keeps them.
 //   - The RelativeZxid is the zxid the connection started from (the wire's,
-//     anchor.go, "lastZxid"), and replies on the new connection can carry a
+//     zxid.go), and replies on the new connection can carry a
 //     later zxid before its setWatches are answered (requests queued while
 //     it was down go out ahead of them; the second packet only after the
 //     first is answered). If the connection drops then, the next starts

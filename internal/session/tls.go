@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"time"
 )
 
@@ -28,21 +29,34 @@ func (e *TLSError) Error() string {
 }
 func (e *TLSError) Unwrap() error { return e.Err }
 
+// tlsState is the wire's TLS: the user's configuration (nil: plaintext),
+// and under mu the servers whose TLS handshake failed since a connect
+// response was last read, the failure that made it every server, until
+// reported, and what to call with it (set while Open waits).
+type tlsState struct {
+	cfg *tls.Config
+
+	mu      sync.Mutex
+	fails   map[string]bool
+	verdict *TLSError
+	onFail  func(error)
+}
+
 // secure runs the TLS handshake on raw, a connection just dialed to addr,
-// by the handshake's bound (see handshakeTimeout; by zero: none, and then
-// the dial's own timeout bounds it), and returns the TLS connection. On
+// by the handshake's bound (see handshakes.bound; by zero: none, and then
+// the dial's own timeout bounds it) and ctx, and returns the TLS connection. On
 // failure raw is closed. The configuration is cloned: ServerName, when
 // the user left it empty, is the host of the server dialed, as the user
 // named it, not the address it resolved to.
-func (w *wire) secure(raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, error) {
-	cfg := w.tls.Clone()
+func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, error) {
+	cfg := t.cfg.Clone()
 	if cfg.ServerName == "" {
 		cfg.ServerName = serverName(addr)
 	}
 	if by.IsZero() {
 		by = time.Now().Add(max(timeout, minHandshake))
 	}
-	ctx, cancel := context.WithDeadline(w.lifetime(), by)
+	ctx, cancel := context.WithDeadline(ctx, by)
 	defer cancel()
 	tc := tls.Client(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
@@ -86,29 +100,43 @@ func refusedTLS(err error) bool {
 	return errors.As(err, &oe) && oe.Op == "remote error"
 }
 
-// tlsFailed records a failed TLS handshake with addr as the last dial
-// error, and if every server has now failed one since a connect response
-// was last read, makes it the verdict that ends Open's wait for a session
+// failed records a failed TLS handshake with err.Addr, and if every
+// server (names of them) has now failed one since a connect response was
+// last read, makes it the verdict that ends Open's wait for a session
 // (see [Open] and nextServer): a server that is not trusted, or that
 // refuses the client's certificate, will not change its mind on the next
-// try.
-func (w *wire) tlsFailed(err *TLSError) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.dialErr = err
-	if w.tlsFails == nil {
-		w.tlsFails = make(map[string]bool)
-	}
+// try. A timeout does not count: a slow or paused server may answer next
+// time.
+func (t *tlsState) failed(err *TLSError, names int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if isTimeout(err) {
-		return // a slow or paused server: it may answer next time
+		return
 	}
-	w.tlsFails[err.Addr] = true
-	if w.hosts != nil && len(w.tlsFails) >= w.hosts.Len() {
-		w.tlsVerdict = err
+	if t.fails == nil {
+		t.fails = make(map[string]bool)
+	}
+	t.fails[err.Addr] = true
+	if names > 0 && len(t.fails) >= names {
+		t.verdict = err
 	}
 }
 
-// nextServer reports the verdict of tlsFailed, if any, to Open. It runs
+// answered forgets the failures: a server answered a connect request.
+func (t *tlsState) answered() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fails, t.verdict = nil, nil
+}
+
+// setOnFail sets what nextServer reports a verdict to (nil: nothing).
+func (t *tlsState) setOnFail(f func(error)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onFail = f
+}
+
+// nextServer reports the verdict of failed, if any, to Open. It runs
 // when go-zookeeper asks for the next server (Conn.connect, first thing),
 // not when the failure is seen: Open then closes the connection, and
 // go-zookeeper's Close waits up to a second for its close request to be
@@ -116,12 +144,12 @@ func (w *wire) tlsFailed(err *TLSError) {
 // requests queued without a connection are failed (flushUnsentRequests).
 // Told from inside authenticate, as a TLS 1.3 refusal is, Open's Close
 // would wait that second every time.
-func (w *wire) nextServer() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if v := w.tlsVerdict; v != nil && w.onTLSFail != nil {
-		w.tlsVerdict = nil
-		w.onTLSFail(v)
+func (t *tlsState) nextServer() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v := t.verdict; v != nil && t.onFail != nil {
+		t.verdict = nil
+		t.onFail(v)
 	}
 }
 
@@ -129,13 +157,4 @@ func (w *wire) nextServer() {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
-// lifetime is a context that ends when the Session closes, to give up a
-// TLS handshake under way.
-func (w *wire) lifetime() context.Context {
-	if w.life == nil {
-		return context.Background()
-	}
-	return w.life
 }

@@ -85,19 +85,19 @@ func listen(t *testing.T, serve func(net.Conn)) string {
 func tlsWire(t *testing.T, cfg *tls.Config, requested time.Duration, servers ...string) (*wire, *atomic.Int32) {
 	t.Helper()
 	var dials atomic.Int32
-	w := &wire{anchor: newAnchor(), requested: requested, tls: cfg,
-		dial: func(network, addr string, timeout time.Duration) (net.Conn, error) {
+	w := testWire(Options{SessionTimeout: requested, TLS: cfg,
+		Dialer: func(network, addr string, timeout time.Duration) (net.Conn, error) {
 			dials.Add(1)
 			return net.DialTimeout(network, addr, timeout)
 		},
 		// "localhost" may also resolve to ::1, where nothing listens.
-		names: names{lookup: func(_ context.Context, host string) ([]string, error) {
+		Lookup: func(_ context.Context, host string) ([]string, error) {
 			if host == "localhost" {
 				return []string{"127.0.0.1"}, nil
 			}
 			return net.DefaultResolver.LookupHost(context.Background(), host)
-		}}}
-	if err := w.newHosts().Init(servers); err != nil {
+		}})
+	if err := w.res.newHosts(w.tls.nextServer).Init(servers); err != nil {
 		t.Fatal(err)
 	}
 	return w, &dials
@@ -106,7 +106,7 @@ func tlsWire(t *testing.T, cfg *tls.Config, requested time.Duration, servers ...
 // dialLoopback dials the server list's next name, as go-zookeeper does.
 func dialLoopback(t *testing.T, w *wire) (net.Conn, error) {
 	t.Helper()
-	name, _ := w.hosts.Next()
+	name, _ := w.res.hosts.Next()
 	return w.dialer("tcp", name, time.Second)
 }
 
@@ -152,20 +152,20 @@ func TestTLSServerNameIsTheHostNamed(t *testing.T) {
 	other.ServerName = "zk.example"
 	w, _ = tlsWire(t, other, 2*time.Second, addr) // one address: every server
 	var fatal error
-	w.onTLSFail = func(err error) { fatal = err }
+	w.tls.onFail = func(err error) { fatal = err }
 	_, err = dialLoopback(t, w)
 	var te *TLSError
 	var invalid x509.HostnameError
 	if !errors.As(err, &te) || !errors.As(err, &invalid) {
 		t.Fatalf("dial: %v, want a *TLSError wrapping x509.HostnameError", err)
 	}
-	if !errors.Is(w.lastDialError(), te) {
-		t.Fatalf("last dial error %v, want %v", w.lastDialError(), te)
+	if _, derr := w.res.errs(); !errors.Is(derr, te) {
+		t.Fatalf("last dial error %v, want %v", derr, te)
 	}
 	if fatal != nil {
 		t.Fatalf("onTLSFail called before go-zookeeper asked for the next server: %v", fatal)
 	}
-	w.hosts.Next()
+	w.res.hosts.Next()
 	if !errors.Is(fatal, te) {
 		t.Fatalf("onTLSFail got %v, want %v", fatal, te)
 	}
@@ -185,11 +185,11 @@ func TestTLSHandshakeBounded(t *testing.T) {
 	})
 	addr := listen(t, func(c net.Conn) { held <- c }) // never reads
 	w, _ := tlsWire(t, client, time.Second, addr)     // bound: minHandshake
-	w.onTLSFail = func(err error) { t.Errorf("a timed-out handshake ended Open's wait: %v", err) }
+	w.tls.onFail = func(err error) { t.Errorf("a timed-out handshake ended Open's wait: %v", err) }
 	began := time.Now()
 	_, err := dialLoopback(t, w)
 	took := time.Since(began)
-	w.hosts.Next()
+	w.res.hosts.Next()
 	var te *TLSError
 	if !errors.As(err, &te) || !isTimeout(err) {
 		t.Fatalf("dial: %v, want a *TLSError that timed out", err)

@@ -8,7 +8,7 @@ import (
 	"io"
 	"net"
 	"runtime"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -22,10 +22,8 @@ func (serverConn) Write(p []byte) (int, error) { return len(p), nil }
 
 // The modes of FuzzWireReader's connection, as bits of its mode byte.
 const (
-	modeArmed     = 1 << iota // the anchor is armed in the session the connect response names: gated
-	modeSetWatch              // a setWatches request went out first: the gate is open
-	modeWatchReqs             // watch requests (xids 1 to 3) and the anchor's (xid 4) are in flight
-	modeGiven                 // the keeper gave the anchor up in that session
+	modeCreds = 1 << iota // two credentials follow the connect request: xid -4 replies are theirs
+	modeRaw               // the wire does not keep lastZxid (zxidKeeper.raw): zxids pass as sent
 )
 
 // hangBound is how long the reader may take once the server has hung up.
@@ -33,43 +31,48 @@ const hangBound = 10 * time.Second
 
 // FuzzWireReader plays a server that sends any bytes, in reads of any
 // size, to a connection of the wire, read as go-zookeeper's recvLoop
-// reads (a 4-byte length, then that many bytes), in each state the wire
-// can be in (gated, with setWatches sent first or while replies come;
-// watchful, with watch requests and the anchor's in flight). Once the
-// server has sent everything and hung up, the reader must end by itself,
-// with the server's hang-up, the first-watch rule's close or a bad frame's;
-// it never panics; what it gets is a prefix of what the server sent, all
-// of it unless the wire closed the connection; and the wire's count of
-// where a packet starts agrees with the server's framing. A frame that cannot be one (shorter
-// than the 16-byte header every reply and connect response has, or longer
-// than a jute int can say) ends the connection with an error before
-// go-zookeeper gets its body.
+// reads (a 4-byte length, then that many bytes), with and without
+// credentials, with and without the keeping of lastZxid. Once the server
+// has sent everything and hung up, the reader must end by itself, with the
+// server's hang-up or a bad frame's close; it never panics; what it gets
+// is what the server sent, the replies' zxids hidden (zxid.go), a prefix
+// of it if the wire closed the connection; and the wire's count of where
+// a packet starts agrees with the server's framing. A frame that cannot
+// be one (shorter than the 16-byte header every reply and connect
+// response has, or longer than a jute int can say) ends the connection
+// with an error before go-zookeeper gets its body.
 func FuzzWireReader(f *testing.F) {
 	var valid []byte
 	valid = append(valid, connectResponse(4000, 55)...)
 	valid = append(valid, reply(1, 900, 0)...)
-	valid = append(valid, reply(4, 901, zkNoNodeCode)...)
+	valid = append(valid, reply(-4, 0, 0)...)
+	valid = append(valid, reply(4, 901, -101)...)
 	valid = append(valid, reply(-2, 0, 0)...)
+	valid = append(valid, reply(-4, 0, -115)...)
 	valid = append(valid, reply(5, 902, 0)...)
 	event := []byte{0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 		0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 2, '/', 'a'}
 	binary.BigEndian.PutUint32(event, uint32(len(event)-4))
 	valid = append(valid, event...)
-	for mode := byte(0); mode < 16; mode++ {
+	for mode := byte(0); mode < 4; mode++ {
 		f.Add(mode, uint16(7), valid)
 	}
-	f.Add(byte(modeArmed), uint16(1), connectResponse(1<<30, 55))
-	f.Add(byte(modeArmed), uint16(3), append(connectResponse(-1, 55), reply(1, 900, 0)...))
+	f.Add(byte(0), uint16(1), connectResponse(1<<30, 55))
+	f.Add(byte(modeCreds), uint16(3), append(connectResponse(-1, 55), reply(1, 900, 0)...))
 	f.Add(byte(0), uint16(4), []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3})
 	f.Add(byte(0), uint16(64), append(connectResponse(4000, 55), 0, 0, 0, 0, 0, 0, 0, 16))
-	f.Add(byte(modeWatchReqs), uint16(5), append(connectResponse(4000, 55), reply(2, 1, zkNoNodeCode)[:9]...))
+	f.Add(byte(modeCreds), uint16(5), append(connectResponse(4000, 55), reply(-4, 1, -101)[:9]...))
 	f.Add(byte(0), uint16(1), []byte{})
 
 	f.Fuzz(func(t *testing.T, mode byte, chunk uint16, in []byte) {
 		client, server := net.Pipe()
-		w := &wire{anchor: newAnchor(), requested: time.Minute}
-		c := newWireConn(serverConn{client}, w)
-		w.cur = c
+		o := Options{SessionTimeout: time.Minute, rawZxid: mode&modeRaw != 0}
+		if mode&modeCreds != 0 {
+			o.Auth = []Auth{{Scheme: "digest", Auth: []byte("u:p")}, {Scheme: "digest", Auth: []byte("v:q")}}
+		}
+		w := testWire(o)
+		sc := &closeConn{Conn: serverConn{client}}
+		c := w.newConn(sc, "zk1:2181")
 		// The fuzzing engine bounds no input's time: a hang anywhere
 		// (and a t.Fatal would run into it) crashes the worker, which
 		// keeps the input.
@@ -78,27 +81,8 @@ func FuzzWireReader(f *testing.F) {
 			panic(fmt.Sprintf("mode %#x: hung for %v\n%s", mode, 2*hangBound, buf[:runtime.Stack(buf, true)]))
 		})
 		defer watchdog.Stop()
-		var session int64
-		if len(in) >= 20 {
-			session = int64(binary.BigEndian.Uint64(in[12:20]))
-		}
-		if mode&modeArmed != 0 {
-			w.anchor.armed = session
-		}
-		if mode&modeGiven != 0 {
-			w.anchor.given = session
-		}
-		if mode&modeWatchReqs != 0 {
-			c.watchReqs = []watchReq{{1, opGetData}, {2, opExists}, {3, opGetChildren2}}
-			w.anchor.xid, w.anchor.on = 4, c
-		}
 		if _, err := c.Write(make([]byte, 48)); err != nil { // the connect request
 			t.Fatal(err)
-		}
-		if mode&modeSetWatch != 0 {
-			if _, err := c.Write(request(6, opSetWatches, "")); err != nil {
-				t.Fatal(err)
-			}
 		}
 
 		sent := make(chan struct{})
@@ -116,32 +100,14 @@ func FuzzWireReader(f *testing.F) {
 			got []byte
 			err error
 		}
-		// go-zookeeper queues setWatches once the connect response is
-		// read (Conn.loop, sendSetWatches), and its sendLoop writes it
-		// while recvLoop reads: on a gated connection, the gate opens
-		// then, before or after a reply arrives.
-		var setWatches sync.WaitGroup
-		connected := func() {}
-		if mode&(modeArmed|modeSetWatch) == modeArmed {
-			connected = func() {
-				setWatches.Add(1)
-				go func() {
-					defer setWatches.Done()
-					_, _ = c.Write(request(7, opSetWatches, ""))
-				}()
-			}
-		}
 		read := make(chan result, 1)
 		go func() {
-			got, err := recvLoop(c, connected)
+			got, err := recvLoop(c)
 			read <- result{got, err}
 		}()
 
 		// The server hangs up once it has sent everything: the reader
-		// must end by itself, on every input. (A gated connection's held
-		// reply waits for the setWatches above; one that never came
-		// would wait for the gate's timer, a third of the session
-		// timeout, as anchor_test.go shows.)
+		// must end by itself, on every input.
 		var r result
 		select {
 		case r = <-read:
@@ -149,26 +115,22 @@ func FuzzWireReader(f *testing.F) {
 			buf := make([]byte, 1<<20)
 			panic(fmt.Sprintf("mode %#x: the reader still waits after %v\n%s", mode, hangBound, buf[:runtime.Stack(buf, true)]))
 		}
+		wireClosed := sc.closed.Load()
 		_ = c.Close()
 		<-sent
-		setWatches.Wait()
-		w.mu.Lock()
-		if c.timer != nil { // a timer the gate left, opening it after the test
-			c.timer.Stop()
-		}
-		w.mu.Unlock()
 
 		switch {
 		case errors.Is(r.err, io.EOF), errors.Is(r.err, io.ErrUnexpectedEOF): // the server hung up
-		case errors.Is(r.err, errShut): // the first-watch rule
 		case errors.Is(r.err, errBadFrame):
 		default:
 			t.Fatalf("mode %#x: the reader ended with %v", mode, r.err)
 		}
 		// What go-zookeeper gets is what the server sent, but for the
-		// zxids of the replies, which the wire keeps (anchor.go, lastZxid),
-		// and the xid of a credential's reply, a ping's (auth.go).
-		want := hiddenZxids(in)
+		// zxids of the replies, which the wire keeps (zxid.go).
+		want := in
+		if mode&modeRaw == 0 {
+			want = hiddenZxids(in)
+		}
 		if !bytes.HasPrefix(want, r.got) {
 			t.Fatalf("mode %#x: the reader got %d bytes that are not what the server sent", mode, len(r.got))
 		}
@@ -176,13 +138,11 @@ func FuzzWireReader(f *testing.F) {
 		if bad >= 0 && len(r.got) > bad+4 {
 			t.Fatalf("mode %#x: the reader got the body of a bad frame at %d (%v)", mode, bad, r.err)
 		}
-		if bad >= 0 && bad+4 <= len(in) && !errors.Is(r.err, errShut) {
+		if bad >= 0 && bad+4 <= len(in) {
 			if !errors.Is(r.err, errBadFrame) {
 				t.Fatalf("mode %#x: a bad frame at %d, and the reader ended with %v", mode, bad, r.err)
 			}
-			select {
-			case <-c.closed:
-			default:
+			if !wireClosed {
 				t.Fatalf("mode %#x: a bad frame left the connection open", mode)
 			}
 		}
@@ -198,8 +158,22 @@ func FuzzWireReader(f *testing.F) {
 			if got := (frameState{c.rd.nlen, c.rd.left}); got != frames {
 				t.Fatalf("mode %#x: the wire is at %+v of a packet, the stream at %+v", mode, got, frames)
 			}
+			if wireClosed {
+				t.Fatalf("mode %#x: the wire closed a connection that read no bad frame", mode)
+			}
 		}
 	})
+}
+
+// closeConn records whether it was closed.
+type closeConn struct {
+	net.Conn
+	closed atomic.Bool
+}
+
+func (c *closeConn) Close() error {
+	c.closed.Store(true)
+	return c.Conn.Close()
 }
 
 // frameState is where a stream of packets stands: bytes of a length read,
@@ -229,9 +203,8 @@ func framing(in []byte) (frameState, int) {
 
 // hiddenZxids returns in, a stream of packets from a server, as the wire
 // hands it to go-zookeeper: the zxid of each reply (a packet after the
-// first, the connect response) whose xid is not negative zeroed, and the
-// xid of a credential's reply (-4) made a ping's (-2), as far as the
-// stream has it; independently of the wire's reader.
+// first, the connect response) whose xid is not negative zeroed, as far
+// as the stream has it; independently of the wire's reader.
 func hiddenZxids(in []byte) []byte {
 	out := append([]byte(nil), in...)
 	for off, packet := 0, 0; len(out)-off >= 4; packet++ {
@@ -239,9 +212,6 @@ func hiddenZxids(in []byte) []byte {
 		body := out[off+4 : off+4+int(min(n, int64(len(out)-off-4)))]
 		if packet > 0 && len(body) >= 4 && int32(binary.BigEndian.Uint32(body)) >= 0 {
 			clear(body[4:min(12, len(body))])
-		}
-		if packet > 0 && len(body) >= 4 && int32(binary.BigEndian.Uint32(body)) == -4 {
-			body[3] = 0xfe // a credential's reply goes on as a ping's (auth.go)
 		}
 		if int64(len(body)) < n {
 			break
@@ -255,13 +225,9 @@ func hiddenZxids(in []byte) []byte {
 // authenticate do, and returns the bytes it got and the error it ended
 // with. It discards each body as it reads it, rather than allocating up
 // to 4 GiB for a garbled length.
-// connected runs once the first packet, the connect response, is read.
-func recvLoop(c *wireConn, connected func()) ([]byte, error) {
+func recvLoop(c *wireConn) ([]byte, error) {
 	var got bytes.Buffer
-	for packets := 0; ; packets++ {
-		if packets == 1 {
-			connected()
-		}
+	for {
 		_ = c.SetReadDeadline(time.Now().Add(hangBound)) // go-zookeeper only logs its error
 		var n [4]byte
 		k, err := io.ReadFull(c, n[:])

@@ -67,14 +67,14 @@ func readWhole(t *testing.T, c *wireConn) []byte {
 func TestReplyZxidsKeptByTheWire(t *testing.T) {
 	event := reply(-1, 0x7ff, 0)
 	for _, chunk := range []int{1, 3, 7, 64} {
-		w := &wire{anchor: newAnchor()}
-		sent := [][]byte{connectResponse(4000, 55), reply(7, 0x0102030405060708, 0), event, reply(-2, 0x901, 0), reply(8, 0x902, zkNoNodeCode), reply(9, 0, 0)}
+		w := testWire(Options{})
+		sent := [][]byte{connectResponse(4000, 55), reply(7, 0x0102030405060708, 0), event, reply(-2, 0x901, 0), reply(8, 0x902, -101), reply(9, 0, 0)}
 		var data []byte
 		for _, p := range sent {
 			data = append(data, p...)
 		}
 		nc := &writesConn{bytesConn: bytesConn{data: data, chunk: chunk}}
-		c := newWireConn(nc, w)
+		c := w.newConn(nc, "zk1:2181")
 		sendConnect(t, c)
 		for i, want := range sent {
 			got := readWhole(t, c)
@@ -86,8 +86,8 @@ func TestReplyZxidsKeptByTheWire(t *testing.T) {
 				t.Fatalf("chunk %d, packet %d: go-zookeeper got % x, want % x", chunk, i, got, want)
 			}
 		}
-		if w.last != (lastZxid{55, 0x902}) {
-			t.Fatalf("chunk %d: the wire keeps %+v, want session 55 at 0x902 (the last reply with a zxid)", chunk, w.last)
+		if w.zxid.last != (lastZxid{55, 0x902}) {
+			t.Fatalf("chunk %d: the wire keeps %+v, want session 55 at 0x902 (the last reply with a zxid)", chunk, w.zxid.last)
 		}
 	}
 }
@@ -97,10 +97,10 @@ func TestReplyZxidsKeptByTheWire(t *testing.T) {
 // goes out with the zxid its connection started from, not a later one.
 // The caller's buffer is left as it was.
 func TestRequestsCarryTheKeptZxid(t *testing.T) {
-	w := &wire{anchor: newAnchor()}
-	w.last = lastZxid{55, 0x900}
+	w := testWire(Options{})
+	w.zxid.last = lastZxid{55, 0x900}
 	nc := &writesConn{bytesConn: bytesConn{data: append(connectResponse(4000, 55), reply(3, 0x950, 0)...), chunk: 64}}
-	c := newWireConn(nc, w)
+	c := w.newConn(nc, "zk1:2181")
 	req := connectRequest(0, 55)
 	if _, err := c.Write(req); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestRequestsCarryTheKeptZxid(t *testing.T) {
 		want    int64
 	}{{55, 0x950}, {0, 0}, {77, 0}} {
 		next := &writesConn{}
-		c := newWireConn(next, w)
+		c := w.newConn(next, "zk1:2181")
 		if _, err := c.Write(connectRequest(0, tc.session)); err != nil {
 			t.Fatal(err)
 		}
@@ -140,9 +140,9 @@ func TestRequestsCarryTheKeptZxid(t *testing.T) {
 		}
 	}
 	// Whatever the wire kept, a new session starts from 0.
-	w.last = lastZxid{0, 0x990}
+	w.zxid.last = lastZxid{0, 0x990}
 	next := &writesConn{}
-	if _, err := newWireConn(next, w).Write(connectRequest(0, 0)); err != nil {
+	if _, err := w.newConn(next, "zk1:2181").Write(connectRequest(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if got := int64(binary.BigEndian.Uint64(next.wrote[0][8:16])); got != 0 {
@@ -156,23 +156,23 @@ func TestRequestsCarryTheKeptZxid(t *testing.T) {
 // session keeps it, so that the next connect request still keeps the
 // client off servers behind what it has seen.
 func TestNewSessionStartsFromZero(t *testing.T) {
-	w := &wire{anchor: newAnchor()}
-	w.last = lastZxid{55, 0x900}
-	c := newWireConn(&writesConn{bytesConn: bytesConn{data: connectResponse(4000, 55), chunk: 64}}, w)
+	w := testWire(Options{})
+	w.zxid.last = lastZxid{55, 0x900}
+	c := w.newConn(&writesConn{bytesConn: bytesConn{data: connectResponse(4000, 55), chunk: 64}}, "zk1:2181")
 	sendConnect(t, c)
 	readWhole(t, c)
-	if w.last != (lastZxid{55, 0x900}) {
-		t.Fatalf("after a connect response resuming session 55 the wire keeps %+v, want 0x900 still", w.last)
+	if w.zxid.last != (lastZxid{55, 0x900}) {
+		t.Fatalf("after a connect response resuming session 55 the wire keeps %+v, want 0x900 still", w.zxid.last)
 	}
 
 	for _, session := range []int64{77, 0} {
-		w := &wire{anchor: newAnchor()}
-		w.last = lastZxid{55, 0x900}
-		c := newWireConn(&writesConn{bytesConn: bytesConn{data: connectResponse(4000, session), chunk: 64}}, w)
+		w := testWire(Options{})
+		w.zxid.last = lastZxid{55, 0x900}
+		c := w.newConn(&writesConn{bytesConn: bytesConn{data: connectResponse(4000, session), chunk: 64}}, "zk1:2181")
 		sendConnect(t, c)
 		readWhole(t, c)
-		if w.last != (lastZxid{session, 0}) {
-			t.Fatalf("after a connect response for session %d the wire keeps %+v", session, w.last)
+		if w.zxid.last != (lastZxid{session, 0}) {
+			t.Fatalf("after a connect response for session %d the wire keeps %+v", session, w.zxid.last)
 		}
 	}
 }
