@@ -333,25 +333,6 @@ func nodePrefix(id string, k Kind) string {
 // of kazoo's uuid.uuid4().hex, the id its Lock puts before "__lock__".
 func kazooID(uuid string) string { return strings.ReplaceAll(uuid, "-", "") }
 
-// nodePrefix is the name of a node of l before ZooKeeper's sequence:
-// `_c_<id>-<name>`, or kazoo's `<32 hex>__lock__` for the lock of a
-// kazoo-layout semaphore, which kazoo's Lock must see as a contender (its
-// _get_predecessor matches only its own "__lock__" pattern).
-func (l *Lock) nodePrefix(id string) string {
-	if l.kazoo {
-		return id + kazooLock
-	}
-	return nodePrefix(id, l.driver.Kind())
-}
-
-// idPrefix is what every node of one participant on l starts with.
-func (l *Lock) idPrefix(id string) string {
-	if l.kazoo {
-		return id + kazooLock
-	}
-	return protectedPrefix + id + "-"
-}
-
 // SemaphoreSize reads a semaphore's size from the data of its path, as
 // kazoo's Semaphore records it ("3"), and so zklock's under [LayoutKazoo]
 // (zklock's own layout records none: each lease node carries its

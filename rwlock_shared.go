@@ -92,9 +92,7 @@ type sharedReads struct {
 }
 
 func newSharedReads(read lockConfig) *sharedReads {
-	cfg := read.on(read.path, readDriver{})
-	cfg.untraced = true
-	return &sharedReads{l: cfg.build()}
+	return &sharedReads{l: read.on(read.path, untraced{read.pol}).build()}
 }
 
 // sharedClaim is one shared read node. Its fields are guarded by sharedReads.mu.

@@ -77,11 +77,13 @@ func newSemaphore(c *Client, path string, maxLeases int, opts []LockOption) (*Se
 	if maxLeases < 1 || maxLeases > math.MaxInt32 {
 		return nil, invalidf("maxLeases %d is out of range [1, %d]", maxLeases, math.MaxInt32)
 	}
-	cfg, o, err := newLockConfig(c, path, semaphoreDriver{}, opts)
+	cfg, o, err := newLockConfig(c, path, newSemaphorePolicy(maxLeases), opts)
+	if err == nil {
+		err = o.only(true, false)
+	}
 	if err != nil {
 		return nil, err
 	}
-	cfg.refuse = foreignSemaphore
 	var so semOptions
 	if o.sem != nil {
 		so = *o.sem
@@ -93,7 +95,8 @@ func newSemaphore(c *Client, path string, maxLeases int, opts []LockOption) (*Se
 	return &Semaphore{path: path, max: maxLeases, kind: so.layout, layout: layout}, nil
 }
 
-// zklockLayout is [LayoutZklock]: a lock on the path, whose driver counts.
+// zklockLayout is [LayoutZklock]: a lock on the path, whose policy counts
+// ([semaphorePolicy]).
 type zklockLayout struct {
 	lock *Lock
 	max  int
