@@ -14,12 +14,13 @@ import (
 // pluggable [Driver]. Each Acquire creates a protected ephemeral-sequential
 // node `_c_<uuid>-<name><seq>` under the lock path (whose missing
 // ancestors are created as container nodes), reads the children in queue
-// order and asks the driver whether it holds; if not, it watches (with
-// getData) the siblings the driver names and decides again when they change,
-// and after every reconnect or session change.
+// order and asks the lock's policy (its [Driver], for a Lock of [NewLock])
+// whether it holds; if not, it watches (with getData) the siblings the
+// policy names and decides again when they change, and after every
+// reconnect or session change.
 //
 // The engine has three parts, one file each: a claim makes the nodes
-// (claim.go), a waiter on each path reads the queue, asks the driver and
+// (claim.go), a waiter on each path reads the queue, asks the policy and
 // waits (waiter.go, look.go), and the grant turns waiters that all hold
 // into leases (grant.go). [participant.run] ties them together.
 //
