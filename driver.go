@@ -144,9 +144,9 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 //     that holds one, or is queued ahead of one that does.
 //
 // The count: what the engine adds to the rule before it grants
-// ([semaphoreRule.ruleHolds]; a question for a listing asks for the rule
-// alone: [question].rule). The rule bounds the leases by the sizes up to the last holder;
-// a smaller size that queues behind the holders bounds nothing by it, and
+// ([semaphoreRule.ruleHolds]; a listing asks for the rule alone:
+// [question].rule). The rule bounds the leases by the sizes up to the last
+// holder; a smaller size that queues behind the holders bounds nothing by it, and
 // a lease granted out of queue order (z, behind x, held on a read made
 // before x's first read: x's server lagged) would let x take a lease on
 // top of z's once the smaller size has queued. So, deciding for a group G
@@ -255,7 +255,7 @@ func (semaphorePolicy) refuses(name string) bool { return foreignSemaphore(name)
 
 func (semaphorePolicy) size(k Child, path []byte) int { return newSemaphoreRule(path).recorded(k) }
 
-func (s semaphorePolicy) String() string { return "zklock semaphore policy" }
+func (semaphorePolicy) String() string { return "zklock semaphore policy" }
 
 // decide asks for the path's data first if a node up to last carries no
 // size in its id (the legacy size may decide; our own nodes always carry

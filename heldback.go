@@ -44,7 +44,7 @@ func (p *participant) readMarks(w *waiter, kids []Child, asked []int) (map[int]b
 		err  error
 	}
 	// Sent together, answered in order on the one connection: one round
-	// trip for all of them, all after the read of v.kids.
+	// trip for all of them, all after the read of kids.
 	zc, reads := p.c.s.Conn(), make([]read, len(asked))
 	var wg sync.WaitGroup
 	for j, i := range asked {

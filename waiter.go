@@ -105,8 +105,8 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 // The path's data (a zklock semaphore's legacy size, asked for when a
 // node ahead carries no size in its id: [semaphorePolicy]) is read once
 // per attempt: only the nodes that were ahead at our first look can ever
-// be ahead of us (ZooKeeper appends every later create behind ours), and
-// the record does not change while they live. The marks are read after
+// be ahead of us (ZooKeeper appends every later create behind ours), so
+// one read serves every decision. The marks are read after
 // v's read, on its session, every time they are asked for: the count's
 // proof needs that order ([participant.readMarks]).
 func (p *participant) decideIn(w *waiter, v view) (decision, map[string]int32, error) {
