@@ -8,8 +8,11 @@ import "fmt"
 // The engine knows no recipe: it asks the policy of each [Lock], and a
 // recipe's policy carries its own facts (a semaphore's size, a kazoo
 // layout's names). Every recipe's policy implements it the same way: a
-// user's [Driver] through [adapt], zklock's semaphore by [semaphorePolicy],
-// the semaphore layouts' locks by the decorators below.
+// [Driver] (a user's, or a recipe's) through [adapt], zklock's semaphore
+// by [semaphorePolicy], and a policy whose nodes, path or tracing differ
+// by a decorator that embeds another and says what differs (kazooNamed,
+// persistentPath and curatorLeases in semaphore_layout.go, untraced in
+// rwlock_shared.go). No policy keeps state between questions.
 type policy interface {
 	fmt.Stringer // the policy in errors: a user's Driver's type
 
@@ -143,34 +146,3 @@ func (p driverPolicy) decide(q question) decision {
 }
 
 func (p driverPolicy) String() string { return fmt.Sprintf("driver %T", p.d) }
-
-// kazooNamed names a policy's nodes as kazoo's Lock names them,
-// `<32 hex>__lock__<seq>`: the lock of a kazoo-layout semaphore, which
-// kazoo's Lock must see as a contender (its _get_predecessor matches only
-// its own "__lock__" pattern).
-type kazooNamed struct{ policy }
-
-func (kazooNamed) newID() (string, error) {
-	id, err := newID()
-	return kazooID(id), err
-}
-
-func (kazooNamed) nodePrefix(id string) string { return id + kazooLock }
-func (kazooNamed) idPrefix(id string) string   { return id + kazooLock }
-
-// persistentPath makes a policy's lock path persistent, with data, as
-// kazoo's ensure_path makes it (a kazoo-layout semaphore records its size
-// in its path's data).
-type persistentPath struct {
-	policy
-	data []byte
-}
-
-func (p persistentPath) pathNode() ([]byte, bool) { return p.data, true }
-
-// untraced keeps a policy's participants from the Client's [Trace]: a
-// shared read node's, whose sub-leases are traced instead
-// (rwlock_shared.go).
-type untraced struct{ policy }
-
-func (untraced) traced() bool { return false }

@@ -596,3 +596,9 @@ func (s *sharedReads) traceFailed(start time.Time, err error) error {
 	}
 	return err
 }
+
+// untraced keeps a policy's participants from the Client's [Trace]: a
+// shared read node's, whose sub-leases are traced instead.
+type untraced struct{ policy }
+
+func (untraced) traced() bool { return false }

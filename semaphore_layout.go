@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/zkrecipes/zklock/internal/session"
@@ -478,3 +479,49 @@ func (d curatorLeaseDriver) GetsTheLock(_ []Child, first, last int) Decision {
 	}
 	return Decision{Watch: watch}
 }
+
+// Refusals of the semaphore layouts: the plain or sequential children of a
+// semaphore's path that belong to a layout other than its own.
+
+// zklockLayoutNode reports a child that zklock's own semaphore layout
+// writes directly under the path: `_c_<uuid>-lease-<seq>`.
+func zklockLayoutNode(name string) bool {
+	ch, ok, _ := parseChild(name)
+	return ok && ch.Kind == KindLease
+}
+
+// curatorLayoutNode reports a child of Curator's InterProcessSemaphoreV2
+// layout (its LOCK_SCHEMA: "locks" and "leases").
+func curatorLayoutNode(name string) bool { return name == "locks" || name == "leases" }
+
+// kazooLayoutNode reports a lease of kazoo's Semaphore: a plain node named
+// by uuid4().hex.
+func kazooLayoutNode(name string) bool { return len(name) == kazooIDLen && isHex(name) }
+
+// kazooID turns a protected id (a version 4 UUID) into the 32 hex digits
+// of kazoo's uuid.uuid4().hex, the id its Lock puts before "__lock__".
+func kazooID(uuid string) string { return strings.ReplaceAll(uuid, "-", "") }
+
+// kazooNamed names a policy's nodes as kazoo's Lock names them,
+// `<32 hex>__lock__<seq>`: the lock of a kazoo-layout semaphore, which
+// kazoo's Lock must see as a contender (its _get_predecessor matches only
+// its own "__lock__" pattern).
+type kazooNamed struct{ policy }
+
+func (kazooNamed) newID() (string, error) {
+	id, err := newID()
+	return kazooID(id), err
+}
+
+func (kazooNamed) nodePrefix(id string) string { return id + kazooLock }
+func (kazooNamed) idPrefix(id string) string   { return id + kazooLock }
+
+// persistentPath makes a policy's lock path persistent, with data, as
+// kazoo's ensure_path makes it (a kazoo-layout semaphore records its size
+// in its path's data).
+type persistentPath struct {
+	policy
+	data []byte
+}
+
+func (p persistentPath) pathNode() ([]byte, bool) { return p.data, true }
