@@ -14,22 +14,24 @@ import (
 // which also counts the participants queued behind a participant (its
 // sizes may differ: see [Semaphore]); no Driver needs to.
 //
-// What the engine does with a Driver. It creates the participant's node
-// (n nodes for [Semaphore.AcquireN], one on each path for a MultiLock),
-// reads every child of the lock path, sorts them in queue order and calls
-// GetsTheLock with all of them and the participant's first and last
-// index. If the decision holds, the participant holds. If not, it reads
-// each child Watch names with a watch (getData), and when any of them is
-// deleted or its data changes, or the session's connection changes, it
-// reads the children again and asks again. It takes the lock only on a
-// read of the children that lists the participant's node and on which
-// GetsTheLock holds (the first look, or the read a waiter makes when a
-// watched child changes), never on a watch notification alone: that
-// read's pzxid is the lease's fencing token (participant.token;
-// docs/design.md, "Tokens"). A decision that neither holds nor watches, or
-// watches a child that is not ahead of the participant's first node, fails
-// the acquire with ErrInvalidArgument. [Lock.Participants] asks it about
-// every participant of one read to tell holders from waiters.
+// What the engine does with a Driver. It creates the participant's node,
+// reads the children of the lock path, sorts the lock nodes among them in
+// queue order (a child with no sequence suffix is left out; one of no
+// format zklock knows fails the acquire with ErrUnknownNode) and calls
+// GetsTheLock with all of them and the participant's first and last index.
+// If the decision holds, the participant holds. If not, a TryAcquire fails
+// with ErrLocked; an Acquire reads each child Watch names with a watch
+// (getData), and when any of them is deleted or its data changes (at once
+// if one is gone already), or the session's connection changes, it reads
+// the children again and asks again. It takes the lock only on a read of
+// the children that lists the participant's node and on which GetsTheLock
+// holds (the first look, or the read a waiter makes when a watched child
+// changes), never on a watch notification alone: that read's pzxid is the
+// lease's fencing token (participant.token; docs/design.md, "Tokens"). A
+// decision that neither holds nor watches, or watches a child that is not
+// ahead of the participant's first node, fails the acquire with
+// ErrInvalidArgument. [Lock.Participants] asks it about every participant
+// of one read to tell holders from waiters.
 //
 // The engine relies on two properties of every Driver, and a Driver must
 // have them:
