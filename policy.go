@@ -35,8 +35,9 @@ type policy interface {
 	// decide decides for the participant of q. A decision may instead ask
 	// the engine for reads (decision.reads): the engine makes them, after
 	// the read of q.kids and on the same session, and asks again with
-	// their answers in the question; it asks for each at most once per
-	// decision.
+	// their answers in the question. It makes each at most once per
+	// decision; the path's data once per attempt, given to every later
+	// question of the attempt ([participant.decideIn]).
 	decide(q question) decision
 	// size is the size node k counts with under the policy
 	// ([Participant.Size]); path is the lock path's data if a decision
