@@ -2,9 +2,11 @@ package zklock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zklock/internal/zkfake"
 )
 
@@ -110,4 +112,44 @@ func TestPolicyReadsAreAnswered(t *testing.T) {
 		t.Fatalf("the second participant, marked: %+v, marks' versions %v; want it to wait, one version", v.d, v.seen)
 	}
 	check("the second participant's read", answered{path: true}, answered{path: true, marks: map[int]bool{1: true}})
+}
+
+// TestPolicyReadErrorsReachTheCaller: a read a policy asked for that fails
+// fails the decision with its error: neither dropped (the policy would
+// decide without it) nor read again for ever.
+func TestPolicyReadErrorsReachTheCaller(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := zkfake.New()
+	if err := f.Create("/pe", []byte("7")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Connect(ctx, []string{"zkfake"}, WithFakeForTest(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var asked []question
+	l := lockConfig{c: c, path: "/pe", pol: askingPolicy{adapt(exclusiveDriver{KindMutex}), &asked}}.build()
+	p := newQueueParticipant(c, l.path, []*Lock{l}, 1)
+	if err := p.enqueue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.abandon()
+	for _, failing := range []string{"/pe", p.ws[0].nodes[0]} { // the path's data, then our mark
+		f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+			if op.Name == "Get" && op.Paths[0] == failing {
+				return zk.ErrNoAuth
+			}
+			return nil
+		}})
+		st, err := p.ready(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.claim.survey(p, p.ws[0], st.Epoch); !errors.Is(err, zk.ErrNoAuth) {
+			t.Fatalf("a decision whose read of %s fails: %v, want zk.ErrNoAuth", failing, err)
+		}
+	}
+	f.SetHooks(zkfake.Hooks{})
 }
