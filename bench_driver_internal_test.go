@@ -24,9 +24,10 @@ func BenchmarkSemaphoreDecide(b *testing.B) {
 		return sized(spec...)
 	}
 	b.Run("one size", func(b *testing.B) {
-		kids, d := queue(0), semaphoreDriver{}
+		kids, d := queue(0), policy(newSemaphorePolicy(3))
+		q := question{kids: kids, first: k - 1, last: k - 1}
 		for b.Loop() {
-			if !d.decide(kids, k-1, k-1).Holds {
+			if !d.decide(q).Holds {
 				b.Fatal("the third 3 must hold")
 			}
 		}
@@ -34,9 +35,10 @@ func BenchmarkSemaphoreDecide(b *testing.B) {
 	})
 	b.Run("a 2 behind, counted", func(b *testing.B) {
 		kids := queue(2)
-		d := semaphoreDriver{marked: map[int]bool{1: false, 2: true}}
+		d := policy(newSemaphorePolicy(3))
+		q := question{kids: kids, marks: map[int]bool{1: false, 2: true}, marksRead: true}
 		for b.Loop() {
-			if !d.decide(kids, 0, 0).Holds {
+			if !d.decide(q).Holds {
 				b.Fatal("the first 3, with one unmarked 3 behind, must hold")
 			}
 		}

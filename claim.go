@@ -251,15 +251,18 @@ func (l *Lock) ensureParents(ctx context.Context) error {
 	return nil
 }
 
-// createDir creates dir as a container node (the lock path itself
-// persistent, where the lock's layout asks for it), if it is not there.
+// createDir creates dir as a container node (the lock path itself as its
+// policy makes it: [policy].pathNode), if it is not there.
 func (l *Lock) createDir(ctx context.Context, dir string) error {
-	var data []byte
+	var (
+		data       []byte
+		persistent bool
+	)
 	if dir == l.path {
-		data = l.size // a kazoo-layout semaphore records its size in its path
+		data, persistent = l.pol.pathNode()
 	}
 	err := l.c.s.Retry(ctx, func(zc session.Conn) error {
-		if dir == l.path && l.persistent {
+		if persistent {
 			return zc.CreatePersistent(dir, data, l.c.s.ACL(dir))
 		}
 		return zc.CreateContainer(dir, data, l.c.s.ACL(dir))
@@ -283,23 +286,14 @@ func (q queueClaim) locks() []*Lock { return q.ls }
 func (q queueClaim) session() int64 { return 0 }
 func (q queueClaim) queues() bool   { return true }
 
-func (q queueClaim) newID() (string, error) {
-	if n := q.ls[0].sized; n > 0 {
-		return newSizedID(n)
-	}
-	id, err := newID()
-	if err == nil && q.ls[0].kazoo {
-		id = kazooID(id)
-	}
-	return id, err
-}
+func (q queueClaim) newID() (string, error) { return q.ls[0].pol.newID() }
 
 // names are the names of the nodes to create, before their sequence: n on
 // each path.
 func (q queueClaim) names(id string) []string {
 	out := make([]string, 0, len(q.ls)*q.n)
 	for _, l := range q.ls {
-		prefix := l.path + "/" + l.nodePrefix(id)
+		prefix := l.path + "/" + l.pol.nodePrefix(id)
 		for i := 0; i < q.n; i++ {
 			out = append(out, prefix)
 		}
@@ -324,7 +318,7 @@ func (q queueClaim) find(p *participant, w *waiter) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	prefix := l.idPrefix(p.id)
+	prefix := l.pol.idPrefix(p.id)
 	var ours []string
 	for _, name := range names {
 		if strings.HasPrefix(name, prefix) {
@@ -354,7 +348,7 @@ func (q queueClaim) find(p *participant, w *waiter) ([]string, error) {
 }
 
 func (q queueClaim) forget(p *participant, w *waiter) {
-	p.c.s.Discard(session.Job{Parent: w.l.path, Prefix: w.l.idPrefix(p.id), Session: p.session})
+	p.c.s.Discard(session.Job{Parent: w.l.path, Prefix: w.l.pol.idPrefix(p.id), Session: p.session})
 }
 
 func (q queueClaim) survey(p *participant, w *waiter, epoch uint64) (view, error) {

@@ -7,35 +7,55 @@ import (
 
 // Driver is a lock policy: it decides, from the sorted children of a lock
 // path, whether a participant holds the lock and, if not, which siblings it
-// must watch. [Mutex], both sides of [RWMutex], [Semaphore], [Election] and,
-// on each of its paths, [MultiLock] are drivers on one engine (Curator's
+// must watch. [Mutex], both sides of [RWMutex], [Election] and, on each of
+// its paths, [MultiLock] are drivers on one engine (Curator's
 // LockInternals split, lockinternals.go); [NewLock] runs a user's own.
+// zklock's [Semaphore] decides by a policy of its own on the same engine,
+// which also counts the participants queued behind a participant (its
+// sizes may differ: see [Semaphore]); no Driver needs to.
 //
-// The engine relies on two properties of every Driver, and a Driver must have
-// them:
+// What the engine does with a Driver. It creates the participant's node,
+// reads the children of the lock path, sorts the lock nodes among them in
+// queue order (a child with no sequence suffix is left out; one of no
+// format zklock knows fails the acquire with ErrUnknownNode) and calls
+// GetsTheLock with all of them and the participant's first and last index.
+// If the decision holds, the participant holds. If not, a TryAcquire fails
+// with ErrLocked; an Acquire reads each child Watch names with a watch
+// (getData), and when any of them is deleted or its data changes (at once
+// if one is gone already), or the session's connection changes, it reads
+// the children again and asks again. It takes the lock only on a read of
+// the children that lists the participant's node and on which GetsTheLock
+// holds (the first look, or the read a waiter makes when a watched child
+// changes), never on a watch notification alone: that read's pzxid is the
+// lease's fencing token (participant.token; docs/design.md, "Tokens"). A
+// decision that neither holds nor watches, or watches a child that is not
+// ahead of the participant's first node, fails the acquire with
+// ErrInvalidArgument. [Lock.Participants] asks it about every participant
+// of one read to tell holders from waiters.
+//
+// The engine relies on two properties of every Driver, and a Driver must
+// have them:
 //
 //   - GetsTheLock depends only on children[0..last]: nodes behind a
-//     participant never decide whether it holds.
+//     participant never decide whether it holds. The engine passes them
+//     all; it grants on a read made before later nodes queued, and a
+//     MultiLock decides one path at a time, so a hold that a node behind
+//     could take back would not be a hold.
 //   - Holding is monotone: removing a child ahead of first never turns Holds
 //     into not Holds.
-//
-// The engine takes the lock only on a read of the children that lists the
-// participant's node and on which GetsTheLock holds (the first look, or the
-// read a waiter makes when a watched child changes), never on a watch
-// notification alone: that read's pzxid is the lease's fencing token
-// (participant.token; docs/design.md, "Tokens").
 type Driver interface {
 	// Kind is the kind of node the participant writes, and so the name it
 	// carries: `_c_<uuid>-<name><seq>` with "lock-" for KindMutex,
 	// "__READ__" for KindRead, "__WRIT__" for KindWrite, "lease-" for
 	// KindLease and "latch-" for KindLatch. Other participants, in any library, read it back as that
-	// kind. [NewLock] refuses KindUnknown.
+	// kind. [NewLock] refuses KindUnknown. The engine asks once, when the
+	// lock is made.
 	Kind() Kind
 
 	// GetsTheLock decides for the participant whose nodes are
 	// children[first..last] (first == last, except for
-	// [Semaphore.AcquireN]). children is sorted in queue order and never
-	// empty. It must not retain children.
+	// [Semaphore.AcquireN]). children is sorted in queue order, lists every
+	// child of the read and is never empty. It must not retain children.
 	GetsTheLock(children []Child, first, last int) Decision
 }
 
@@ -46,55 +66,9 @@ type Decision struct {
 
 	// Watch lists the children (indices, all before first) that the
 	// participant waits on when it does not hold: it decides again when any
-	// of them is deleted. It must not be empty when Holds is false: the
-	// acquire fails with ErrInvalidArgument if it is.
+	// of them is deleted or its data changes. It must not be empty when
+	// Holds is false: the acquire fails with ErrInvalidArgument if it is.
 	Watch []int
-}
-
-// decision is the engine's view of a Decision. It adds the hand-over
-// protocol of zklock's semaphore, which no user driver needs.
-type decision struct {
-	Decision
-
-	// awaitHold: the one watched child belongs to a participant that is
-	// itself waiting; decide again as soon as that one holds (it changes
-	// its node's data version), not only when it is deleted.
-	awaitHold bool
-
-	// announce: on a decision that holds, tell successors waiting with
-	// awaitHold (bump the version of our last node), if any may be: the
-	// engine skips it when we never waited and nobody is behind us
-	// ([participant.step]).
-	announce bool
-
-	// behind: set when the rule lets the participant hold and the count
-	// of the leases that may be held does not ([semaphoreDriver.ruleHolds]):
-	// held back, it marks its last node ([heldBackMark]) and waits,
-	// watching too these nodes queued behind it, whose going or mark may
-	// lift the count: the groups behind it that the rule lets hold and
-	// that carry no mark, then the first node of a size the count exceeds
-	// (so never empty).
-	behind []int
-
-	// marks: not decided yet; which of these nodes (each the last of a
-	// group behind the participant that the rule lets hold) carry a
-	// held-back mark decides. The engine reads them and asks again
-	// ([semaphoreDriver.marked]).
-	marks []int
-}
-
-// handOver is implemented by drivers whose waiters wake on a predecessor's
-// hold, not only on its deletion: the semaphore's.
-type handOver interface {
-	decide(children []Child, first, last int) decision
-}
-
-// decide asks d about the participant at children[first..last].
-func decide(d Driver, children []Child, first, last int) decision {
-	if h, ok := d.(handOver); ok {
-		return h.decide(children, first, last)
-	}
-	return decision{Decision: d.GetsTheLock(children, first, last)}
 }
 
 // exclusiveDriver: only the first node holds; everyone watches their
@@ -131,17 +105,18 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 	return Decision{Holds: true}
 }
 
-// semaphoreDriver is zklock's semaphore, whose participants may have been
+// semaphorePolicy is zklock's semaphore, whose participants may have been
 // made with different sizes: a rolling deploy that resizes it meets
 // replicas of the old size and of the new on one path
 // (docs/semantics.md, "Resizing a semaphore"). Every lease node carries
 // the size of the Semaphore that made it in its protected id
-// ([newSizedID]), so the driver decides from the children's names alone,
+// ([newSizedID]), so the policy decides from the children's names alone,
 // never from their data (a request per node per decision; and [Revoke]
 // and the hand-over below write it). A node whose id carries no size (a
 // build from before sizes were carried, or a foreign node on the path)
 // counts as legacy: the size recorded in the path's data by such builds,
-// read by the engine when one is ahead ([participant.driverFor]); 0 when
+// which the policy asks the engine to read when one is ahead
+// ([participant.decideIn]; [Participants] reads it the same way); 0 when
 // none is recorded, and the node then sets no bound of its own.
 //
 // The rule: node i (0-based, in queue order) holds iff i < m(i), where
@@ -171,9 +146,9 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 //     that holds one, or is queued ahead of one that does.
 //
 // The count: what the engine adds to the rule before it grants
-// ([semaphoreDriver.ruleHolds]; [semaphoreDriver.GetsTheLock] is the rule
-// alone). The rule bounds the leases by the sizes up to the last holder;
-// a smaller size that queues behind the holders bounds nothing by it, and
+// ([semaphoreRule.ruleHolds]; a listing asks for the rule alone:
+// [question].rule). The rule bounds the leases by the sizes up to the last
+// holder; a smaller size that queues behind the holders bounds nothing by it, and
 // a lease granted out of queue order (z, behind x, held on a read made
 // before x's first read: x's server lagged) would let x take a lease on
 // top of z's once the smaller size has queued. So, deciding for a group G
@@ -265,31 +240,60 @@ func (readDriver) GetsTheLock(children []Child, first, _ int) Decision {
 // and the groups behind it follow one announce at a time. Curator's
 // deprecated InterProcessSemaphore watches only node i-max, so a release
 // out of order leaves the next waiter asleep while a lease is free.
-type semaphoreDriver struct {
-	legacy int // the size of a node whose id carries none; 0: no bound
-
-	// marked: for the last node of each group behind that the decision
-	// asked about (decision.marks), whether it carries a held-back mark;
-	// nil until the engine has read them.
-	marked map[int]bool
+type semaphorePolicy struct {
+	nodes     // lease nodes, `_c_<uuid>-lease-<seq>`
+	max   int // the Semaphore's size, carried in its nodes' ids; 0 for a policy that only decides ([Participants])
 }
 
-func (semaphoreDriver) Kind() Kind { return KindLease }
+// newSemaphorePolicy is the policy of a zklock-layout Semaphore of size max.
+func newSemaphorePolicy(max int) semaphorePolicy { return semaphorePolicy{nodes{KindLease}, max} }
 
-// GetsTheLock is the rule alone, from the nodes up to last: whether the
-// participant holds, or may hold by a grant made before a smaller size
-// queued behind it ([Participants] shows that). The engine grants by
-// [semaphoreDriver.decide], which adds the bound of the sizes behind.
-func (d semaphoreDriver) GetsTheLock(children []Child, first, last int) Decision {
-	dec := d.decide(children[:last+1], first, last)
-	return dec.Decision
+// newID: every node carries the Semaphore's size in its protected id.
+func (s semaphorePolicy) newID() (string, error) { return newSizedID(s.max) }
+
+// refuses the plain children of another library's semaphore layout
+// ([foreignSemaphore]): their holders cannot be counted.
+func (semaphorePolicy) refuses(name string) bool { return foreignSemaphore(name) }
+
+func (semaphorePolicy) size(k Child, path []byte) int { return newSemaphoreRule(path).recorded(k) }
+
+func (semaphorePolicy) String() string { return "zklock semaphore policy" }
+
+// decide asks for the path's data first if a node up to last carries no
+// size in its id (the legacy size may decide; our own nodes always carry
+// one), then decides by the rule and the count ([semaphoreRule]).
+func (semaphorePolicy) decide(q question) decision {
+	if !q.pathRead && !sizedAhead(q.kids[:q.last+1]) {
+		return decision{reads: reads{path: true}}
+	}
+	return newSemaphoreRule(q.path).decide(q)
 }
 
-func (d semaphoreDriver) decide(children []Child, first, last int) decision {
+// semaphoreRule is the semaphore's decision, once the legacy size is
+// known: the size of a node whose id carries none.
+type semaphoreRule struct {
+	legacy int // 0: no bound
+}
+
+// newSemaphoreRule reads the legacy size from the path's data (nil: not
+// read, or none recorded).
+func newSemaphoreRule(path []byte) semaphoreRule {
+	n, _ := SemaphoreSize(path)
+	return semaphoreRule{legacy: n}
+}
+
+func (d semaphoreRule) decide(q question) decision {
+	children, first, last := q.kids, q.first, q.last
+	if q.rule {
+		// The rule alone, from the nodes up to last: whether the
+		// participant holds, or may hold by a grant made before a smaller
+		// size queued behind it ([Participants] shows that).
+		children = children[:last+1]
+	}
 	ahead := d.limit(children[:first]) // m(first-1)
 	rule := min(ahead, d.sizeOf(children[last]))
 	if last < rule {
-		return d.ruleHolds(children, first, last, rule)
+		return d.ruleHolds(q, children, rule)
 	}
 	prev := first - 1 // the last node of the group ahead
 	switch {
@@ -305,11 +309,14 @@ func (d semaphoreDriver) decide(children []Child, first, last int) decision {
 	return decision{Decision: Decision{Watch: []int{prev}}, awaitHold: true}
 }
 
-// ruleHolds decides for a group at first..last that the rule lets hold (m
-// is the smallest size among the nodes up to last): it holds unless the
+// ruleHolds decides for q's group that the rule lets hold (m is the
+// smallest size among the nodes up to its last): it holds unless the
 // leases that may be held with it would be more than the size of a node
-// listed (the count; the proof is at [semaphoreDriver]).
-func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decision {
+// of children (the count; the proof is at [semaphorePolicy]). Which groups
+// behind carry the held-back mark it asks the engine, which reads them
+// after the read of children and asks again with q.marks.
+func (d semaphoreRule) ruleHolds(q question, children []Child, m int) decision {
+	first, last := q.first, q.last
 	holds := decision{Decision: Decision{Holds: true}, announce: true}
 	tail := sizeTail(children[last].Owner)
 	h := d.prefixEnd(children, last+1, m, tail)
@@ -319,13 +326,13 @@ func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decisio
 	}
 	small += h // nodes before it are of sizes above h-1, so above count-1 too
 	groups := groupEnds(children, last+1, h)
-	if len(groups) > 0 && d.marked == nil {
-		return decision{marks: groups}
+	if len(groups) > 0 && !q.marksRead {
+		return decision{reads: reads{marks: groups}}
 	}
 	count, start := last+1, last+1
 	var behind []int
 	for _, l := range groups {
-		if !d.marked[l] {
+		if !q.marks[l] {
 			count += l - start + 1 // it may hold: count it
 			behind = append(behind, l)
 		}
@@ -343,7 +350,7 @@ func (d semaphoreDriver) ruleHolds(children []Child, first, last, m int) decisio
 // the first node whose group the rule keeps waiting, or len(children).
 // Nodes whose ids end in tail ([sizeTail]: ours, in the prefix) are not
 // parsed: their size is ours, at least m.
-func (d semaphoreDriver) prefixEnd(children []Child, from, m int, tail string) int {
+func (d semaphoreRule) prefixEnd(children []Child, from, m int, tail string) int {
 	for i := from; i < len(children); {
 		_, l := groupOf(children, i)
 		if tail == "" || !strings.HasSuffix(children[i].Owner, tail) {
@@ -406,7 +413,7 @@ func seqTo(n int) []int {
 }
 
 // limit is the smallest size among kids, math.MaxInt if none sets one.
-func (d semaphoreDriver) limit(kids []Child) int {
+func (d semaphoreRule) limit(kids []Child) int {
 	m := math.MaxInt
 	for _, k := range kids {
 		m = min(m, d.sizeOf(k))
@@ -416,7 +423,7 @@ func (d semaphoreDriver) limit(kids []Child) int {
 
 // sizeOf is the size a node counts with: the one its id carries, else the
 // legacy size, else no bound.
-func (d semaphoreDriver) sizeOf(k Child) int {
+func (d semaphoreRule) sizeOf(k Child) int {
 	if n := d.recorded(k); n > 0 {
 		return n
 	}
@@ -425,7 +432,7 @@ func (d semaphoreDriver) sizeOf(k Child) int {
 
 // recorded is the size a node was made with, as far as its name or the
 // legacy record tells; 0 if neither does.
-func (d semaphoreDriver) recorded(k Child) int {
+func (d semaphoreRule) recorded(k Child) int {
 	if n, ok := idSize(k.Owner); ok {
 		return n
 	}
@@ -455,17 +462,21 @@ func groupOf(children []Child, i int) (first, last int) {
 	return first, last
 }
 
-// holders reports, for each child, whether it holds the lock, asking pick
-// for the driver that applies to the child.
-func holders(children []Child, pick func(Child) Driver) []bool {
-	held := make([]bool, len(children))
+// holders reports, for each child, whether it holds the lock by the rule
+// of the policy pick chooses for it, as a listing sees it
+// ([question].rule); path is the lock path's data, if read. askPath: a
+// policy asked for the path's data, which was not read (then read it, and
+// ask again).
+func holders(children []Child, pick func(Child) policy, path []byte, pathRead bool) (held []bool, askPath bool) {
+	held = make([]bool, len(children))
 	for i := 0; i < len(children); {
 		first, last := groupOf(children, i)
-		h := pick(children[i]).GetsTheLock(children, first, last).Holds
+		d := pick(children[i]).decide(question{kids: children, first: first, last: last, rule: true, path: path, pathRead: pathRead})
+		askPath = askPath || d.reads.path && !pathRead
 		for j := first; j <= last; j++ {
-			held[j] = h
+			held[j] = d.Holds
 		}
 		i = last + 1
 	}
-	return held
+	return held, askPath
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -244,6 +245,36 @@ func TestReadDriver(t *testing.T) {
 	}
 }
 
+// semaphoreDriver puts questions to the semaphore's policy as the engine
+// does, for these tests: legacy is the size recorded in the path's data (0:
+// none), marked the marks read for the decision (nil: none read yet, and
+// a decision that needs them asks for them). As a Driver, it is the rule
+// alone, as Participants asks it.
+type semaphoreDriver struct {
+	legacy int
+	marked map[int]bool
+}
+
+func (d semaphoreDriver) question(kids []Child, first, last int) question {
+	q := question{kids: kids, first: first, last: last, pathRead: true, marks: d.marked, marksRead: d.marked != nil}
+	if d.legacy > 0 {
+		q.path = []byte(strconv.Itoa(d.legacy))
+	}
+	return q
+}
+
+func (d semaphoreDriver) decide(kids []Child, first, last int) decision {
+	return newSemaphorePolicy(0).decide(d.question(kids, first, last))
+}
+
+func (semaphoreDriver) Kind() Kind { return KindLease }
+
+func (d semaphoreDriver) GetsTheLock(kids []Child, first, last int) Decision {
+	q := d.question(kids, first, last)
+	q.rule = true
+	return newSemaphorePolicy(0).decide(q).Decision
+}
+
 // One size everywhere (queue's owners carry none in their ids, so they
 // count with the legacy size, as one recorded size did before sizes were
 // carried in names).
@@ -258,7 +289,7 @@ func TestSemaphoreDriver(t *testing.T) {
 	equal(t, d.decide(kids, 3, 3), decision{Decision: Decision{Watch: []int{2}}, awaitHold: true})
 	// The public view hides the hand-over protocol.
 	equal(t, d.GetsTheLock(kids, 3, 3), Decision{Watch: []int{2}})
-	equal(t, decide(d, kids, 3, 3).awaitHold, true, "the engine sees it")
+	equal(t, policy(newSemaphorePolicy(2)).decide(d.question(kids, 3, 3)).awaitHold, true, "the engine sees it")
 
 	// [A B C D], B releases: C holds at once, D is now the first waiter.
 	kids = queue("As", "Cs", "Ds")
@@ -273,33 +304,34 @@ func TestSemaphoreDriverGroups(t *testing.T) {
 	equal(t, d.GetsTheLock(kids, 0, 1).Holds, true)
 	equal(t, d.GetsTheLock(kids, 2, 3), Decision{Watch: []int{0, 1}}, "B must not hold part of its request")
 	equal(t, d.decide(kids, 4, 5), decision{Decision: Decision{Watch: []int{3}}, awaitHold: true})
-	equal(t, holders(kids, func(Child) Driver { return d }), []bool{true, true, false, false, false, false})
+	held, _ := holders(kids, func(Child) policy { return adapt(d) }, nil, false)
+	equal(t, held, []bool{true, true, false, false, false, false})
 }
 
 // A waiter's plan: the full paths of the nodes its driver names, and the
 // semaphore's hand-over protocol.
 func TestPlanWatches(t *testing.T) {
-	l := lockConfig{path: "/p", driver: readDriver{}}.build()
+	l := lockConfig{path: "/p", pol: adapt(readDriver{})}.build()
 	p := &waiter{l: l}
 	kids := queue("Aw", "Br", "Cw", "Dr")
-	w := p.plan(view{kids: kids, d: decide(l.driver, kids, 3, 3)})
+	w := p.plan(view{kids: kids, d: l.pol.decide(question{kids: kids, first: 3, last: 3})})
 	equal(t, w.paths, []string{"/p/" + kids[2].Name}, "the last writer ahead")
 	equal(t, w.awaitHold, false)
 
-	l.driver = exclusiveDriver{KindMutex}
+	l.pol = adapt(exclusiveDriver{KindMutex})
 	kids = queue("Am", "Bm", "Cm")
-	equal(t, p.plan(view{kids: kids, d: decide(l.driver, kids, 2, 2)}).paths, []string{"/p/" + kids[1].Name})
+	equal(t, p.plan(view{kids: kids, d: l.pol.decide(question{kids: kids, first: 2, last: 2})}).paths, []string{"/p/" + kids[1].Name})
 
-	l.driver = semaphoreDriver{legacy: 2}
+	l.pol = newSemaphorePolicy(2)
 	kids = queue("As", "Bs", "Cs")
-	w = p.plan(view{kids: kids, d: decide(l.driver, kids, 2, 2)})
+	w = p.plan(view{kids: kids, d: l.pol.decide(semaphoreDriver{legacy: 2}.question(kids, 2, 2))})
 	equal(t, w.paths, []string{"/p/" + kids[0].Name, "/p/" + kids[1].Name}, "the first waiter watches the holders")
 }
 
 // A driver bug fails the acquire with ErrInvalidArgument, never a panic or
 // a hang.
 func TestCheckRefusesBadDecisions(t *testing.T) {
-	p := &waiter{l: lockConfig{driver: exclusiveDriver{KindMutex}}.build()}
+	p := &waiter{l: lockConfig{pol: adapt(exclusiveDriver{KindMutex})}.build()}
 	for _, d := range []Decision{{}, {Watch: []int{2}}, {Watch: []int{-1}}, {Watch: []int{5}}} {
 		if err := p.check(decision{Decision: d}, 2); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%+v: err = %v, want ErrInvalidArgument", d, err)

@@ -64,7 +64,7 @@ func TestSizedID(t *testing.T) {
 			// its owner, which the protected-create recovery looks for.
 			name := nodePrefix(id, KindLease) + fmt.Sprintf("%010d", i)
 			ch, ok, err := parseChild(name)
-			if !ok || err != nil || ch.Owner != id || ch.Kind != KindLease || !strings.HasPrefix(name, (&Lock{lockConfig: lockConfig{driver: semaphoreDriver{}}}).idPrefix(id)) {
+			if !ok || err != nil || ch.Owner != id || ch.Kind != KindLease || !strings.HasPrefix(name, newSemaphorePolicy(0).idPrefix(id)) {
 				t.Fatalf("parseChild(%q) = %+v, %v, %v", name, ch, ok, err)
 			}
 		}
@@ -125,7 +125,7 @@ func TestSemaphoreDriverSizes(t *testing.T) {
 	heldBack := func(n int, behind ...int) decision {
 		return decision{Decision: Decision{Watch: all(n)}, behind: behind}
 	}
-	marks := func(groups ...int) decision { return decision{marks: groups} }
+	marks := func(groups ...int) decision { return decision{reads: reads{marks: groups}} }
 	for _, tc := range []struct {
 		name        string
 		spec        []string
@@ -287,11 +287,11 @@ func refGrants(kids []Child, rule []bool, groupLast []int, marked []bool) []bool
 // driver asks for them.
 func decideMarked(d semaphoreDriver, kids []Child, first, last int, marked []bool) decision {
 	dec := d.decide(kids, first, last)
-	if dec.marks == nil {
+	if dec.reads.marks == nil {
 		return dec
 	}
 	d.marked = map[int]bool{}
-	for _, i := range dec.marks {
+	for _, i := range dec.reads.marks {
 		d.marked[i] = marked[i]
 	}
 	return d.decide(kids, first, last)
@@ -312,7 +312,7 @@ func TestSemaphoreDriverRuleProperties(t *testing.T) {
 	for round := 0; round < 5000; round++ {
 		kids, sizes, groupLast := randomQueue(rng, false)
 		d := semaphoreDriver{}
-		held := holders(kids, func(Child) Driver { return d })
+		held, _ := holders(kids, func(Child) policy { return adapt(d) }, nil, false)
 		want := refHolds(sizes, groupLast)
 		if !slices.Equal(held, want) {
 			t.Fatalf("sizes %v groups %v: holders %v, want %v", sizes, groupLast, held, want)
@@ -407,7 +407,7 @@ func equalDecision(a, b decision) bool {
 // (held), the grants (granted) and the marks.
 func checkWatches(t *testing.T, kids []Child, held, granted, marked []bool, first, last int, dec decision) {
 	t.Helper()
-	if dec.Holds != granted[last] || dec.marks != nil {
+	if dec.Holds != granted[last] || dec.reads.marks != nil {
 		t.Fatalf("%q (marked %v): group %d..%d decides %+v, grants say %v", childNames(kids), marked, first, last, dec, granted[last])
 	}
 	switch {
@@ -487,7 +487,7 @@ func TestSemaphoreDriverLegacyNodes(t *testing.T) {
 			}
 		}
 		d := semaphoreDriver{legacy: legacy}
-		held := holders(kids, func(Child) Driver { return d })
+		held, _ := holders(kids, func(Child) policy { return adapt(d) }, nil, false)
 		if want := refHolds(eff, groupLast); !slices.Equal(held, want) {
 			t.Fatalf("sizes %v (record %d): holders %v, want %v", eff, legacy, held, want)
 		}

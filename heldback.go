@@ -9,7 +9,8 @@ import (
 
 // Held-back marks: how a zklock semaphore's participant that the rule lets
 // hold, but the count does not, tells the participants ahead of it that it
-// holds no lease ([semaphoreDriver], "The count").
+// holds no lease ([semaphorePolicy], "The count"). The policy asks for
+// the marks (reads.marks); the engine reads them and asks again.
 
 // heldBackMark starts the data of a node whose participant is held back:
 // the rule lets it hold, and it does not. Only the node's owner writes it,
@@ -24,48 +25,49 @@ func heldBackData(data []byte) bool {
 	return bytes.HasPrefix(data, heldBackMark)
 }
 
-// readMarks reads, after the read of v.kids and on the same session, the
-// marks the decision asked about, and decides again with them. It returns
-// the data version of each node read, by path, for the wait: a node whose
-// version changed before its watch was set may have changed its mark. A
-// node gone counts as marked: it holds nothing, and never will.
+// readMarks reads, after the read of kids and on the same session,
+// whether each of the children asked about carries the mark, for the
+// policy to decide again with. It returns too the data version of each
+// node read, by path, for the wait: a node whose version changed before
+// its watch was set may have changed its mark. A node gone counts as
+// marked: it holds nothing, and never will.
 //
 // The order is what the count's proof needs: ZooKeeper serves a session's
 // requests in order, and a read after a read of state S sees a state at
 // least S (a server's state only grows, and a session moves only to a
 // server whose state is at least the last zxid it saw: the lastZxidSeen
 // check of ZooKeeperServer.processConnectRequest).
-func (p *participant) readMarks(w *waiter, sd semaphoreDriver, v view) (decision, map[string]int32, error) {
+func (p *participant) readMarks(w *waiter, kids []Child, asked []int) (map[int]bool, map[string]int32, error) {
 	type read struct {
 		data []byte
 		st   session.Stat
 		err  error
 	}
 	// Sent together, answered in order on the one connection: one round
-	// trip for all of them, all after the read of v.kids.
-	zc, reads := p.c.s.Conn(), make([]read, len(v.d.marks))
+	// trip for all of them, all after the read of kids.
+	zc, reads := p.c.s.Conn(), make([]read, len(asked))
 	var wg sync.WaitGroup
-	for j, i := range v.d.marks {
+	for j, i := range asked {
 		wg.Add(1)
 		go func(r *read, node string) {
 			defer wg.Done()
 			r.data, r.st, r.err = zc.Get(node)
-		}(&reads[j], w.l.path+"/"+v.kids[i].Name)
+		}(&reads[j], w.l.path+"/"+kids[i].Name)
 	}
 	wg.Wait()
-	sd.marked = make(map[int]bool, len(v.d.marks))
-	seen := make(map[string]int32, len(v.d.marks))
-	for j, i := range v.d.marks {
+	marked := make(map[int]bool, len(asked))
+	seen := make(map[string]int32, len(asked))
+	for j, i := range asked {
 		switch r := reads[j]; p.c.s.Classify(r.err) {
 		case session.Done:
-			sd.marked[i], seen[w.l.path+"/"+v.kids[i].Name] = heldBackData(r.data), r.st.Version
+			marked[i], seen[w.l.path+"/"+kids[i].Name] = heldBackData(r.data), r.st.Version
 		case session.Gone:
-			sd.marked[i] = true
+			marked[i] = true
 		default:
-			return decision{}, nil, r.err
+			return nil, nil, r.err
 		}
 	}
-	return sd.decide(v.kids, v.first, v.last), seen, nil
+	return marked, seen, nil
 }
 
 // mark puts the held-back mark on our last node of w, unless it is there
@@ -88,7 +90,7 @@ func (p *participant) mark(w *waiter) error {
 // unmark takes the held-back mark off our last node of w, if it is there.
 // The caller then decides again, on a read made after the write: a grant
 // on it counts for every participant ahead that reads our mark later (the
-// proof at [semaphoreDriver]). A mark request of ours cannot land after
+// proof at [semaphorePolicy]). A mark request of ours cannot land after
 // it: ZooKeeper applies a session's writes in the order sent, and one sent
 // through a server the session has left fails rather than apply late
 // (PrepRequestProcessor checks each setData's owner:

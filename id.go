@@ -35,7 +35,7 @@ func newID() (string, error) {
 // 122 bits other than the version and variant are the writer's own) whose
 // last 32 bits are size and the rest random. Every participant reads the
 // size of every other from the children's names alone
-// ([semaphoreDriver]), and the id is still unique (90 random bits) and
+// ([semaphorePolicy]), and the id is still unique (90 random bits) and
 // canonical, so Curator and kazoo read the node as they read any other.
 // size is in [1, math.MaxInt32] ([NewSemaphore] checks it).
 func newSizedID(size int) (string, error) {

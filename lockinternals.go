@@ -14,12 +14,13 @@ import (
 // pluggable [Driver]. Each Acquire creates a protected ephemeral-sequential
 // node `_c_<uuid>-<name><seq>` under the lock path (whose missing
 // ancestors are created as container nodes), reads the children in queue
-// order and asks the driver whether it holds; if not, it watches (with
-// getData) the siblings the driver names and decides again when they change,
-// and after every reconnect or session change.
+// order and asks the lock's policy (its [Driver], for a Lock of [NewLock])
+// whether it holds; if not, it watches (with getData) the siblings the
+// policy names and decides again when they change, and after every
+// reconnect or session change.
 //
 // The engine has three parts, one file each: a claim makes the nodes
-// (claim.go), a waiter on each path reads the queue, asks the driver and
+// (claim.go), a waiter on each path reads the queue, asks the policy and
 // waits (waiter.go, look.go), and the grant turns waiters that all hold
 // into leases (grant.go). [participant.run] ties them together.
 //
@@ -37,36 +38,26 @@ type Lock struct {
 // lockConfig is what a Lock is made of. Every Lock is built from one, by
 // [lockConfig.build]: the recipes' own (a RWMutex's write side, a
 // semaphore layout's inner locks) derive theirs from a validated one.
+// Whatever differs between recipes is the policy's ([policy]).
 type lockConfig struct {
-	c      *Client
-	path   string
-	driver Driver
-	data   []byte
-	refuse func(name string) bool // plain children that make the path unusable
-	sized  int                    // a zklock semaphore's maxLeases, carried in its nodes' ids (newSizedID)
-	size   []byte                 // a kazoo-layout semaphore's maxLeases, recorded in the path's data
-
-	// Set for the locks of the Curator and kazoo semaphore layouts only
-	// (semaphore_layout.go).
-	kazoo      bool     // nodes named as kazoo's Lock names them: <32 hex>__lock__<seq>
-	persistent bool     // the lock path itself is persistent, as kazoo's ensure_path makes it
-	count      liveSize // the size, when it may change while participants wait
-
-	untraced bool // a shared read node's lock: its sub-leases are traced instead (rwlock_shared.go)
+	c    *Client
+	path string
+	pol  policy
+	data []byte
 }
 
 func (cfg lockConfig) build() *Lock { return &Lock{lockConfig: cfg} }
 
-// on returns cfg for another path and driver, with the same client and
-// node data, and nothing of a layout's.
-func (cfg lockConfig) on(path string, d Driver) lockConfig {
-	return lockConfig{c: cfg.c, path: path, driver: d, data: cfg.data}
+// on returns cfg for another path and policy, with the same client and
+// node data.
+func (cfg lockConfig) on(path string, pol policy) lockConfig {
+	return lockConfig{c: cfg.c, path: path, pol: pol, data: cfg.data}
 }
 
-// liveSize is a semaphore size that participants follow while they wait
-// (a Curator SharedCount, semaphore_layout.go). The engine reads it on a
-// path's first look, and watches it while waiting: a change makes the
-// waiter decide again.
+// liveSize is a size that participants follow while they wait (a Curator
+// SharedCount, semaphore_layout.go), as a policy names it ([policy].live).
+// The engine reads it on a path's first look, and watches it while
+// waiting: a change makes the waiter decide again.
 type liveSize interface {
 	check(zc session.Conn) error
 	// watch sets a watch on the size, for a waiter whose last decision
@@ -99,7 +90,14 @@ func NewLock(c *Client, path string, d Driver, opts ...LockOption) (*Lock, error
 }
 
 func newLock(c *Client, path string, d Driver, opts []LockOption) (*Lock, error) {
-	cfg, _, err := newLockConfig(c, path, d, opts)
+	var pol policy
+	if d != nil {
+		pol = adapt(d)
+	}
+	cfg, o, err := newLockConfig(c, path, pol, opts)
+	if err == nil {
+		err = o.only(false, false)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -107,20 +105,22 @@ func newLock(c *Client, path string, d Driver, opts []LockOption) (*Lock, error)
 }
 
 // newLockConfig validates a lock's arguments and applies its options, once.
-func newLockConfig(c *Client, path string, d Driver, opts []LockOption) (lockConfig, lockOptions, error) {
+// The recipe that calls it refuses the options of other recipes
+// ([lockOptions.only]).
+func newLockConfig(c *Client, path string, pol policy, opts []LockOption) (lockConfig, lockOptions, error) {
 	o := lockOptions{}
 	switch {
 	case c == nil:
 		return lockConfig{}, o, invalidf("nil client")
-	case d == nil:
+	case pol == nil:
 		return lockConfig{}, o, invalidf("nil driver")
 	}
 	if err := validatePath(path); err != nil {
 		return lockConfig{}, o, err
 	}
-	if d.Kind().lockName() == "" {
+	if pol.kind().lockName() == "" {
 		return lockConfig{}, o, invalidf("driver kind %v is none of %v, %v, %v, %v, %v",
-			d.Kind(), KindMutex, KindRead, KindWrite, KindLease, KindLatch)
+			pol.kind(), KindMutex, KindRead, KindWrite, KindLease, KindLatch)
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -130,17 +130,11 @@ func newLockConfig(c *Client, path string, d Driver, opts []LockOption) (lockCon
 			return lockConfig{}, o, err
 		}
 	}
-	if _, sem := d.(semaphoreDriver); o.sem != nil && !sem {
-		return lockConfig{}, o, invalidf("WithSemaphoreLayout and WithSharedCount apply to a Semaphore only")
-	}
-	if _, read := d.(readDriver); o.shared && !read {
-		return lockConfig{}, o, invalidf("WithSharedReads applies to an RWMutex only")
-	}
 	data := c.identity
 	if o.set {
 		data = o.data
 	}
-	return lockConfig{c: c, path: path, driver: d, data: data}, o, nil
+	return lockConfig{c: c, path: path, pol: pol, data: data}, o, nil
 }
 
 // Path returns the lock path.
@@ -179,7 +173,7 @@ func (l *Lock) TryAcquire(ctx context.Context) (*Lease, error) {
 // each in queue order, with their node data, as the lock's driver sees
 // them.
 func (l *Lock) Participants(ctx context.Context) ([]Participant, error) {
-	return l.participants(ctx, func(Child) Driver { return l.driver })
+	return l.participants(ctx, func(Child) policy { return l.pol })
 }
 
 func (l *Lock) acquire(ctx context.Context, op string, n int, try bool) ([]*Lease, error) {

@@ -6,8 +6,8 @@ import "github.com/zkrecipes/zklock/internal/session"
 // and the reads it makes on waking.
 
 // look is a waiter's first read: the children of the lock path, in queue
-// order, and the path's stat, pipelined with the read of a SharedCount's
-// size (a Curator-layout semaphore's). Whoever holds on it at once takes
+// order, and the path's stat, pipelined with the read of a live size (a
+// Curator-layout semaphore's SharedCount: [policy].live). Whoever holds on it at once takes
 // its token from the stat ([participant.token]) and needs no other
 // request. It uses the read that [participant.prefetch] made while the
 // create was on its way if that read shows our nodes, and reads again
@@ -62,13 +62,13 @@ type fetched struct {
 }
 
 // fetch reads the children and stat of the lock path, with a children
-// watch if watch is set, and, for a semaphore that follows a SharedCount,
-// the count, in parallel.
+// watch if watch is set, and, for a policy that follows a live size (a
+// SharedCount), the size, in parallel.
 func (l *Lock) fetch(zc session.Conn, watch bool) ([]string, session.ParentStat, error) {
 	var sized chan error
-	if l.count != nil {
+	if live := l.pol.live(); live != nil {
 		sized = make(chan error, 1)
-		go func() { sized <- l.count.check(zc) }()
+		go func() { sized <- live.check(zc) }()
 	}
 	read := zc.ChildrenStat
 	if watch {
@@ -85,7 +85,7 @@ func (l *Lock) fetch(zc session.Conn, watch bool) ([]string, session.ParentStat,
 
 // parse sorts the names of a read and drops strays of ours.
 func (p *participant) parse(w *waiter, names []string) ([]Child, error) {
-	kids, err := sortChildren(names, w.l.refuse)
+	kids, err := sortChildren(names, w.l.pol.refuses)
 	if err != nil {
 		return nil, err
 	}

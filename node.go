@@ -2,11 +2,9 @@ package zklock
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 )
 
 // Lock names: the text between a node's protected prefix and its sequence
@@ -232,15 +230,6 @@ func isHex(s string) bool {
 // where a numeric order would put the newest node first.
 func seqBefore(a, b int32) bool { return int32(uint32(b)-uint32(a)) > 0 }
 
-// foreignSemaphore reports a plain child that belongs to another library's
-// semaphore on the same path: Curator's InterProcessSemaphoreV2 keeps its
-// nodes under "locks" and "leases", kazoo's Semaphore writes one node per
-// holder named by a 32-hex-digit id. A zklock Semaphore cannot count those
-// holders, so it refuses the path rather than grant too many leases.
-func foreignSemaphore(name string) bool {
-	return name == "locks" || name == "leases" || (len(name) == kazooIDLen && isHex(name))
-}
-
 // sortChildren parses and orders the children of a lock path by sequence
 // number, with [seqOrigin]. Curator and kazoo order by sequence too (for
 // every node Curator itself writes, the text it sorts on is exactly the
@@ -328,104 +317,3 @@ func compareChildren(origin uint32, a, b child) int {
 func nodePrefix(id string, k Kind) string {
 	return protectedPrefix + id + "-" + k.lockName()
 }
-
-// kazooID turns a protected id (a version 4 UUID) into the 32 hex digits
-// of kazoo's uuid.uuid4().hex, the id its Lock puts before "__lock__".
-func kazooID(uuid string) string { return strings.ReplaceAll(uuid, "-", "") }
-
-// nodePrefix is the name of a node of l before ZooKeeper's sequence:
-// `_c_<id>-<name>`, or kazoo's `<32 hex>__lock__` for the lock of a
-// kazoo-layout semaphore, which kazoo's Lock must see as a contender (its
-// _get_predecessor matches only its own "__lock__" pattern).
-func (l *Lock) nodePrefix(id string) string {
-	if l.kazoo {
-		return id + kazooLock
-	}
-	return nodePrefix(id, l.driver.Kind())
-}
-
-// idPrefix is what every node of one participant on l starts with.
-func (l *Lock) idPrefix(id string) string {
-	if l.kazoo {
-		return id + kazooLock
-	}
-	return protectedPrefix + id + "-"
-}
-
-// SemaphoreSize reads a semaphore's size from the data of its path, as
-// kazoo's Semaphore records it ("3"), and so zklock's under [LayoutKazoo]
-// (zklock's own layout records none: each lease node carries its
-// participant's size, see [Participant.Size]), by the rules the Semaphore
-// itself applies: ok is false for data that is not a size record, and for
-// a size out of [1, 2147483647].
-func SemaphoreSize(data []byte) (n int, ok bool) {
-	v, ok := parseSize(data)
-	if !ok || v < 1 || v > math.MaxInt32 {
-		return 0, false
-	}
-	return int(v), true
-}
-
-// parseSize reads a semaphore path's data as kazoo's Semaphore does,
-// int(data.decode("utf-8")): surrounding white space, an optional sign,
-// and decimal digits, single underscores allowed between them; the digits
-// of any script count, as Python's int() reads them ("٣" is 3). ok is false
-// for anything else (empty data too): that is not a size record. A number
-// too large for an int64 reads as 0, which no semaphore's size equals.
-func parseSize(data []byte) (n int64, ok bool) {
-	s := asciiDigits(strings.TrimSpace(string(data)))
-	digits := strings.TrimLeft(s, "+-")
-	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' ||
-		strings.Contains(digits, "__") {
-		return 0, false
-	}
-	for i := 0; i < len(digits); i++ {
-		if (digits[i] < '0' || digits[i] > '9') && digits[i] != '_' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s[:len(s)-len(digits)]+strings.ReplaceAll(digits, "_", ""), 10, 64)
-	if err != nil {
-		return 0, true // out of range: a number all the same
-	}
-	return n, true
-}
-
-// asciiDigits replaces each decimal digit of another script in s by its
-// ASCII digit, as CPython's int() does first
-// (_PyUnicode_TransformDecimalAndSpaceToASCII). Unicode encodes every
-// script's decimal digits as runs of 0 to 9, so a digit's value is its
-// distance from the start of its run of digits, modulo 10.
-func asciiDigits(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r > unicode.MaxASCII && unicode.IsDigit(r) }) {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if r <= unicode.MaxASCII || !unicode.IsDigit(r) {
-			return r
-		}
-		zero := r
-		for unicode.IsDigit(zero - 1) {
-			zero--
-		}
-		return '0' + (r-zero)%10
-	}, s)
-}
-
-// Refusals of the semaphore layouts: the plain or sequential children of a
-// semaphore's path that belong to a layout other than its own.
-
-// zklockLayoutNode reports a child that zklock's own semaphore layout
-// writes directly under the path: `_c_<uuid>-lease-<seq>`.
-func zklockLayoutNode(name string) bool {
-	ch, ok, _ := parseChild(name)
-	return ok && ch.Kind == KindLease
-}
-
-// curatorLayoutNode reports a child of Curator's InterProcessSemaphoreV2
-// layout (its LOCK_SCHEMA: "locks" and "leases").
-func curatorLayoutNode(name string) bool { return name == "locks" || name == "leases" }
-
-// kazooLayoutNode reports a lease of kazoo's Semaphore: a plain node named
-// by uuid4().hex.
-func kazooLayoutNode(name string) bool { return len(name) == kazooIDLen && isHex(name) }

@@ -175,13 +175,13 @@ func checkOrder(t *testing.T, names []string) {
 // either readers only or one participant.
 func checkHolders(t *testing.T, kids []Child) {
 	t.Helper()
-	mutex := holders(kids, func(Child) Driver { return exclusiveDriver{KindMutex} })
-	byKind := holders(kids, func(k Child) Driver {
+	mutex, _ := holders(kids, func(Child) policy { return adapt(exclusiveDriver{KindMutex}) }, nil, false)
+	byKind, _ := holders(kids, func(k Child) policy {
 		if k.Kind == KindRead {
-			return readDriver{}
+			return adapt(readDriver{})
 		}
-		return exclusiveDriver{k.Kind}
-	})
+		return adapt(exclusiveDriver{k.Kind})
+	}, nil, false)
 	for _, held := range [][]bool{mutex, byKind} {
 		var owners []string
 		exclusive := false
@@ -214,7 +214,7 @@ func checkHolders(t *testing.T, kids []Child) {
 // the queue, and no more than the smallest of their sizes.
 func checkSemaphore(t *testing.T, kids []Child) {
 	t.Helper()
-	held := holders(kids, func(Child) Driver { return semaphoreDriver{} })
+	held, _ := holders(kids, func(Child) policy { return newSemaphorePolicy(0) }, nil, true) // no size recorded
 	h := 0
 	for h < len(held) && held[h] {
 		h++

@@ -216,6 +216,18 @@ type lockOptions struct {
 	shared bool        // WithSharedReads (rwlock_shared.go)
 }
 
+// only refuses the options of recipes other than the caller's: semaphore
+// and rwmutex say whether the caller is a Semaphore or an RWMutex.
+func (o lockOptions) only(semaphore, rwmutex bool) error {
+	if o.sem != nil && !semaphore {
+		return invalidf("WithSemaphoreLayout and WithSharedCount apply to a Semaphore only")
+	}
+	if o.shared && !rwmutex {
+		return invalidf("WithSharedReads applies to an RWMutex only")
+	}
+	return nil
+}
+
 // maxNodeData bounds node data well below ZooKeeper's default 1 MiB packet
 // limit.
 const maxNodeData = 512 << 10

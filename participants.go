@@ -8,15 +8,19 @@ import (
 )
 
 // participants lists the lock's participants: holders first, then waiters,
-// each in queue order. pick chooses the driver that applies to a child.
-func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Participant, error) {
+// each in queue order. pick chooses the policy that applies to a child.
+func (l *Lock) participants(ctx context.Context, pick func(Child) policy) ([]Participant, error) {
 	fail := func(err error) ([]Participant, error) {
 		return nil, opError("participants", l.path, err)
 	}
 	if ctx == nil {
 		return fail(invalidf("nil context"))
 	}
-	ps, err := listParticipants(ctx, l.c, l.path, l.refuse, pick)
+	names, err := listChildren(ctx, l.c, l.path)
+	if err != nil || names == nil {
+		return nil, opError("participants", l.path, err) // nil, nil: no path, no participants
+	}
+	ps, err := readParticipants(ctx, l.c, l.path, names, l.pol.refuses, pick)
 	if err != nil {
 		return fail(err)
 	}
@@ -25,19 +29,20 @@ func (l *Lock) participants(ctx context.Context, pick func(Child) Driver) ([]Par
 
 // listParticipants reads the children of path and their data, and sorts
 // them into holders and waiters, each in queue order. pick chooses the
-// driver that applies to a child; a zklock semaphore's is told the size
-// recorded in the path's data when a lease node carries none in its id
-// ([semaphoreDriver]).
+// driver that applies to a child.
 func listParticipants(ctx context.Context, c *Client, path string, refuse func(string) bool,
 	pick func(Child) Driver) ([]Participant, error) {
 	names, err := listChildren(ctx, c, path)
 	if err != nil || names == nil {
 		return nil, err
 	}
-	return readParticipants(ctx, c, path, names, refuse, pick)
+	return readParticipants(ctx, c, path, names, refuse, func(k Child) policy { return adapt(pick(k)) })
 }
 
-// readParticipants is listParticipants of the children names, read.
+// readParticipants lists the participants of path, whose children are
+// names: pick chooses the policy that applies to a child. A policy may ask
+// for the path's data (a zklock semaphore's, when a lease node carries no
+// size in its id: [semaphorePolicy]); it is read then.
 //
 // Who holds is decided over the nodes found when their data was read, not
 // over the names listed: a node deleted in between (a holder releasing) is
@@ -49,22 +54,23 @@ func listParticipants(ctx context.Context, c *Client, path string, refuse func(s
 // node listed, so each node shown holds as it did once the nodes left out
 // were gone.
 func readParticipants(ctx context.Context, c *Client, path string, names []string, refuse func(string) bool,
-	pick func(Child) Driver) ([]Participant, error) {
+	pick func(Child) policy) ([]Participant, error) {
 	kids, err := sortChildren(names, refuse)
 	if err != nil {
 		return nil, err
 	}
-	if pick, err = withLegacy(ctx, c, path, kids, pick); err != nil {
+	found, pts, back, err := readEach(ctx, c, path, kids)
+	if err != nil {
 		return nil, err
 	}
-	found, pts, back, err := readEach(ctx, c, path, kids, pick)
+	held, data, err := decideAll(ctx, c, path, found, pick)
 	if err != nil {
 		return nil, err
 	}
 	var hold, wait []Participant
-	for i, h := range holders(found, pick) {
+	for i, h := range held {
 		h = h && !back[found[i].Owner] // the rule lets it hold, the count does not
-		pts[i].Holder = h
+		pts[i].Holder, pts[i].Size = h, pick(found[i]).size(found[i], data)
 		if h {
 			hold = append(hold, pts[i])
 		} else {
@@ -75,10 +81,10 @@ func readParticipants(ctx context.Context, c *Client, path string, names []strin
 }
 
 // readEach reads the data of each of kids (on path) and makes its
-// Participant, but for the Holder: found are the kids still there, pts
-// their Participants, and back the owners whose nodes carry the held-back
-// mark ([heldBackMark]), which Data leaves out.
-func readEach(ctx context.Context, c *Client, path string, kids []Child, pick func(Child) Driver) (found []Child, pts []Participant, back map[string]bool, err error) {
+// Participant, but for the Holder and Size: found are the kids still
+// there, pts their Participants, and back the owners whose nodes carry the
+// held-back mark ([heldBackMark]), which Data leaves out.
+func readEach(ctx context.Context, c *Client, path string, kids []Child) (found []Child, pts []Participant, back map[string]bool, err error) {
 	back = map[string]bool{}
 	for _, k := range kids {
 		node := path + "/" + k.Name
@@ -96,40 +102,25 @@ func readEach(ctx context.Context, c *Client, path string, kids []Child, pick fu
 			Node: node, Data: data, Read: k.Kind == KindRead,
 			Kind: k.Kind, Created: time.UnixMilli(st.Ctime),
 		}
-		if d, ok := pick(k).(semaphoreDriver); ok {
-			pt.Size = d.recorded(k)
-		}
 		found, pts = append(found, k), append(pts, pt)
 	}
 	return found, pts, back, nil
 }
 
-// withLegacy returns pick, with the size recorded in path's data given to
-// the zklock semaphore drivers it picks, if any of kids they decide for
-// carries no size of its own; it reads the path only then.
-func withLegacy(ctx context.Context, c *Client, path string, kids []Child, pick func(Child) Driver) (func(Child) Driver, error) {
-	var unsized []Child
-	for _, k := range kids {
-		if _, ok := pick(k).(semaphoreDriver); ok {
-			unsized = append(unsized, k)
-		}
+// decideAll decides who of kids holds by the rules of the policies pick
+// chooses, and returns the path's data if one of them asked for it (nil
+// if none did, or the path is gone).
+func decideAll(ctx context.Context, c *Client, path string, kids []Child, pick func(Child) policy) ([]bool, []byte, error) {
+	held, askPath := holders(kids, pick, nil, false)
+	if !askPath {
+		return held, nil, nil
 	}
-	if sizedAhead(unsized) {
-		return pick, nil
+	data, _, err := readNode(ctx, c, path)
+	if err != nil {
+		return nil, nil, err
 	}
-	data, st, err := readNode(ctx, c, path)
-	if err != nil || st == nil {
-		return pick, err
-	}
-	legacy, _ := SemaphoreSize(data)
-	return func(k Child) Driver {
-		d := pick(k)
-		if sd, ok := d.(semaphoreDriver); ok {
-			sd.legacy = legacy
-			return sd
-		}
-		return d
-	}, nil
+	held, _ = holders(kids, pick, data, true)
+	return held, data, nil
 }
 
 // Participants lists the participants of any lock path, whichever recipe
@@ -198,14 +189,14 @@ func participantsOf(ctx context.Context, c *Client, path string, names []string,
 	if layout != LayoutZklock || err != nil {
 		return ps, layout, err
 	}
-	ps, err = readParticipants(ctx, c, path, names, nil, func(k Child) Driver {
+	ps, err = readParticipants(ctx, c, path, names, nil, func(k Child) policy {
 		switch k.Kind {
 		case KindRead:
-			return readDriver{}
+			return adapt(readDriver{})
 		case KindLease:
-			return semaphoreDriver{}
+			return newSemaphorePolicy(0)
 		}
-		return exclusiveDriver{k.Kind}
+		return adapt(exclusiveDriver{k.Kind})
 	})
 	return ps, LayoutZklock, err
 }

@@ -27,11 +27,14 @@ type RWMutex struct {
 // NewRWMutex returns a reader/writer lock on path. It validates its
 // arguments (errors wrap ErrInvalidArgument) and makes no ZooKeeper call.
 func NewRWMutex(c *Client, path string, opts ...LockOption) (*RWMutex, error) {
-	cfg, o, err := newLockConfig(c, path, readDriver{}, opts)
+	cfg, o, err := newLockConfig(c, path, adapt(readDriver{}), opts)
+	if err == nil {
+		err = o.only(false, true)
+	}
 	if err != nil {
 		return nil, opError("new rwmutex", path, err)
 	}
-	rw := &RWMutex{read: cfg.build(), write: cfg.on(path, exclusiveDriver{KindWrite}).build()}
+	rw := &RWMutex{read: cfg.build(), write: cfg.on(path, adapt(exclusiveDriver{KindWrite})).build()}
 	if o.shared {
 		rw.shared = newSharedReads(cfg)
 	}
@@ -54,11 +57,11 @@ func (rw *RWMutex) WriteLock() Locker { return rw.write }
 // Participants lists the holders first, then the waiters in queue order,
 // with their node data and side.
 func (rw *RWMutex) Participants(ctx context.Context) ([]Participant, error) {
-	return rw.read.participants(ctx, func(k Child) Driver {
+	return rw.read.participants(ctx, func(k Child) policy {
 		if k.Kind == KindRead {
-			return readDriver{}
+			return rw.read.pol
 		}
-		return rw.write.driver
+		return rw.write.pol
 	})
 }
 

@@ -92,9 +92,7 @@ type sharedReads struct {
 }
 
 func newSharedReads(read lockConfig) *sharedReads {
-	cfg := read.on(read.path, readDriver{})
-	cfg.untraced = true
-	return &sharedReads{l: cfg.build()}
+	return &sharedReads{l: read.on(read.path, untraced{read.pol}).build()}
 }
 
 // sharedClaim is one shared read node. Its fields are guarded by sharedReads.mu.
@@ -598,3 +596,9 @@ func (s *sharedReads) traceFailed(start time.Time, err error) error {
 	}
 	return err
 }
+
+// untraced keeps a policy's participants from the Client's [Trace]: a
+// shared read node's, whose sub-leases are traced instead.
+type untraced struct{ policy }
+
+func (untraced) traced() bool { return false }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"strings"
+	"unicode"
 )
 
 // Semaphore is a distributed counting semaphore on a ZooKeeper path: at
@@ -77,11 +79,13 @@ func newSemaphore(c *Client, path string, maxLeases int, opts []LockOption) (*Se
 	if maxLeases < 1 || maxLeases > math.MaxInt32 {
 		return nil, invalidf("maxLeases %d is out of range [1, %d]", maxLeases, math.MaxInt32)
 	}
-	cfg, o, err := newLockConfig(c, path, semaphoreDriver{}, opts)
+	cfg, o, err := newLockConfig(c, path, newSemaphorePolicy(maxLeases), opts)
+	if err == nil {
+		err = o.only(true, false)
+	}
 	if err != nil {
 		return nil, err
 	}
-	cfg.refuse = foreignSemaphore
 	var so semOptions
 	if o.sem != nil {
 		so = *o.sem
@@ -93,7 +97,8 @@ func newSemaphore(c *Client, path string, maxLeases int, opts []LockOption) (*Se
 	return &Semaphore{path: path, max: maxLeases, kind: so.layout, layout: layout}, nil
 }
 
-// zklockLayout is [LayoutZklock]: a lock on the path, whose driver counts.
+// zklockLayout is [LayoutZklock]: a lock on the path, whose policy counts
+// ([semaphorePolicy]).
 type zklockLayout struct {
 	lock *Lock
 	max  int
@@ -192,4 +197,73 @@ func (s *Semaphore) TryAcquireN(ctx context.Context, n int) ([]*Lease, error) {
 func (s *Semaphore) Participants(ctx context.Context) ([]Participant, error) {
 	ps, err := s.layout.participants(ctx)
 	return ps, opError("participants", s.path, err)
+}
+
+// foreignSemaphore reports a plain child that belongs to another library's
+// semaphore on the same path: Curator's InterProcessSemaphoreV2 keeps its
+// nodes under "locks" and "leases", kazoo's Semaphore writes one node per
+// holder named by a 32-hex-digit id. A zklock Semaphore cannot count those
+// holders, so it refuses the path rather than grant too many leases.
+func foreignSemaphore(name string) bool {
+	return name == "locks" || name == "leases" || (len(name) == kazooIDLen && isHex(name))
+}
+
+// SemaphoreSize reads a semaphore's size from the data of its path, as
+// kazoo's Semaphore records it ("3"), and so zklock's under [LayoutKazoo]
+// (zklock's own layout records none: each lease node carries its
+// participant's size, see [Participant.Size]), by the rules the Semaphore
+// itself applies: ok is false for data that is not a size record, and for
+// a size out of [1, 2147483647].
+func SemaphoreSize(data []byte) (n int, ok bool) {
+	v, ok := parseSize(data)
+	if !ok || v < 1 || v > math.MaxInt32 {
+		return 0, false
+	}
+	return int(v), true
+}
+
+// parseSize reads a semaphore path's data as kazoo's Semaphore does,
+// int(data.decode("utf-8")): surrounding white space, an optional sign,
+// and decimal digits, single underscores allowed between them; the digits
+// of any script count, as Python's int() reads them ("٣" is 3). ok is false
+// for anything else (empty data too): that is not a size record. A number
+// too large for an int64 reads as 0, which no semaphore's size equals.
+func parseSize(data []byte) (n int64, ok bool) {
+	s := asciiDigits(strings.TrimSpace(string(data)))
+	digits := strings.TrimLeft(s, "+-")
+	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '_' || digits[len(digits)-1] == '_' ||
+		strings.Contains(digits, "__") {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if (digits[i] < '0' || digits[i] > '9') && digits[i] != '_' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s[:len(s)-len(digits)]+strings.ReplaceAll(digits, "_", ""), 10, 64)
+	if err != nil {
+		return 0, true // out of range: a number all the same
+	}
+	return n, true
+}
+
+// asciiDigits replaces each decimal digit of another script in s by its
+// ASCII digit, as CPython's int() does first
+// (_PyUnicode_TransformDecimalAndSpaceToASCII). Unicode encodes every
+// script's decimal digits as runs of 0 to 9, so a digit's value is its
+// distance from the start of its run of digits, modulo 10.
+func asciiDigits(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r > unicode.MaxASCII && unicode.IsDigit(r) }) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= unicode.MaxASCII || !unicode.IsDigit(r) {
+			return r
+		}
+		zero := r
+		for unicode.IsDigit(zero - 1) {
+			zero--
+		}
+		return '0' + (r-zero)%10
+	}, s)
 }

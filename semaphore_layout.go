@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/zkrecipes/zklock/internal/session"
@@ -120,30 +121,28 @@ func newSemLayout(cfg lockConfig, o semOptions, maxLeases int) (semLayout, error
 		return nil, invalidf("WithSharedCount needs %v, not %v", LayoutCurator, o.layout)
 	}
 	if o.layout == LayoutZklock {
-		cfg.sized = maxLeases
-		return zklockLayout{lock: cfg.build(), max: maxLeases}, nil
+		return zklockLayout{lock: cfg.build(), max: maxLeases}, nil // cfg's policy is the semaphore's
 	}
 	g := &guarded{c: cfg.c, path: cfg.path, max: maxLeases, kind: o.layout}
 	if o.layout == LayoutKazoo {
-		inner := cfg.on(cfg.path+"-"+kazooLock, exclusiveDriver{KindMutex})
-		inner.kazoo, inner.persistent = true, true
-		leases := cfg.on(cfg.path, cfg.driver)
-		leases.persistent, leases.size = true, []byte(strconv.Itoa(maxLeases))
-		g.inner, g.leases = inner.build(), leases.build()
+		// Both paths persistent, as kazoo makes them; the lease path
+		// records the size. A lease is a place on it (kazooLayout.lease),
+		// which holds from its create and never asks its policy to
+		// decide: the exclusive driver only names the kind.
+		inner := persistentPath{kazooNamed{adapt(exclusiveDriver{KindMutex})}, nil}
+		leases := persistentPath{adapt(exclusiveDriver{KindLease}), []byte(strconv.Itoa(maxLeases))}
+		g.inner, g.leases = cfg.on(cfg.path+"-"+kazooLock, inner).build(), cfg.on(cfg.path, leases).build()
 		return kazooLayout{g}, nil
 	}
-	leases := cfg.on(cfg.path+"/leases", nil)
-	// Curator counts every child of leases; we count the lease nodes.
-	// A plain child would be a lease to Curator and none to us.
-	leases.refuse = func(string) bool { return true }
+	leases := curatorLeases{}
 	size := func() int { return maxLeases }
 	if o.countPath != "" {
 		count := &sharedCount{c: cfg.c, path: o.countPath, seed: int32(maxLeases)}
 		leases.count, size = count, count.get
 	}
-	leases.driver = curatorLeaseDriver{size}
-	g.inner = cfg.on(cfg.path+"/locks", exclusiveDriver{KindMutex}).build()
-	g.leases = leases.build()
+	leases.policy = adapt(curatorLeaseDriver{size})
+	g.inner = cfg.on(cfg.path+"/locks", adapt(exclusiveDriver{KindMutex})).build()
+	g.leases = cfg.on(cfg.path+"/leases", leases).build()
 	return curatorLayout{g, o.countPath != ""}, nil
 }
 
@@ -438,6 +437,21 @@ func (l kazooLayout) participants(ctx context.Context) ([]Participant, error) {
 	return out, nil
 }
 
+// curatorLeases is the policy of a Curator layout's leases path: its
+// driver's ([curatorLeaseDriver]), refusing every plain child, following
+// the SharedCount if there is one.
+type curatorLeases struct {
+	policy
+	count liveSize // nil: the size is a constant
+}
+
+// refuses every plain child: Curator counts every child of leases; we
+// count the lease nodes. A plain child would be a lease to Curator and
+// none to us.
+func (curatorLeases) refuses(string) bool { return true }
+
+func (p curatorLeases) live() liveSize { return p.count }
+
 // curatorLeaseDriver decides on the leases path of a Curator layout: a
 // participant holds when its last node is among the first max, counting
 // every node ahead of it. Curator's InterProcessSemaphoreV2 counts every
@@ -458,10 +472,56 @@ func (d curatorLeaseDriver) GetsTheLock(_ []Child, first, last int) Decision {
 		return Decision{Holds: true}
 	}
 	// With first == 0 nothing is ahead: only a larger SharedCount lets us
-	// through, and the engine watches it (Lock.count).
+	// through, and the engine watches it (curatorLeases.live).
 	watch := make([]int, first)
 	for i := range watch {
 		watch[i] = i
 	}
 	return Decision{Watch: watch}
 }
+
+// Refusals of the semaphore layouts: the plain or sequential children of a
+// semaphore's path that belong to a layout other than its own.
+
+// zklockLayoutNode reports a child that zklock's own semaphore layout
+// writes directly under the path: `_c_<uuid>-lease-<seq>`.
+func zklockLayoutNode(name string) bool {
+	ch, ok, _ := parseChild(name)
+	return ok && ch.Kind == KindLease
+}
+
+// curatorLayoutNode reports a child of Curator's InterProcessSemaphoreV2
+// layout (its LOCK_SCHEMA: "locks" and "leases").
+func curatorLayoutNode(name string) bool { return name == "locks" || name == "leases" }
+
+// kazooLayoutNode reports a lease of kazoo's Semaphore: a plain node named
+// by uuid4().hex.
+func kazooLayoutNode(name string) bool { return len(name) == kazooIDLen && isHex(name) }
+
+// kazooID turns a protected id (a version 4 UUID) into the 32 hex digits
+// of kazoo's uuid.uuid4().hex, the id its Lock puts before "__lock__".
+func kazooID(uuid string) string { return strings.ReplaceAll(uuid, "-", "") }
+
+// kazooNamed names a policy's nodes as kazoo's Lock names them,
+// `<32 hex>__lock__<seq>`: the lock of a kazoo-layout semaphore, which
+// kazoo's Lock must see as a contender (its _get_predecessor matches only
+// its own "__lock__" pattern).
+type kazooNamed struct{ policy }
+
+func (kazooNamed) newID() (string, error) {
+	id, err := newID()
+	return kazooID(id), err
+}
+
+func (kazooNamed) nodePrefix(id string) string { return id + kazooLock }
+func (kazooNamed) idPrefix(id string) string   { return id + kazooLock }
+
+// persistentPath makes a policy's lock path persistent, with data, as
+// kazoo's ensure_path makes it (a kazoo-layout semaphore records its size
+// in its path's data).
+type persistentPath struct {
+	policy
+	data []byte
+}
+
+func (p persistentPath) pathNode() ([]byte, bool) { return p.data, true }

@@ -123,12 +123,12 @@ type leaseMeta struct {
 }
 
 func (p *participant) leaseMeta() leaseMeta {
-	return leaseMeta{path: p.what, kind: p.ws[0].l.driver.Kind(), untraced: p.ws[0].l.untraced}
+	return leaseMeta{path: p.what, kind: p.ws[0].l.pol.kind(), untraced: !p.ws[0].l.pol.traced()}
 }
 
 // info is the AcquireInfo of the participant as it stands.
 func (p *participant) info(node string, now time.Time) AcquireInfo {
-	return AcquireInfo{Path: p.what, Node: node, Kind: p.ws[0].l.driver.Kind(), Ahead: p.ahead, Waited: now.Sub(p.start)}
+	return AcquireInfo{Path: p.what, Node: node, Kind: p.ws[0].l.pol.kind(), Ahead: p.ahead, Waited: now.Sub(p.start)}
 }
 
 // queued reports, once, that the participant must wait.
@@ -137,7 +137,7 @@ func (p *participant) queued() {
 		return
 	}
 	p.waited = true
-	if f := p.c.trace.Queued; f != nil && !p.ws[0].l.untraced {
+	if f := p.c.trace.Queued; f != nil && p.ws[0].l.pol.traced() {
 		info := p.info(p.node, p.created)
 		f(info)
 	}
@@ -146,7 +146,7 @@ func (p *participant) queued() {
 // acquired reports each lease granted.
 func (p *participant) acquired(leases []*Lease) {
 	f := p.c.trace.Acquired
-	if f == nil || p.ws[0].l.untraced {
+	if f == nil || !p.ws[0].l.pol.traced() {
 		return
 	}
 	now := time.Now()
@@ -161,7 +161,7 @@ func (p *participant) acquired(leases []*Lease) {
 // what failed and where.
 func (p *participant) failed(op string, err error) error {
 	err = opError(op, p.what, err)
-	if f := p.c.trace.Failed; f != nil && !p.ws[0].l.untraced {
+	if f := p.c.trace.Failed; f != nil && p.ws[0].l.pol.traced() {
 		info := p.info(p.node, time.Now())
 		info.Err, info.Queued = err, p.waited
 		f(info)

@@ -25,9 +25,9 @@ type waiter struct {
 	pre      <-chan fetched       // the first look, read while the create was on its way
 	looked   bool                 // the first look was made
 	seen     seenVersion          // the last version of an awaited node we decided on
-	counted  sizeVersion          // the version of a SharedCount we decided on (semaphore_layout.go)
-	legacy   int                  // the size recorded in a zklock semaphore's path, once read ([participant.driverFor])...
-	legacyOK bool                 // ...here
+	counted  sizeVersion          // the version of the policy's live size we decided on
+	path     []byte               // the lock path's data, once a decision asked for it ([participant.decideIn])...
+	pathRead bool                 // ...here
 	held     bool                 // decided to hold...
 	heldAt   uint64               // ...in this epoch
 	announce bool                 // on the grant, tell successors waiting with awaitHold
@@ -97,45 +97,49 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	return v, nil
 }
 
-// decideIn asks w's driver about our place in v, with the marks it asks
-// about, if any, read after v's read ([participant.readMarks]), and
-// refuses a decision the engine cannot act on.
+// decideIn asks w's policy about our place in v, makes the reads it asks
+// for, if any, and asks again with their answers, then refuses a decision
+// the engine cannot act on. It returns too the data versions of the marks
+// read, by path, for the wait ([participant.readMarks]).
+//
+// The path's data (a zklock semaphore's legacy size, asked for when a
+// node ahead carries no size in its id: [semaphorePolicy]) is read once
+// per attempt: only the nodes that were ahead at our first look can ever
+// be ahead of us (ZooKeeper appends every later create behind ours), so
+// one read serves every decision. The marks are read after
+// v's read, on its session, every time they are asked for: the count's
+// proof needs that order ([participant.readMarks]).
 func (p *participant) decideIn(w *waiter, v view) (decision, map[string]int32, error) {
-	d, err := p.driverFor(w, v.kids[:v.first])
-	if err != nil {
-		return decision{}, nil, err
-	}
-	v.d = decide(d, v.kids, v.first, v.last)
-	if v.d.marks != nil {
-		// Only the semaphore's driver asks (the field is unexported).
-		if v.d, v.seen, err = p.readMarks(w, d.(semaphoreDriver), v); err != nil {
+	q := question{kids: v.kids, first: v.first, last: v.last, path: w.path, pathRead: w.pathRead}
+	var seen map[string]int32
+	d := w.l.pol.decide(q)
+	for d.open(q) {
+		if err := p.answer(w, &q, d.reads, &seen); err != nil {
 			return decision{}, nil, err
 		}
+		d = w.l.pol.decide(q)
 	}
-	return v.d, v.seen, w.check(v.d, v.first)
+	return d, seen, w.check(d, v.first)
 }
 
-// driverFor is the driver that decides w's queue, where ahead are the
-// nodes ahead of ours: w's lock's, except that a zklock semaphore with
-// nodes ahead whose ids carry no size ([semaphoreDriver]) is told the size
-// recorded in the path's data, read once per attempt. Only the nodes that
-// were ahead at our first look can ever be ahead of us (ZooKeeper appends
-// every later create behind ours), so one read serves every decision.
-func (p *participant) driverFor(w *waiter, ahead []Child) (Driver, error) {
-	d, ok := w.l.driver.(semaphoreDriver)
-	if !ok || sizedAhead(ahead) {
-		return w.l.driver, nil
-	}
-	if !w.legacyOK {
+// answer makes one of the reads r that q has not answered, into q (and the
+// marks' versions into *seen).
+func (p *participant) answer(w *waiter, q *question, r reads, seen *map[string]int32) error {
+	if r.path && !q.pathRead {
 		data, _, err := p.c.s.Conn().Get(w.l.path)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		w.legacy, _ = SemaphoreSize(data)
-		w.legacyOK = true
+		w.path, w.pathRead = data, true
+		q.path, q.pathRead = data, true
+		return nil // the marks, if still asked for, after the policy has seen it
 	}
-	d.legacy = w.legacy
-	return d, nil
+	marks, versions, err := p.readMarks(w, q.kids, r.marks)
+	if err != nil {
+		return err
+	}
+	q.marks, q.marksRead, *seen = marks, true, versions
+	return nil
 }
 
 // check refuses a decision the engine cannot act on: a driver bug must
@@ -144,12 +148,12 @@ func (w *waiter) check(d decision, first int) error {
 	if d.Holds {
 		return nil
 	}
-	if len(d.Watch) == 0 && len(d.behind) == 0 && w.l.count == nil { // a SharedCount's change is watched too
-		return invalidf("driver %T neither holds nor names a node to watch", w.l.driver)
+	if len(d.Watch) == 0 && len(d.behind) == 0 && w.l.pol.live() == nil { // a live size's change is watched too
+		return invalidf("%v neither holds nor names a node to watch", w.l.pol)
 	}
 	for _, i := range d.Watch {
 		if i < 0 || i >= first {
-			return invalidf("driver %T watches child %d, not one ahead of the participant's first node %d", w.l.driver, i, first)
+			return invalidf("%v watches child %d, not one ahead of the participant's first node %d", w.l.pol, i, first)
 		}
 	}
 	return nil
@@ -258,8 +262,8 @@ func (p *participant) wait(ctx context.Context, w *waiter, st session.Snapshot, 
 		return err
 	}
 	var counted <-chan session.Event
-	if w.l.count != nil {
-		ch, again, err := w.l.count.watch(p.c.s.Conn(), &w.counted)
+	if live := w.l.pol.live(); live != nil {
+		ch, again, err := live.watch(p.c.s.Conn(), &w.counted)
 		if again || err != nil {
 			return err // decide again with the count just read
 		}
