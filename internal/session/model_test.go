@@ -139,10 +139,10 @@ func TestModelGoZookeeper(t *testing.T) {
 	}
 }
 
-// modelConn is a Conn with a session and nothing else: Confirm asks for no
-// more.
+// modelConn is a Backend with a session and nothing else: Confirm asks
+// for no more.
 type modelConn struct {
-	Conn
+	Backend
 	sid int64
 }
 
@@ -173,7 +173,7 @@ func TestModelConfirm(t *testing.T) {
 			wc.sent = append(wc.sent, at(u))
 		}
 		w.cur = wc
-		c := &Session{wire: w, zc: modelConn{sid: 7}, confirmedCh: make(chan struct{})}
+		c := &Session{wire: w, zc: NewConn(modelConn{sid: 7}), confirmedCh: make(chan struct{})}
 		c.Confirm(at(tc.sent), 7)
 		got := c.deadline
 		model := at(tc.deadline)
