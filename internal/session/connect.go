@@ -50,19 +50,24 @@ func (c *Session) openConnect(o dialOptions) (Conn, error) {
 }
 
 // sentConn records each call on a socketless connection as a packet sent
-// (see above), carrying the call's paths.
+// (see above).
 type sentConn struct {
 	Backend
 	w *wire
 }
 
-func (s sentConn) Do(r Request) (Result, error) {
+func (s sentConn) send(paths ...string) {
 	s.w.mu.Lock()
 	if c := s.w.cur; c != nil {
 		c.recordLocked(time.Now())
 	}
 	s.w.mu.Unlock()
-	s.w.sawWrite([]byte(strings.Join(r.Paths, "\x00")))
+	s.w.sawWrite([]byte(strings.Join(paths, "\x00")))
+}
+
+// Do records the call, carrying its paths, and makes it.
+func (s sentConn) Do(r Request) (Result, error) {
+	s.send(r.Paths...)
 	return s.Backend.Do(r)
 }
 
