@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -95,6 +96,9 @@ func (r rooted) rel(path string) string {
 
 // relErr rewrites the path an error names ([goneNode]).
 func (r rooted) relErr(err error) error {
+	if err == nil {
+		return nil // and no errors.As, whose target escapes
+	}
 	var g *goneNode
 	if errors.As(err, &g) {
 		return &goneNode{path: r.rel(g.path), err: g.err}
@@ -157,7 +161,8 @@ func unrooted(c Conn) Conn {
 type relays struct {
 	rel  func(Event) Event
 	mu   sync.Mutex
-	live []*relay // watches not known to have fired
+	live []*relay     // watches not known to have fired
+	n    atomic.Int32 // len(live), set under mu: a Do that finds none takes no lock
 }
 
 // relay is one watch's. Two may receive from's event: its goroutine, and
@@ -177,6 +182,7 @@ func (rs *relays) relay(from <-chan Event) <-chan Event {
 	rl := &relay{from: from, to: make(chan Event, 1), passed: make(chan struct{}), rel: rs.rel}
 	rs.mu.Lock()
 	rs.live = append(rs.live, rl)
+	rs.n.Store(int32(len(rs.live)))
 	rs.mu.Unlock()
 	go func() {
 		ev, ok := <-rl.from
@@ -191,8 +197,13 @@ func (rs *relays) relay(from <-chan Event) <-chan Event {
 	return rl.to
 }
 
-// flush hands on every event already on its connection's channel.
+// flush hands on every event already on its connection's channel. A
+// watch whose channel a caller holds was relayed before it got it, so a
+// flush in the caller's later requests sees the relay's count.
 func (rs *relays) flush() {
+	if rs.n.Load() == 0 {
+		return
+	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	keep := rs.live[:0]
@@ -203,6 +214,7 @@ func (rs *relays) flush() {
 	}
 	clear(rs.live[len(keep):])
 	rs.live = keep
+	rs.n.Store(int32(len(keep)))
 }
 
 // settled hands the event on if it has come, and reports whether it has

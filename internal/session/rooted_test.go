@@ -1,9 +1,11 @@
 package session
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -167,5 +169,47 @@ func TestRootedDoHandsOnEventsBeforeTheReply(t *testing.T) {
 		}
 	default:
 		t.Fatal("the event that came before the reply was not on the watch's channel when Do returned")
+	}
+}
+
+// On ZooKeeper, a chrooted Session's watch channel gets its event with the
+// Client's path, there by the time a later reply is: another session's
+// write, then a round trip (a sync, then a read), as TestConformance's
+// settle has it.
+func TestChrootWatchOnZooKeeper(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	root := "/" + t.Name()
+	acl := zk.WorldACL(zk.PermAll)
+	in := testSession(t, ctx, nil, func(o *Options) { o.Root, o.RootACL = root, acl })
+	out := testSession(t, ctx, nil)
+	zc := in.Conn()
+	if err := zc.CreatePersistent("/w", nil, acl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = out.Conn().Delete(root + "/w")
+		_ = out.Conn().Delete(root)
+	})
+	_, ch, err := zc.GetW("/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Conn().Set(root+"/w", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := zc.Sync("/"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zc.Exists("/w"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-ch:
+		if !DataChanged(ev) || ev.Path != "/w" {
+			t.Fatalf("the watch's channel got %v at %q, want EventNodeDataChanged at /w", ev.Type, ev.Path)
+		}
+	default:
+		t.Fatal("the watch's event was not on its channel by the reply to a later request")
 	}
 }
