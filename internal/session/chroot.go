@@ -3,6 +3,8 @@ package session
 import (
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -25,12 +27,50 @@ import (
 // such a container once its last child is gone (ContainerManager), and the
 // next create makes it again.
 
-// rooted is a Conn whose paths are under root.
+// rooted is a Backend whose paths are under root. Every request and
+// result passes its one method, Do: a new operation needs nothing here.
 type rooted struct {
-	Conn
-	root string   // "/apps/billing": valid, not "/", no trailing slash
-	acl  []zk.ACL // for the chroot's own nodes
+	Backend
+	root    string   // "/apps/billing": valid, not "/", no trailing slash
+	acl     []zk.ACL // for the chroot's own nodes
+	watches *relays  // of the connection under it
 }
+
+// over is r on the connection b.
+func (r rooted) over(b Backend) rooted {
+	r.Backend, r.watches = b, &relays{rel: r.relEvent}
+	return r
+}
+
+// Do roots the request's paths, and unroots what comes back: the created
+// nodes' paths, the path an error names, and the watch's events.
+func (r rooted) Do(req Request) (Result, error) {
+	paths := req.Paths
+	if len(paths) > 0 {
+		req.Paths = make([]string, len(paths))
+		for i, p := range paths {
+			req.Paths[i] = r.abs(p)
+		}
+	}
+	res, err := r.Backend.Do(req)
+	if makesRoot(req.Op) && topLevel(paths[0]) && errors.Is(err, zk.ErrNoNode) {
+		if err = r.ensureRoot(); err == nil {
+			res, err = r.Backend.Do(req)
+		}
+	}
+	for i, n := range res.Created {
+		res.Created[i] = r.rel(n)
+	}
+	if res.Watch != nil {
+		res.Watch = r.watches.relay(res.Watch)
+	}
+	r.watches.flush()
+	return res, r.relErr(err)
+}
+
+// makesRoot reports the creates that make a missing chroot: the ones that
+// make a lock path's ancestors, before any other create under them.
+func makesRoot(op Op) bool { return op == OpCreateContainer || op == OpCreatePersistent }
 
 // abs is path on the server.
 func (r rooted) abs(path string) string {
@@ -53,16 +93,11 @@ func (r rooted) rel(path string) string {
 	return path
 }
 
-func (r rooted) absAll(paths []string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = r.abs(p)
-	}
-	return out
-}
-
 // relErr rewrites the path an error names ([goneNode]).
 func (r rooted) relErr(err error) error {
+	if err == nil {
+		return nil // and no errors.As, whose target escapes
+	}
 	var g *goneNode
 	if errors.As(err, &g) {
 		return &goneNode{path: r.rel(g.path), err: g.err}
@@ -70,7 +105,8 @@ func (r rooted) relErr(err error) error {
 	return err
 }
 
-// relEvent is a watch event as the Session's users see it.
+// relEvent is a watch event as the Session's users see it: on a watch's
+// channel (relays) and in the Session's callback ([Session.open]).
 func (r rooted) relEvent(ev Event) Event {
 	if ev.Path != "" {
 		ev.Path = r.rel(ev.Path)
@@ -84,7 +120,8 @@ func (r rooted) ensureRoot() error {
 		if i < len(r.root) && r.root[i] != '/' {
 			continue
 		}
-		if err := r.Conn.CreateContainer(r.root[:i], nil, r.acl); err != nil {
+		req := Request{Op: OpCreateContainer, Paths: []string{r.root[:i]}, ACL: [][]zk.ACL{r.acl}}
+		if _, err := r.Backend.Do(req); err != nil {
 			return err
 		}
 	}
@@ -95,93 +132,123 @@ func (r rooted) ensureRoot() error {
 // there that finds no parent finds the chroot missing.
 func topLevel(path string) bool { return strings.LastIndexByte(path, '/') == 0 }
 
-// orRoot runs create, and again once the chroot is made if it failed for
-// want of the chroot.
-func (r rooted) orRoot(path string, create func() error) error {
-	err := create()
-	if topLevel(path) && errors.Is(err, zk.ErrNoNode) {
-		if rerr := r.ensureRoot(); rerr != nil {
-			return rerr
-		}
-		err = create()
-	}
-	return err
-}
-
-func (r rooted) CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error) {
-	names, err := r.Conn.CreateEach(r.absAll(prefixes), data, func(p string) []zk.ACL { return acl(r.rel(p)) })
-	for i, n := range names {
-		names[i] = r.rel(n)
-	}
-	return names, r.relErr(err)
-}
-
-func (r rooted) CreateContainer(path string, data []byte, acl []zk.ACL) error {
-	return r.orRoot(path, func() error { return r.Conn.CreateContainer(r.abs(path), data, acl) })
-}
-
-func (r rooted) CreatePersistent(path string, data []byte, acl []zk.ACL) error {
-	return r.orRoot(path, func() error { return r.Conn.CreatePersistent(r.abs(path), data, acl) })
-}
-
-func (r rooted) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
-	return r.Conn.CreateEphemeral(r.abs(path), data, acl)
-}
-
-func (r rooted) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
-	return r.relErr(r.Conn.CreateEphemeralIf(r.abs(guard), r.abs(path), data, acl))
-}
-
-func (r rooted) Delete(path string) error { return r.Conn.Delete(r.abs(path)) }
-
-func (r rooted) DeleteAll(paths []string) error { return r.relErr(r.Conn.DeleteAll(r.absAll(paths))) }
-
-func (r rooted) Children(path string) ([]string, error) { return r.Conn.Children(r.abs(path)) }
-
-func (r rooted) ChildrenStatW(path string) ([]string, ParentStat, error) {
-	return r.Conn.ChildrenStatW(r.abs(path))
-}
-
-func (r rooted) ChildrenStat(path string) ([]string, ParentStat, error) {
-	return r.Conn.ChildrenStat(r.abs(path))
-}
-
-func (r rooted) Get(path string) ([]byte, Stat, error) { return r.Conn.Get(r.abs(path)) }
-
-// GetW, GetDataW, ChildrenW and ExistsW hand back go-zookeeper's watch
-// channel as it is: the Event on it names the path on the server. Nothing
-// reads a channel's Event's path (it only says that the watch fired); the
-// Session's callback, which does, sees it relative ([Session.open]).
-func (r rooted) GetW(path string) (Stat, <-chan Event, error) { return r.Conn.GetW(r.abs(path)) }
-
-func (r rooted) Check(paths []string) error { return r.relErr(r.Conn.Check(r.absAll(paths))) }
-
-func (r rooted) Set(path string, data []byte) error { return r.Conn.Set(r.abs(path), data) }
-
-func (r rooted) SetIf(path string, data []byte, version int32) error {
-	return r.Conn.SetIf(r.abs(path), data, version)
-}
-
-func (r rooted) GetDataW(path string) ([]byte, Stat, <-chan Event, error) {
-	return r.Conn.GetDataW(r.abs(path))
-}
-
-func (r rooted) ChildrenW(path string) ([]string, <-chan Event, error) {
-	return r.Conn.ChildrenW(r.abs(path))
-}
-
-func (r rooted) Exists(path string) (bool, error) { return r.Conn.Exists(r.abs(path)) }
-
-func (r rooted) ExistsW(path string) (bool, <-chan Event, error) {
-	return r.Conn.ExistsW(r.abs(path))
-}
-
-func (r rooted) Sync(path string) error { return r.Conn.Sync(r.abs(path)) }
-
 // unrooted is the connection under c, paths as on the server.
 func unrooted(c Conn) Conn {
-	if r, ok := c.(rooted); ok {
-		return r.Conn
+	if r, ok := c.b.(rooted); ok {
+		return NewConn(r.Backend)
 	}
 	return c
+}
+
+// relays hand a watch's event on to a channel of their own with the path
+// rewritten (rel): the connection's channel carries the server's path, and
+// a channel's value cannot be changed in place. Each watch's relay is one
+// goroutine, which the connection stops: it closes every watch channel
+// once the watch fires, with the event, or with a not-watching event when
+// the session ends or the connection closes (go-zookeeper's conn.go,
+// notifyWatches and invalidateWatches; zkfake's Conn.deliver).
+//
+// A relay must not make an event later than a reply. ZooKeeper sends a
+// client a watch's event before the reply to any later request, and
+// go-zookeeper puts it on the watch's channel before it reads the next
+// reply (conn.go, recvLoop; zkfake's Conn.do waits for the events queued
+// before it): the engine relies on it (participant.quiet, grant.go). So
+// after every reply, flush hands on each event that has reached a
+// connection's channel before Do returns: an event that preceded the reply
+// is on its channel by then, since the connection put it there before it
+// handed the reply on.
+type relays struct {
+	rel  func(Event) Event
+	mu   sync.Mutex
+	live []*relay     // watches not known to have fired
+	n    atomic.Int32 // len(live), set under mu: a Do that finds none takes no lock
+}
+
+// relay is one watch's. Two may receive from's event: its goroutine, and
+// flush if it looks first. Whichever receives it, or finds from closed
+// with nothing (no connection does that), hands it on under mu, once.
+type relay struct {
+	from   <-chan Event
+	to     chan Event
+	passed chan struct{} // closed once to has the event and is closed
+	rel    func(Event) Event
+	mu     sync.Mutex
+	taken  bool // handed on, under mu
+}
+
+// relay returns the channel of from's event, rewritten.
+func (rs *relays) relay(from <-chan Event) <-chan Event {
+	rl := &relay{from: from, to: make(chan Event, 1), passed: make(chan struct{}), rel: rs.rel}
+	rs.mu.Lock()
+	rs.live = append(rs.live, rl)
+	rs.n.Store(int32(len(rs.live)))
+	rs.mu.Unlock()
+	go func() {
+		ev, ok := <-rl.from
+		rl.mu.Lock()
+		defer rl.mu.Unlock()
+		// If flush took the event, it did so under mu before this
+		// receive found from closed: taken says so.
+		if !rl.taken {
+			rl.hand(ev, ok)
+		}
+	}()
+	return rl.to
+}
+
+// flush hands on every event already on its connection's channel. A
+// watch whose channel a caller holds was relayed before it got it, so a
+// flush in the caller's later requests sees the relay's count.
+func (rs *relays) flush() {
+	if rs.n.Load() == 0 {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	keep := rs.live[:0]
+	for _, rl := range rs.live {
+		if !rl.settled() {
+			keep = append(keep, rl)
+		}
+	}
+	clear(rs.live[len(keep):])
+	rs.live = keep
+	rs.n.Store(int32(len(keep)))
+}
+
+// settled hands the event on if it has come, and reports whether it has
+// been handed on; if the goroutine has it, it waits until it has handed
+// it on.
+func (rl *relay) settled() bool {
+	rl.mu.Lock()
+	if rl.taken {
+		rl.mu.Unlock()
+		return true
+	}
+	select {
+	case ev, ok := <-rl.from:
+		if ok {
+			rl.hand(ev, ok)
+			rl.mu.Unlock()
+			return true
+		}
+		// Closed: the goroutine received the event first, and hands it
+		// on once it has mu.
+		rl.mu.Unlock()
+		<-rl.passed
+		return true
+	default:
+		rl.mu.Unlock()
+		return false
+	}
+}
+
+// hand puts the event, if any, on to and closes it. rl.mu is held.
+func (rl *relay) hand(ev Event, ok bool) {
+	if ok {
+		rl.to <- rl.rel(ev)
+	}
+	rl.taken = true
+	close(rl.to)
+	close(rl.passed)
 }

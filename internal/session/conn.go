@@ -19,77 +19,256 @@ import (
 // Errors are go-zookeeper's, unwrapped, so [classify] can read them and
 // users can match zk's sentinels; outside this package, callers ask
 // [Session.Classify] (or [BadVersion], [NodeExists]) what they mean.
-type Conn interface {
-	// CreateEach makes one ephemeral-sequential node named prefix<seq> for
-	// each prefix, in one multi-operation: all or none, in one transaction,
-	// so all of them carry one zxid (and the sequences of one path are
-	// consecutive). One prefix is a plain create.
-	CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error)
-	// CreateContainer makes a container node holding data; one that exists
-	// is fine.
-	CreateContainer(path string, data []byte, acl []zk.ACL) error
-	// CreatePersistent makes a persistent node holding data; one that
-	// exists is fine.
-	CreatePersistent(path string, data []byte, acl []zk.ACL) error
-	// CreateEphemeral makes a plain (not sequential) ephemeral node.
-	CreateEphemeral(path string, data []byte, acl []zk.ACL) error
-	// CreateEphemeralIf makes a plain ephemeral node, in one
-	// multi-operation with a check that guard exists: if guard is gone,
-	// nothing is made and it fails with an error for which
-	// [GoneAt](err, guard) holds.
-	CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error
-	// Delete deletes a node, whatever its version.
-	Delete(path string) error
-	// DeleteAll deletes nodes, whatever their versions, in one
-	// multi-operation: all or none.
-	DeleteAll(paths []string) error
-	// Children lists a node's children.
-	Children(path string) ([]string, error)
-	// ChildrenStatW lists a node's children with the node's Stat, read
-	// together (DataTree.getChildren copies the stat and the list under the
-	// node's lock), and leaves a children watch on it, whose Event only the
-	// connection's callback sees (see held.go).
-	ChildrenStatW(path string) ([]string, ParentStat, error)
-	// ChildrenStat is ChildrenStatW without the watch: a read whose
-	// decision no watch needs to follow costs no notification later.
-	ChildrenStat(path string) ([]string, ParentStat, error)
-	// Get reads a node's data and stat.
-	Get(path string) ([]byte, Stat, error)
-	// GetW reads a node's stat and leaves a watch on it, which fires once:
-	// when the node's data changes or it is deleted, or (with a
-	// not-watching Event) when the session ends.
-	GetW(path string) (Stat, <-chan Event, error)
-	// Check is a write that changes nothing: a multi-operation of one
-	// version check (any version) on each of paths. ZooKeeper commits it
-	// through the leader and a quorum like any write (it takes a zxid), so
-	// its reply confirms the session; if a path is gone it fails with a
-	// *goneNode naming it (which wraps zk.ErrNoNode).
-	Check(paths []string) error
-	// Set overwrites a node's data, whatever its version.
-	Set(path string, data []byte) error
-	// SetIf overwrites a node's data if its version is version.
-	SetIf(path string, data []byte, version int32) error
-	// GetDataW reads a node's data and stat and leaves a watch on it, as
-	// GetW does.
-	GetDataW(path string) ([]byte, Stat, <-chan Event, error)
-	// ChildrenW lists path's children and watches them (an election's
-	// observer, while nobody leads).
-	ChildrenW(path string) ([]string, <-chan Event, error)
-	// Exists reports whether path exists.
-	Exists(path string) (bool, error)
-	// ExistsW reports whether path exists, and watches it: for its
-	// creation if it does not.
-	ExistsW(path string) (bool, <-chan Event, error)
-	// Sync makes the server this connection talks to catch up with the
-	// leader.
-	Sync(path string) error
-	// AddAuth sends credentials, now and on every reconnect.
-	AddAuth(scheme string, auth []byte) error
-	// SessionID is the current session's id, 0 while there is none.
+//
+// Its operations are declared once, as the methods of [Door]: each builds
+// one [Request] and hands it to the [Backend] under the door, whose one
+// method Do the connections implement (go-zookeeper's below, the fake's in
+// internal/zkfake) and the layers between them override (the chroot,
+// chroot.go; the record of a socketless connection's packets, connect.go),
+// so that a new operation is a method here, an [Op], and a case in each
+// connection, and no layer re-types the others.
+type Conn = *Door
+
+// Door is the door's concrete type, held as a [Conn]; nil is no door.
+type Door struct{ b Backend }
+
+// NewConn returns the door on b.
+func NewConn(b Backend) Conn { return &Door{b: b} }
+
+// Backend is what a [Door] stands on. Do runs one request and returns its
+// result, or its error (the door reads no result then). Each [Op]'s doc
+// says which [Result] fields it fills. SessionID and Close are the door's:
+// a layer embeds the Backend under it and overrides Do alone.
+type Backend interface {
+	Do(req Request) (Result, error)
 	SessionID() int64
-	// Close ends the session and the connection.
 	Close()
 }
+
+// Op is what a [Request] asks: one per [Door] method, named after it.
+type Op uint8
+
+const (
+	OpCreateEach        Op = iota // [Door.CreateEach]: Paths are the prefixes; Result.Created
+	OpCreateContainer             // [Door.CreateContainer]
+	OpCreatePersistent            // [Door.CreatePersistent]
+	OpCreateEphemeral             // [Door.CreateEphemeral]
+	OpCreateEphemeralIf           // [Door.CreateEphemeralIf]: Paths are guard, then the node
+	OpDelete                      // [Door.Delete]
+	OpDeleteAll                   // [Door.DeleteAll]
+	OpChildren                    // [Door.Children]: Result.Children
+	OpChildrenStatW               // [Door.ChildrenStatW]: Result.Children, Parent; a watch no channel hears
+	OpChildrenStat                // [Door.ChildrenStat]: Result.Children, Parent
+	OpChildrenW                   // [Door.ChildrenW]: Result.Children, Watch
+	OpGet                         // [Door.Get]: Result.Data, Stat
+	OpGetW                        // [Door.GetW]: Result.Stat, Watch
+	OpGetDataW                    // [Door.GetDataW]: Result.Data, Stat, Watch
+	OpCheck                       // [Door.Check]
+	OpSet                         // [Door.Set]: Version is -1
+	OpSetIf                       // [Door.SetIf]
+	OpExists                      // [Door.Exists]: Result.Exists
+	OpExistsW                     // [Door.ExistsW]: Result.Exists, Watch
+	OpSync                        // [Door.Sync]
+	OpAddAuth                     // [Door.AddAuth]: Scheme, and the credentials in Data
+	opCount
+)
+
+var opNames = [opCount]string{
+	"CreateEach", "CreateContainer", "CreatePersistent", "CreateEphemeral", "CreateEphemeralIf",
+	"Delete", "DeleteAll", "Children", "ChildrenStatW", "ChildrenStat", "ChildrenW",
+	"Get", "GetW", "GetDataW", "Check", "Set", "SetIf", "Exists", "ExistsW", "Sync", "AddAuth",
+}
+
+// String is the name of the [Door] method that makes the request.
+func (o Op) String() string {
+	if o < opCount {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Request is one operation through the door. Paths are what a layer
+// rewrites (the chroot roots each): no other field names a node.
+type Request struct {
+	Op      Op
+	Paths   []string   // the nodes it names (see [Op])
+	Data    []byte     // what a create or a set writes
+	ACL     [][]zk.ACL // the ACL of each node a create makes, in order
+	Version int32      // a set's expected data version, -1 for any
+	Scheme  string     // AddAuth's
+}
+
+// Result is what an operation returns; which fields, its [Op] says.
+// Created holds paths (a layer rewrites them); Children, names.
+type Result struct {
+	Created  []string
+	Children []string
+	Data     []byte
+	Stat     Stat
+	Parent   ParentStat
+	Exists   bool
+	Watch    <-chan Event
+}
+
+// do runs req: its result, or its error alone.
+func (d *Door) do(req Request) (Result, error) {
+	res, err := d.b.Do(req)
+	if err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// on runs op on path.
+func (d *Door) on(op Op, path string) (Result, error) {
+	return d.do(Request{Op: op, Paths: []string{path}})
+}
+
+// run runs req for its error alone.
+func (d *Door) run(req Request) error {
+	_, err := d.do(req)
+	return err
+}
+
+// CreateEach makes one ephemeral-sequential node named prefix<seq> for
+// each prefix, in one multi-operation: all or none, in one transaction,
+// so all of them carry one zxid (and the sequences of one path are
+// consecutive). One prefix is a plain create.
+func (d *Door) CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error) {
+	acls := make([][]zk.ACL, len(prefixes))
+	for i, p := range prefixes {
+		acls[i] = acl(p)
+	}
+	res, err := d.do(Request{Op: OpCreateEach, Paths: prefixes, Data: data, ACL: acls})
+	return res.Created, err
+}
+
+// CreateContainer makes a container node holding data; one that exists
+// is fine.
+func (d *Door) CreateContainer(path string, data []byte, acl []zk.ACL) error {
+	return d.run(Request{Op: OpCreateContainer, Paths: []string{path}, Data: data, ACL: [][]zk.ACL{acl}})
+}
+
+// CreatePersistent makes a persistent node holding data; one that
+// exists is fine.
+func (d *Door) CreatePersistent(path string, data []byte, acl []zk.ACL) error {
+	return d.run(Request{Op: OpCreatePersistent, Paths: []string{path}, Data: data, ACL: [][]zk.ACL{acl}})
+}
+
+// CreateEphemeral makes a plain (not sequential) ephemeral node.
+func (d *Door) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
+	return d.run(Request{Op: OpCreateEphemeral, Paths: []string{path}, Data: data, ACL: [][]zk.ACL{acl}})
+}
+
+// CreateEphemeralIf makes a plain ephemeral node, in one
+// multi-operation with a check that guard exists: if guard is gone,
+// nothing is made and it fails with an error for which
+// [GoneAt](err, guard) holds.
+func (d *Door) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
+	return d.run(Request{Op: OpCreateEphemeralIf, Paths: []string{guard, path}, Data: data, ACL: [][]zk.ACL{acl}})
+}
+
+// Delete deletes a node, whatever its version.
+func (d *Door) Delete(path string) error { return d.run(Request{Op: OpDelete, Paths: []string{path}}) }
+
+// DeleteAll deletes nodes, whatever their versions, in one
+// multi-operation: all or none.
+func (d *Door) DeleteAll(paths []string) error { return d.run(Request{Op: OpDeleteAll, Paths: paths}) }
+
+// Children lists a node's children.
+func (d *Door) Children(path string) ([]string, error) {
+	res, err := d.on(OpChildren, path)
+	return res.Children, err
+}
+
+// ChildrenStatW lists a node's children with the node's Stat, read
+// together (DataTree.getChildren copies the stat and the list under the
+// node's lock), and leaves a children watch on it, whose Event only the
+// connection's callback sees (see held.go).
+func (d *Door) ChildrenStatW(path string) ([]string, ParentStat, error) {
+	res, err := d.on(OpChildrenStatW, path)
+	return res.Children, res.Parent, err
+}
+
+// ChildrenStat is ChildrenStatW without the watch: a read whose
+// decision no watch needs to follow costs no notification later.
+func (d *Door) ChildrenStat(path string) ([]string, ParentStat, error) {
+	res, err := d.on(OpChildrenStat, path)
+	return res.Children, res.Parent, err
+}
+
+// ChildrenW lists path's children and watches them (an election's
+// observer, while nobody leads).
+func (d *Door) ChildrenW(path string) ([]string, <-chan Event, error) {
+	res, err := d.on(OpChildrenW, path)
+	return res.Children, res.Watch, err
+}
+
+// Get reads a node's data and stat.
+func (d *Door) Get(path string) ([]byte, Stat, error) {
+	res, err := d.on(OpGet, path)
+	return res.Data, res.Stat, err
+}
+
+// GetW reads a node's stat and leaves a watch on it, which fires once:
+// when the node's data changes or it is deleted, or (with a
+// not-watching Event) when the session ends.
+func (d *Door) GetW(path string) (Stat, <-chan Event, error) {
+	res, err := d.on(OpGetW, path)
+	return res.Stat, res.Watch, err
+}
+
+// GetDataW reads a node's data and stat and leaves a watch on it, as
+// GetW does.
+func (d *Door) GetDataW(path string) ([]byte, Stat, <-chan Event, error) {
+	res, err := d.on(OpGetDataW, path)
+	return res.Data, res.Stat, res.Watch, err
+}
+
+// Check is a write that changes nothing: a multi-operation of one
+// version check (any version) on each of paths. ZooKeeper commits it
+// through the leader and a quorum like any write (it takes a zxid), so
+// its reply confirms the session; if a path is gone it fails with a
+// *goneNode naming it (which wraps zk.ErrNoNode).
+func (d *Door) Check(paths []string) error { return d.run(Request{Op: OpCheck, Paths: paths}) }
+
+// Set overwrites a node's data, whatever its version.
+func (d *Door) Set(path string, data []byte) error {
+	return d.run(Request{Op: OpSet, Paths: []string{path}, Data: data, Version: -1})
+}
+
+// SetIf overwrites a node's data if its version is version.
+func (d *Door) SetIf(path string, data []byte, version int32) error {
+	return d.run(Request{Op: OpSetIf, Paths: []string{path}, Data: data, Version: version})
+}
+
+// Exists reports whether path exists.
+func (d *Door) Exists(path string) (bool, error) {
+	res, err := d.on(OpExists, path)
+	return res.Exists, err
+}
+
+// ExistsW reports whether path exists, and watches it: for its
+// creation if it does not.
+func (d *Door) ExistsW(path string) (bool, <-chan Event, error) {
+	res, err := d.on(OpExistsW, path)
+	return res.Exists, res.Watch, err
+}
+
+// Sync makes the server this connection talks to catch up with the
+// leader.
+func (d *Door) Sync(path string) error { return d.run(Request{Op: OpSync, Paths: []string{path}}) }
+
+// AddAuth sends credentials, now and on every reconnect.
+func (d *Door) AddAuth(scheme string, auth []byte) error {
+	return d.run(Request{Op: OpAddAuth, Scheme: scheme, Data: auth})
+}
+
+// SessionID is the current session's id, 0 while there is none.
+func (d *Door) SessionID() int64 { return d.b.SessionID() }
+
+// Close ends the session and the connection.
+func (d *Door) Close() { d.b.Close() }
 
 // Stat is what zklock reads of a node's zk.Stat.
 type Stat struct {
@@ -184,106 +363,120 @@ func dial(o dialOptions) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return zkConn{c}, nil
+	return NewConn(zkBackend{c}), nil
 }
 
-// zkConn is a conn on github.com/go-zookeeper/zk.
-type zkConn struct{ c *zk.Conn }
+// zkBackend is the [Backend] on github.com/go-zookeeper/zk: each [Op]
+// written once, in zkOps.
+type zkBackend struct{ c *zk.Conn }
 
-func (z zkConn) CreateContainer(path string, data []byte, acl []zk.ACL) error {
-	_, err := z.c.CreateContainer(path, data, zk.FlagContainer, acl)
+func (z zkBackend) Do(r Request) (Result, error) {
+	if r.Op >= opCount {
+		return Result{}, fmt.Errorf("%v: %w", r.Op, zk.ErrAPIError)
+	}
+	return zkOps[r.Op](z.c, r)
+}
+
+func (z zkBackend) SessionID() int64 { return z.c.SessionID() }
+func (z zkBackend) Close()           { z.c.Close() }
+
+var zkOps = [opCount]func(c *zk.Conn, r Request) (Result, error){
+	OpCreateEach: zkCreateEach,
+	OpCreateContainer: func(c *zk.Conn, r Request) (Result, error) {
+		_, err := c.CreateContainer(r.Paths[0], r.Data, zk.FlagContainer, r.ACL[0])
+		return Result{}, existsFine(err)
+	},
+	OpCreatePersistent: func(c *zk.Conn, r Request) (Result, error) {
+		_, err := c.Create(r.Paths[0], r.Data, 0, r.ACL[0])
+		return Result{}, existsFine(err)
+	},
+	OpCreateEphemeral: func(c *zk.Conn, r Request) (Result, error) {
+		_, err := c.Create(r.Paths[0], r.Data, zk.FlagEphemeral, r.ACL[0])
+		return Result{}, err
+	},
+	OpCreateEphemeralIf: zkCreateEphemeralIf,
+	OpDelete: func(c *zk.Conn, r Request) (Result, error) {
+		return Result{}, c.Delete(r.Paths[0], -1)
+	},
+	OpDeleteAll: func(c *zk.Conn, r Request) (Result, error) {
+		ops := make([]any, len(r.Paths))
+		for i, p := range r.Paths {
+			ops[i] = &zk.DeleteRequest{Path: p, Version: -1}
+		}
+		_, err := multi(c.Multi(ops...))
+		return Result{}, err
+	},
+	OpChildren:      zkChildren,
+	OpChildrenStat:  zkChildren,
+	OpChildrenStatW: zkChildrenW,
+	OpChildrenW:     zkChildrenW,
+	OpGet: func(c *zk.Conn, r Request) (Result, error) {
+		data, st, err := c.Get(r.Paths[0])
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Data: data, Stat: statOf(st)}, nil
+	},
+	OpGetW:     zkGetW,
+	OpGetDataW: zkGetW,
+	OpCheck:    zkCheck,
+	OpSet:      zkSet,
+	OpSetIf:    zkSet,
+	OpExists: func(c *zk.Conn, r Request) (Result, error) {
+		ok, _, err := c.Exists(r.Paths[0])
+		return Result{Exists: ok}, err
+	},
+	OpExistsW: func(c *zk.Conn, r Request) (Result, error) {
+		ok, _, ch, err := c.ExistsW(r.Paths[0])
+		return Result{Exists: ok, Watch: ch}, err
+	},
+	OpSync: func(c *zk.Conn, r Request) (Result, error) {
+		_, err := c.Sync(r.Paths[0])
+		return Result{}, err
+	},
+	OpAddAuth: func(c *zk.Conn, r Request) (Result, error) {
+		return Result{}, c.AddAuth(r.Scheme, r.Data)
+	},
+}
+
+// existsFine is a create's error, where a node that exists is fine.
+func existsFine(err error) error {
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil
 	}
 	return err
 }
 
-func (z zkConn) CreatePersistent(path string, data []byte, acl []zk.ACL) error {
-	_, err := z.c.Create(path, data, 0, acl)
-	if errors.Is(err, zk.ErrNodeExists) {
-		return nil
+func zkCreateEach(c *zk.Conn, r Request) (Result, error) {
+	if len(r.Paths) == 1 {
+		node, err := c.Create(r.Paths[0], r.Data, zk.FlagEphemeralSequential, r.ACL[0])
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Created: []string{node}}, nil
 	}
-	return err
+	ops := make([]any, len(r.Paths))
+	for i, p := range r.Paths {
+		ops[i] = &zk.CreateRequest{Path: p, Data: r.Data, Acl: r.ACL[i], Flags: zk.FlagEphemeralSequential}
+	}
+	made, err := multi(c.Multi(ops...))
+	return Result{Created: made}, err
 }
 
-func (z zkConn) Exists(path string) (bool, error) {
-	ok, _, err := z.c.Exists(path)
-	return ok, err
-}
-
-func (z zkConn) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
-	_, err := z.c.Create(path, data, zk.FlagEphemeral, acl)
-	return err
-}
-
-func (z zkConn) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
-	res, err := z.c.Multi(&zk.CheckVersionRequest{Path: guard, Version: -1},
-		&zk.CreateRequest{Path: path, Data: data, Acl: acl, Flags: zk.FlagEphemeral})
+func zkCreateEphemeralIf(c *zk.Conn, r Request) (Result, error) {
+	guard, path := r.Paths[0], r.Paths[1]
+	res, err := c.Multi(&zk.CheckVersionRequest{Path: guard, Version: -1},
+		&zk.CreateRequest{Path: path, Data: r.Data, Acl: r.ACL[0], Flags: zk.FlagEphemeral})
 	if len(res) == 2 {
 		switch {
 		case errors.Is(res[0].Error, zk.ErrNoNode):
-			return &goneNode{path: guard, err: res[0].Error}
+			return Result{}, &goneNode{path: guard, err: res[0].Error}
 		case res[0].Error != nil:
-			return res[0].Error
+			return Result{}, res[0].Error
 		}
-		return res[1].Error
+		return Result{}, res[1].Error
 	}
-	return err
-}
-
-func (z zkConn) SetIf(path string, data []byte, version int32) error {
-	_, err := z.c.Set(path, data, version)
-	return err
-}
-
-func (z zkConn) GetDataW(path string) ([]byte, Stat, <-chan Event, error) {
-	data, st, ch, err := z.c.GetW(path)
-	if err != nil {
-		return nil, Stat{}, nil, err
-	}
-	return data, statOf(st), ch, nil
-}
-
-func (z zkConn) ChildrenW(path string) ([]string, <-chan Event, error) {
-	names, _, ch, err := z.c.ChildrenW(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return names, ch, nil
-}
-
-func (z zkConn) ExistsW(path string) (bool, <-chan Event, error) {
-	ok, _, ch, err := z.c.ExistsW(path)
-	if err != nil {
-		return false, nil, err
-	}
-	return ok, ch, nil
-}
-
-func (z zkConn) CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error) {
-	if len(prefixes) == 1 {
-		node, err := z.c.Create(prefixes[0], data, zk.FlagEphemeralSequential, acl(prefixes[0]))
-		if err != nil {
-			return nil, err
-		}
-		return []string{node}, nil
-	}
-	ops := make([]any, len(prefixes))
-	for i, p := range prefixes {
-		ops[i] = &zk.CreateRequest{Path: p, Data: data, Acl: acl(p), Flags: zk.FlagEphemeralSequential}
-	}
-	return multi(z.c.Multi(ops...))
-}
-
-func (z zkConn) Delete(path string) error { return z.c.Delete(path, -1) }
-
-func (z zkConn) DeleteAll(paths []string) error {
-	ops := make([]any, len(paths))
-	for i, p := range paths {
-		ops[i] = &zk.DeleteRequest{Path: p, Version: -1}
-	}
-	_, err := multi(z.c.Multi(ops...))
-	return err
+	return Result{}, err
 }
 
 // multi reads a multi-operation's results: the path each op names (the
@@ -302,55 +495,53 @@ func multi(res []zk.MultiResponse, err error) ([]string, error) {
 	return out, nil
 }
 
-func (z zkConn) Children(path string) ([]string, error) {
-	names, _, err := z.c.Children(path)
-	return names, err
-}
-
-func (z zkConn) ChildrenStatW(path string) ([]string, ParentStat, error) {
-	names, st, _, err := z.c.ChildrenW(path)
+func zkChildren(c *zk.Conn, r Request) (Result, error) {
+	names, st, err := c.Children(r.Paths[0])
 	if err != nil {
-		return nil, ParentStat{}, err
+		return Result{}, err
 	}
-	return names, ParentStat{Pzxid: st.Pzxid}, nil
+	return Result{Children: names, Parent: ParentStat{Pzxid: st.Pzxid}}, nil
 }
 
-func (z zkConn) ChildrenStat(path string) ([]string, ParentStat, error) {
-	names, st, err := z.c.Children(path)
+// zkChildrenW hands back the watch's channel to ChildrenW alone: nothing
+// reads ChildrenStatW's (a layer would only carry it).
+func zkChildrenW(c *zk.Conn, r Request) (Result, error) {
+	names, st, ch, err := c.ChildrenW(r.Paths[0])
 	if err != nil {
-		return nil, ParentStat{}, err
+		return Result{}, err
 	}
-	return names, ParentStat{Pzxid: st.Pzxid}, nil
+	res := Result{Children: names, Parent: ParentStat{Pzxid: st.Pzxid}}
+	if r.Op == OpChildrenW {
+		res.Watch = ch
+	}
+	return res, nil
 }
 
-func (z zkConn) Get(path string) ([]byte, Stat, error) {
-	data, st, err := z.c.Get(path)
+func zkGetW(c *zk.Conn, r Request) (Result, error) {
+	data, st, ch, err := c.GetW(r.Paths[0])
 	if err != nil {
-		return nil, Stat{}, err
+		return Result{}, err
 	}
-	return data, statOf(st), nil
+	return Result{Data: data, Stat: statOf(st), Watch: ch}, nil
 }
 
-func (z zkConn) GetW(path string) (Stat, <-chan Event, error) {
-	_, st, ch, err := z.c.GetW(path)
-	if err != nil {
-		return Stat{}, nil, err
-	}
-	return statOf(st), ch, nil
-}
-
-func (z zkConn) Check(paths []string) error {
-	ops := make([]any, len(paths))
-	for i, p := range paths {
+func zkCheck(c *zk.Conn, r Request) (Result, error) {
+	ops := make([]any, len(r.Paths))
+	for i, p := range r.Paths {
 		ops[i] = &zk.CheckVersionRequest{Path: p, Version: -1}
 	}
-	res, err := z.c.Multi(ops...)
-	for i, r := range res {
-		if errors.Is(r.Error, zk.ErrNoNode) && i < len(paths) {
-			return &goneNode{path: paths[i], err: r.Error}
+	res, err := c.Multi(ops...)
+	for i, m := range res {
+		if errors.Is(m.Error, zk.ErrNoNode) && i < len(r.Paths) {
+			return Result{}, &goneNode{path: r.Paths[i], err: m.Error}
 		}
 	}
-	return err
+	return Result{}, err
+}
+
+func zkSet(c *zk.Conn, r Request) (Result, error) {
+	_, err := c.Set(r.Paths[0], r.Data, r.Version)
+	return Result{}, err
 }
 
 // goneNode is the error of a check whose node is gone.
@@ -362,30 +553,17 @@ type goneNode struct {
 func (g *goneNode) Error() string { return g.path + ": " + g.err.Error() }
 func (g *goneNode) Unwrap() error { return g.err }
 
-// GoneAt reports an error of [Conn.Check] or [Conn.CreateEphemeralIf]
+// GoneAt reports an error of [Door.Check] or [Door.CreateEphemeralIf]
 // that says path is gone.
 func GoneAt(err error, path string) bool {
 	var g *goneNode
 	return errors.As(err, &g) && g.path == path
 }
 
-// GoneNodeError is the error [Conn.Check] returns when path is gone (err
-// is zk.ErrNoNode), for a Conn other than go-zookeeper's (internal/zkfake).
+// GoneNodeError is the error [Door.Check] returns when path is gone (err
+// is zk.ErrNoNode), for a Backend other than go-zookeeper's
+// (internal/zkfake).
 func GoneNodeError(path string, err error) error { return &goneNode{path: path, err: err} }
-
-func (z zkConn) Set(path string, data []byte) error {
-	_, err := z.c.Set(path, data, -1)
-	return err
-}
-
-func (z zkConn) Sync(path string) error {
-	_, err := z.c.Sync(path)
-	return err
-}
-
-func (z zkConn) AddAuth(scheme string, auth []byte) error { return z.c.AddAuth(scheme, auth) }
-func (z zkConn) SessionID() int64                         { return z.c.SessionID() }
-func (z zkConn) Close()                                   { z.c.Close() }
 
 func statOf(s *zk.Stat) Stat {
 	return Stat{Czxid: s.Czxid, EphemeralOwner: s.EphemeralOwner, Version: s.Version, Ctime: s.Ctime}

@@ -40,13 +40,13 @@ func (c *Session) openConnect(o dialOptions) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sentConn{Conn: zc, w: w}, nil
+	return NewConn(sentConn{Backend: zc.b, w: w}), nil
 }
 
 // sentConn records each call on a socketless connection as a packet sent
 // (see above).
 type sentConn struct {
-	Conn
+	Backend
 	w *wire
 }
 
@@ -57,85 +57,10 @@ func (s sentConn) send(paths ...string) {
 	s.w.marks.sawWrite([]byte(strings.Join(paths, "\x00")))
 }
 
-func (s sentConn) CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error) {
-	s.send(prefixes...)
-	return s.Conn.CreateEach(prefixes, data, acl)
-}
-
-func (s sentConn) CreateContainer(path string, data []byte, acl []zk.ACL) error {
-	s.send(path)
-	return s.Conn.CreateContainer(path, data, acl)
-}
-
-func (s sentConn) CreatePersistent(path string, data []byte, acl []zk.ACL) error {
-	s.send(path)
-	return s.Conn.CreatePersistent(path, data, acl)
-}
-
-func (s sentConn) Exists(path string) (bool, error) { s.send(path); return s.Conn.Exists(path) }
-
-func (s sentConn) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
-	s.send(path)
-	return s.Conn.CreateEphemeral(path, data, acl)
-}
-
-func (s sentConn) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
-	s.send(path)
-	return s.Conn.CreateEphemeralIf(guard, path, data, acl)
-}
-
-func (s sentConn) Delete(path string) error { s.send(path); return s.Conn.Delete(path) }
-
-func (s sentConn) DeleteAll(paths []string) error { s.send(paths...); return s.Conn.DeleteAll(paths) }
-
-func (s sentConn) Children(path string) ([]string, error) { s.send(path); return s.Conn.Children(path) }
-
-func (s sentConn) ChildrenStatW(path string) ([]string, ParentStat, error) {
-	s.send(path)
-	return s.Conn.ChildrenStatW(path)
-}
-
-func (s sentConn) ChildrenStat(path string) ([]string, ParentStat, error) {
-	s.send(path)
-	return s.Conn.ChildrenStat(path)
-}
-
-func (s sentConn) Get(path string) ([]byte, Stat, error) { s.send(path); return s.Conn.Get(path) }
-
-func (s sentConn) GetW(path string) (Stat, <-chan Event, error) {
-	s.send(path)
-	return s.Conn.GetW(path)
-}
-
-func (s sentConn) Check(paths []string) error { s.send(paths...); return s.Conn.Check(paths) }
-
-func (s sentConn) Set(path string, data []byte) error { s.send(path); return s.Conn.Set(path, data) }
-
-func (s sentConn) SetIf(path string, data []byte, version int32) error {
-	s.send(path)
-	return s.Conn.SetIf(path, data, version)
-}
-
-func (s sentConn) GetDataW(path string) ([]byte, Stat, <-chan Event, error) {
-	s.send(path)
-	return s.Conn.GetDataW(path)
-}
-
-func (s sentConn) ChildrenW(path string) ([]string, <-chan Event, error) {
-	s.send(path)
-	return s.Conn.ChildrenW(path)
-}
-
-func (s sentConn) ExistsW(path string) (bool, <-chan Event, error) {
-	s.send(path)
-	return s.Conn.ExistsW(path)
-}
-
-func (s sentConn) Sync(path string) error { s.send(path); return s.Conn.Sync(path) }
-
-func (s sentConn) AddAuth(scheme string, auth []byte) error {
-	s.send()
-	return s.Conn.AddAuth(scheme, auth)
+// Do records the call, carrying its paths, and makes it.
+func (s sentConn) Do(r Request) (Result, error) {
+	s.send(r.Paths...)
+	return s.Backend.Do(r)
 }
 
 // Dial opens a go-zookeeper connection with no Session around it, and
@@ -147,5 +72,5 @@ func Dial(servers []string, timeout time.Duration, events func(zk.Event)) (Conn,
 	if err != nil {
 		return nil, err
 	}
-	return zkConn{c}, nil
+	return NewConn(zkBackend{c}), nil
 }

@@ -287,3 +287,48 @@ func TestOpenAddsCredentialsWithoutAWire(t *testing.T) {
 		t.Fatalf("Open with its second credential refused: %v after %d AddAuth; want zk.ErrNoAuth naming scheme second, after 2", err, len(added))
 	}
 }
+
+// Under a chroot, what reaches the engine of a watch names the Client's
+// path, and is there by the time a later reply is, as without one: the
+// event on the watch's channel, and the event the Session's callback
+// reads, which ends the lease of a node deleted on the server at once.
+func TestChrootEventsCarryTheClientsPaths(t *testing.T) {
+	f := zkfake.New()
+	lost := make(chan error, 1)
+	s := openFake(t, f, func(o *session.Options) {
+		o.Root, o.RootACL = "/apps/billing", acl
+		o.Hooks.Lost = func(_ *session.Hold, err error) {
+			select {
+			case lost <- err:
+			default:
+			}
+		}
+	})
+	hold(t, s, []string{"/locks/a/n"})
+	zc := s.Conn()
+	must(t, zc.CreatePersistent("/locks/w", nil, acl), "make /locks/w")
+	_, ch, err := zc.GetW("/locks/w")
+	must(t, err, "watch /locks/w")
+
+	must(t, f.Delete("/apps/billing/locks/w"), "delete /locks/w on the server")
+	must(t, f.Delete("/apps/billing/locks/a/n"), "delete the held node on the server")
+	_, err = zc.Exists("/") // a reply after both events
+	must(t, err, "a round trip")
+
+	select {
+	case ev := <-ch:
+		if !session.Deleted(ev) || ev.Path != "/locks/w" {
+			t.Fatalf("the watch's channel got %v at %q, want EventNodeDeleted at /locks/w", ev.Type, ev.Path)
+		}
+	default:
+		t.Fatal("the watch's event was not on its channel by the reply to a later request")
+	}
+	select {
+	case err := <-lost:
+		if !errors.Is(err, session.ErrNodeDeleted) || !strings.HasSuffix(err.Error(), ": /locks/a/n") {
+			t.Fatalf("the lease was lost with %v, want session.ErrNodeDeleted naming /locks/a/n", err)
+		}
+	default:
+		t.Fatal("the lease of the deleted node was not lost by the reply to a later request: the callback did not find it by its path")
+	}
+}

@@ -139,10 +139,10 @@ func TestModelGoZookeeper(t *testing.T) {
 	}
 }
 
-// modelConn is a Conn with a session and nothing else: Confirm asks for no
-// more.
+// modelConn is a Backend with a session and nothing else: Confirm asks
+// for no more.
 type modelConn struct {
-	Conn
+	Backend
 	sid int64
 }
 
@@ -174,7 +174,7 @@ func TestModelConfirm(t *testing.T) {
 		for _, u := range tc.packets {
 			r.sent = append(r.sent, at(u))
 		}
-		c := &Session{wire: w, zc: modelConn{sid: 7}, confirmedCh: make(chan struct{})}
+		c := &Session{wire: w, zc: NewConn(modelConn{sid: 7}), confirmedCh: make(chan struct{})}
 		c.Confirm(at(tc.sent), 7)
 		got := c.deadline
 		model := at(tc.deadline)

@@ -241,9 +241,7 @@ func (c *Session) open(gen uint64) (Conn, error) {
 	if err != nil || c.root.root == "" {
 		return zc, err
 	}
-	r := c.root
-	r.Conn = zc
-	return r, nil
+	return NewConn(c.root.over(zc.b)), nil
 }
 
 // Conn returns the connection every ZooKeeper call goes through.
@@ -257,7 +255,7 @@ func (c *Session) Conn() Conn {
 // Client.Conn, not under the chroot: nil if the connection is not
 // go-zookeeper's.
 func (c *Session) Raw() *zk.Conn {
-	if z, ok := unrooted(c.Conn()).(zkConn); ok {
+	if z, ok := unrooted(c.Conn()).b.(zkBackend); ok {
 		return z.c
 	}
 	return nil

@@ -59,7 +59,7 @@ type world interface {
 type fakeWorld struct{ f *zkfake.Server }
 
 func (w fakeWorld) open(name string, heard func(zk.Event)) session.Conn {
-	return w.f.Dial(heard, 10*time.Second)
+	return w.f.Dial(heard, 10*time.Second).Door
 }
 
 type realWorld struct {

@@ -32,10 +32,13 @@ type item struct {
 	chans    []chan zk.Event
 }
 
-// Conn is one client connection to a [Server]: a [session.Conn]. Its state
-// is under the server's mutex; its events go out in order from one
-// goroutine, as go-zookeeper's recvLoop sends them.
+// Conn is one client connection to a [Server]: a [session.Backend], and
+// the door on it (a [session.Conn], whose methods it has). Its state is
+// under the server's mutex; its events go out in order from one goroutine,
+// as go-zookeeper's recvLoop sends them.
 type Conn struct {
+	*session.Door // on the Conn itself
+
 	srv    *Server
 	events func(zk.Event)
 
@@ -55,7 +58,7 @@ type Conn struct {
 	done      bool
 }
 
-var _ session.Conn = (*Conn)(nil)
+var _ session.Backend = (*Conn)(nil)
 
 // emitLocked queues a session or watch event (srv.mu held): a watch event
 // takes the watchers' channels of its path and types now, as

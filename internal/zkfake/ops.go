@@ -1,23 +1,61 @@
 package zkfake
 
 import (
+	"fmt"
+
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock/internal/session"
 )
 
-// The operations of the door ([session.Conn]), each a transaction on the
-// Server's tree.
+// The operations of the door ([session.Request]), each a transaction on
+// the Server's tree. Hooks see each op by its name, the [session.Door]
+// method's.
 
-// CreateEach implements [session.Conn]: ephemeral-sequential nodes, one
-// multi.
-func (c *Conn) CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error) {
+// Do implements [session.Backend].
+func (c *Conn) Do(r session.Request) (session.Result, error) {
+	if r.Op >= session.Op(len(ops)) || ops[r.Op] == nil {
+		return session.Result{}, fmt.Errorf("%v: %w", r.Op, zk.ErrAPIError)
+	}
+	res, err := ops[r.Op](c, r)
+	if err != nil {
+		return session.Result{}, err
+	}
+	return res, nil
+}
+
+var ops = [...]func(c *Conn, r session.Request) (session.Result, error){
+	session.OpCreateEach:        createEach,
+	session.OpCreateContainer:   createContainer,
+	session.OpCreatePersistent:  createPersistent,
+	session.OpCreateEphemeral:   createEphemeral,
+	session.OpCreateEphemeralIf: createEphemeralIf,
+	session.OpDelete:            deleteOne,
+	session.OpDeleteAll:         deleteAll,
+	session.OpChildren:          children,
+	session.OpChildrenStatW:     children,
+	session.OpChildrenStat:      children,
+	session.OpChildrenW:         children,
+	session.OpGet:               get,
+	session.OpGetW:              get,
+	session.OpGetDataW:          get,
+	session.OpCheck:             check,
+	session.OpSet:               set,
+	session.OpSetIf:             set,
+	session.OpExists:            exists,
+	session.OpExistsW:           existsW,
+	session.OpSync:              nothing,
+	session.OpAddAuth:           nothing, // accepted, and not checked: the fake has no ACLs
+}
+
+// createEach makes ephemeral-sequential nodes, one multi.
+func createEach(c *Conn, r session.Request) (session.Result, error) {
 	var out []string
-	err := c.do("CreateEach", prefixes, func(se *sess) error {
+	err := c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		return c.srv.txn(func(evs []firing) ([]firing, error) {
 			out = nil
-			for _, p := range prefixes {
-				name, e, err := c.srv.createLocked(p, data, se.id, true, true, evs)
+			for _, p := range r.Paths {
+				name, e, err := c.srv.createLocked(p, r.Data, se.id, true, true, evs)
 				if err != nil {
 					return evs, err
 				}
@@ -27,10 +65,7 @@ func (c *Conn) CreateEach(prefixes []string, data []byte, acl func(path string) 
 			return evs, nil
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return session.Result{Created: out}, err
 }
 
 // txn runs f as one transaction at a new zxid: if it fails, the tree is
@@ -74,11 +109,13 @@ func (s *Server) restore(sn snap) {
 	}
 }
 
-// CreateContainer implements [session.Conn].
-func (c *Conn) CreateContainer(path string, data []byte, acl []zk.ACL) error {
-	return c.do("CreateContainer", []string{path}, func(se *sess) error {
+// createContainer: one that exists is fine, as the op sees it (the After
+// hook gets nil).
+func createContainer(c *Conn, r session.Request) (session.Result, error) {
+	path := r.Paths[0]
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		err := c.srv.txn(func(evs []firing) ([]firing, error) {
-			_, evs, err := c.srv.createLocked(path, data, 0, false, false, evs)
+			_, evs, err := c.srv.createLocked(path, r.Data, 0, false, false, evs)
 			return evs, err
 		})
 		if err == zk.ErrNodeExists {
@@ -91,35 +128,34 @@ func (c *Conn) CreateContainer(path string, data []byte, acl []zk.ACL) error {
 	})
 }
 
-// CreatePersistent implements [session.Conn].
-func (c *Conn) CreatePersistent(path string, data []byte, acl []zk.ACL) error {
-	err := c.do("CreatePersistent", []string{path}, func(se *sess) error {
+// createPersistent: one that exists is fine, after the hooks (the After
+// hook gets zk.ErrNodeExists).
+func createPersistent(c *Conn, r session.Request) (session.Result, error) {
+	err := c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		return c.srv.txn(func(evs []firing) ([]firing, error) {
-			_, evs, err := c.srv.createLocked(path, data, 0, false, false, evs)
+			_, evs, err := c.srv.createLocked(r.Paths[0], r.Data, 0, false, false, evs)
 			return evs, err
 		})
 	})
 	if err == zk.ErrNodeExists {
-		return nil
+		return session.Result{}, nil
 	}
-	return err
+	return session.Result{}, err
 }
 
-// Exists implements [session.Conn].
-func (c *Conn) Exists(path string) (bool, error) {
+func exists(c *Conn, r session.Request) (session.Result, error) {
 	var ok bool
-	err := c.do("Exists", []string{path}, func(se *sess) error {
-		ok = c.srv.nodes[path] != nil
+	err := c.do(r.Op.String(), r.Paths, func(se *sess) error {
+		ok = c.srv.nodes[r.Paths[0]] != nil
 		return nil
 	})
-	return ok, err
+	return session.Result{Exists: ok}, err
 }
 
-// CreateEphemeral implements [session.Conn].
-func (c *Conn) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
-	return c.do("CreateEphemeral", []string{path}, func(se *sess) error {
+func createEphemeral(c *Conn, r session.Request) (session.Result, error) {
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		return c.srv.txn(func(evs []firing) ([]firing, error) {
-			_, evs, err := c.srv.createLocked(path, data, se.id, true, false, evs)
+			_, evs, err := c.srv.createLocked(r.Paths[0], r.Data, se.id, true, false, evs)
 			return evs, err
 		})
 	})
@@ -136,32 +172,32 @@ func (s *Server) deleteChecked(path string, evs []firing) ([]firing, error) {
 	return s.deleteLocked(path, evs), nil
 }
 
-// CreateEphemeralIf implements [session.Conn]: one multi of a check that
-// guard exists and the create.
-func (c *Conn) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
-	return c.do("CreateEphemeralIf", []string{guard, path}, func(se *sess) error {
+// createEphemeralIf: one multi of a check that the guard exists and the
+// create.
+func createEphemeralIf(c *Conn, r session.Request) (session.Result, error) {
+	guard, path := r.Paths[0], r.Paths[1]
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		return c.srv.txn(func(evs []firing) ([]firing, error) {
 			if c.srv.nodes[guard] == nil {
 				return evs, session.GoneNodeError(guard, zk.ErrNoNode)
 			}
-			_, evs, err := c.srv.createLocked(path, data, se.id, true, false, evs)
+			_, evs, err := c.srv.createLocked(path, r.Data, se.id, true, false, evs)
 			return evs, err
 		})
 	})
 }
 
-// Delete implements [session.Conn].
-func (c *Conn) Delete(path string) error {
-	return c.do("Delete", []string{path}, func(se *sess) error {
-		return c.srv.txn(func(evs []firing) ([]firing, error) { return c.srv.deleteChecked(path, evs) })
+func deleteOne(c *Conn, r session.Request) (session.Result, error) {
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
+		return c.srv.txn(func(evs []firing) ([]firing, error) { return c.srv.deleteChecked(r.Paths[0], evs) })
 	})
 }
 
-// DeleteAll implements [session.Conn]: one multi.
-func (c *Conn) DeleteAll(paths []string) error {
-	return c.do("DeleteAll", paths, func(se *sess) error {
+// deleteAll: one multi.
+func deleteAll(c *Conn, r session.Request) (session.Result, error) {
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		return c.srv.txn(func(evs []firing) ([]firing, error) {
-			for _, p := range paths {
+			for _, p := range r.Paths {
 				var err error
 				if evs, err = c.srv.deleteChecked(p, evs); err != nil {
 					return evs, err
@@ -172,139 +208,77 @@ func (c *Conn) DeleteAll(paths []string) error {
 	})
 }
 
-// Children implements [session.Conn].
-func (c *Conn) Children(path string) ([]string, error) {
-	names, _, err := c.children("Children", path, false)
-	return names, err
-}
-
-func (c *Conn) children(name, path string, watch bool) ([]string, session.ParentStat, error) {
-	var names []string
-	var ps session.ParentStat
-	err := c.do(name, []string{path}, func(se *sess) error {
+// children lists a node's children, with its stat, and leaves a children
+// watch for the ops that do: ChildrenW's on a channel it returns,
+// ChildrenStatW's for the callback alone.
+func children(c *Conn, r session.Request) (session.Result, error) {
+	path := r.Paths[0]
+	var res session.Result
+	err := c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		n := c.srv.nodes[path]
 		if n == nil {
 			return zk.ErrNoNode
 		}
 		// ZooKeeper lists children in its hash set's order; sorted here,
 		// so that runs replay (the engine sorts them anyway).
-		names = sortedKeys(n.children)
-		ps = session.ParentStat{Pzxid: n.pzxid}
-		if watch {
+		res.Children = sortedKeys(n.children)
+		res.Parent = session.ParentStat{Pzxid: n.pzxid}
+		if r.Op == session.OpChildrenW || r.Op == session.OpChildrenStatW {
 			se.childW[path] = true
-			c.addWatcherLocked(path, watchChild)
+			ch := c.addWatcherLocked(path, watchChild)
+			if r.Op == session.OpChildrenW {
+				res.Watch = ch
+			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, session.ParentStat{}, err
-	}
-	return names, ps, nil
+	return res, err
 }
 
-// ChildrenStatW implements [session.Conn].
-func (c *Conn) ChildrenStatW(path string) ([]string, session.ParentStat, error) {
-	return c.children("ChildrenStatW", path, true)
-}
-
-// ChildrenStat implements [session.Conn].
-func (c *Conn) ChildrenStat(path string) ([]string, session.ParentStat, error) {
-	return c.children("ChildrenStat", path, false)
-}
-
-// ChildrenW implements [session.Conn].
-func (c *Conn) ChildrenW(path string) ([]string, <-chan session.Event, error) {
-	var names []string
-	var ch chan zk.Event
-	err := c.do("ChildrenW", []string{path}, func(se *sess) error {
+// get reads a node's data and stat, and leaves a data watch for GetW and
+// GetDataW.
+func get(c *Conn, r session.Request) (session.Result, error) {
+	path := r.Paths[0]
+	var res session.Result
+	err := c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		n := c.srv.nodes[path]
 		if n == nil {
 			return zk.ErrNoNode
 		}
-		names = sortedKeys(n.children)
-		se.childW[path] = true
-		ch = c.addWatcherLocked(path, watchChild)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return names, ch, nil
-}
-
-func (c *Conn) get(name, path string, watch bool) ([]byte, session.Stat, chan zk.Event, error) {
-	var data []byte
-	var st session.Stat
-	var ch chan zk.Event
-	err := c.do(name, []string{path}, func(se *sess) error {
-		n := c.srv.nodes[path]
-		if n == nil {
-			return zk.ErrNoNode
-		}
-		data = append([]byte(nil), n.data...)
-		st = session.Stat{Czxid: n.czxid, EphemeralOwner: n.owner, Version: n.version, Ctime: n.ctime}
-		if watch {
+		res.Data = append([]byte(nil), n.data...)
+		res.Stat = session.Stat{Czxid: n.czxid, EphemeralOwner: n.owner, Version: n.version, Ctime: n.ctime}
+		if r.Op != session.OpGet {
 			se.dataW[path] = true
-			ch = c.addWatcherLocked(path, watchData)
+			res.Watch = c.addWatcherLocked(path, watchData)
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, session.Stat{}, nil, err
-	}
-	return data, st, ch, nil
+	return res, err
 }
 
-// Get implements [session.Conn].
-func (c *Conn) Get(path string) ([]byte, session.Stat, error) {
-	data, st, _, err := c.get("Get", path, false)
-	return data, st, err
-}
-
-// GetW implements [session.Conn].
-func (c *Conn) GetW(path string) (session.Stat, <-chan session.Event, error) {
-	_, st, ch, err := c.get("GetW", path, true)
-	if err != nil {
-		return st, nil, err
-	}
-	return st, ch, nil
-}
-
-// GetDataW implements [session.Conn].
-func (c *Conn) GetDataW(path string) ([]byte, session.Stat, <-chan session.Event, error) {
-	data, st, ch, err := c.get("GetDataW", path, true)
-	if err != nil {
-		return nil, st, nil, err
-	}
-	return data, st, ch, nil
-}
-
-// ExistsW implements [session.Conn]: a data watch if the node exists, an
-// exists watch if not (go-zookeeper's ExistsW).
-func (c *Conn) ExistsW(path string) (bool, <-chan session.Event, error) {
-	var ok bool
-	var ch chan zk.Event
-	err := c.do("ExistsW", []string{path}, func(se *sess) error {
-		ok = c.srv.nodes[path] != nil
+// existsW: a data watch if the node exists, an exists watch if not
+// (go-zookeeper's ExistsW).
+func existsW(c *Conn, r session.Request) (session.Result, error) {
+	path := r.Paths[0]
+	var res session.Result
+	err := c.do(r.Op.String(), r.Paths, func(se *sess) error {
+		res.Exists = c.srv.nodes[path] != nil
 		se.dataW[path] = true
-		if ok {
-			ch = c.addWatcherLocked(path, watchData)
+		if res.Exists {
+			res.Watch = c.addWatcherLocked(path, watchData)
 		} else {
-			ch = c.addWatcherLocked(path, watchExist)
+			res.Watch = c.addWatcherLocked(path, watchExist)
 		}
 		return nil
 	})
-	if err != nil {
-		return false, nil, err
-	}
-	return ok, ch, nil
+	return res, err
 }
 
-// Check implements [session.Conn]: a multi of version checks, a write
-// that changes nothing but takes a zxid.
-func (c *Conn) Check(paths []string) error {
-	return c.do("Check", paths, func(se *sess) error {
-		for _, p := range paths {
+// check: a multi of version checks, a write that changes nothing but
+// takes a zxid.
+func check(c *Conn, r session.Request) (session.Result, error) {
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
+		for _, p := range r.Paths {
 			if c.srv.nodes[p] == nil {
 				return session.GoneNodeError(p, zk.ErrNoNode)
 			}
@@ -314,53 +288,38 @@ func (c *Conn) Check(paths []string) error {
 	})
 }
 
-// Set implements [session.Conn].
-func (c *Conn) Set(path string, data []byte) error { return c.set("Set", path, data, -1) }
-
-// SetIf implements [session.Conn].
-func (c *Conn) SetIf(path string, data []byte, version int32) error {
-	return c.set("SetIf", path, data, version)
-}
-
-func (c *Conn) set(name, path string, data []byte, version int32) error {
-	return c.do(name, []string{path}, func(se *sess) error {
+// set overwrites a node's data if its version is r.Version (-1: any).
+func set(c *Conn, r session.Request) (session.Result, error) {
+	path := r.Paths[0]
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		n := c.srv.nodes[path]
 		switch {
 		case n == nil:
 			return zk.ErrNoNode
-		case version != -1 && version != n.version:
+		case r.Version != -1 && r.Version != n.version:
 			return zk.ErrBadVersion
 		}
 		c.srv.zxid++
-		n.data, n.version, n.mzxid = append([]byte(nil), data...), n.version+1, c.srv.zxid
+		n.data, n.version, n.mzxid = append([]byte(nil), r.Data...), n.version+1, c.srv.zxid
 		c.srv.fireLocked([]firing{{zk.EventNodeDataChanged, path}})
 		return nil
 	})
 }
 
-// Sync implements [session.Conn].
-func (c *Conn) Sync(path string) error {
-	return c.do("Sync", []string{path}, func(se *sess) error { return nil })
+// nothing is an op that changes nothing on the fake: a round trip.
+func nothing(c *Conn, r session.Request) (session.Result, error) {
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error { return nil })
 }
 
-// AddAuth implements [session.Conn]: accepted, and not checked (the fake
-// has no ACLs).
-func (c *Conn) AddAuth(scheme string, auth []byte) error {
-	return c.do("AddAuth", nil, func(se *sess) error { return nil })
-}
-
-// SessionID implements [session.Conn].
+// SessionID implements [session.Backend].
 func (c *Conn) SessionID() int64 {
 	c.srv.mu.Lock()
 	defer c.srv.mu.Unlock()
 	return c.sid
 }
 
-// Raw implements [session.Conn]: there is no go-zookeeper connection.
-func (c *Conn) Raw() *zk.Conn { return nil }
-
-// Close implements [session.Conn]: the session ends (its ephemerals are
-// deleted), the watchers get ErrClosing, and later requests fail with
+// Close implements [session.Backend]: the session ends (its ephemerals
+// are deleted), the watchers get ErrClosing, and later requests fail with
 // zk.ErrClosing.
 func (c *Conn) Close() {
 	s := c.srv

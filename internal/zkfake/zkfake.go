@@ -1,10 +1,10 @@
 // Package zkfake is an in-memory ZooKeeper behind the session layer's door
-// ([session.Conn]), for tests of the engine's decisions with no server: a
+// (a [session.Backend]), for tests of the engine's decisions with no server: a
 // tree of znodes with zxids, versions and cversions, ephemeral owners,
 // sequential names, containers, one-shot data, exists and children
 // watches, multi-operations that apply all or nothing, and sessions that
 // can be expired, disconnected and reconnected. Errors are go-zookeeper's
-// own values (zk.ErrNoNode, zk.ErrNodeExists, ...), as a [session.Conn] on
+// own values (zk.ErrNoNode, zk.ErrNodeExists, ...), as the door on
 // go-zookeeper returns them. conformance_test.go holds it to a real
 // ZooKeeper.
 //
@@ -46,7 +46,7 @@ import (
 
 // Op is one operation a connection asks of the server, as hooks see it.
 type Op struct {
-	Name    string   // the Conn method: "CreateEach", "ChildrenStatW", ...
+	Name    string   // the door's method: "CreateEach", "ChildrenStatW", ...
 	Paths   []string // the paths (prefixes for CreateEach) it names
 	Session int64    // the session it is made in
 	Conn    *Conn
@@ -140,13 +140,14 @@ func (s *Server) Conns() []*Conn {
 // (from another goroutine, in order). Its signature is
 // session.Options.Connect's.
 func (s *Server) Connect(timeout time.Duration, events func(zk.Event)) (session.Conn, error) {
-	return s.Dial(events, timeout), nil
+	return s.Dial(events, timeout).Door, nil
 }
 
 // Dial is Connect with a session timeout (for the server's expiry by
 // time, [Server.ExpireIdle]).
 func (s *Server) Dial(events func(zk.Event), timeout time.Duration) *Conn {
 	c := &Conn{srv: s, events: events, watchers: map[wkey][]chan zk.Event{}}
+	c.Door = session.NewConn(c)
 	c.qcond = sync.NewCond(&c.qmu)
 	go c.deliver()
 	s.mu.Lock()

@@ -196,7 +196,7 @@ func TestHooksAndContainers(t *testing.T) {
 		t.Fatalf("hooks saw %v", seen)
 	}
 	err := c.Check([]string{"/nope"})
-	var _ session.Conn = c
+	var _ session.Backend = c
 	if !errors.Is(err, zk.ErrNoNode) {
 		t.Fatalf("check of a gone node: %v", err)
 	}
