@@ -60,6 +60,14 @@ func (c deepCase) label() string {
 	return "mutex, " + d
 }
 
+// title is label with the Clients, where there are several.
+func (c deepCase) title() string {
+	if c.Clients == 1 {
+		return c.label()
+	}
+	return fmt.Sprintf("%s, %d Clients", c.label(), c.Clients)
+}
+
 // thousands writes n with commas, as the tables do.
 func thousands(n int) string {
 	s := fmt.Sprint(n)
@@ -691,7 +699,7 @@ func deepRatios(rs []DeepResult) []Ratio {
 		if ok {
 			v, detail = z.rate/peer, fmt.Sprintf("%.0f / %.0f handoffs/s (%s)", z.rate, peer, systemLabel(name))
 		}
-		out = append(out, ratio("Deep "+c.label()+fmt.Sprintf(" (%d Clients): zklock / best peer, handoffs/s", c.Clients), ">=", 2, v, ok, detail))
+		out = append(out, ratio("Deep "+c.title()+": zklock / best peer, handoffs/s", ">=", 2, v, ok, detail))
 	}
 	for _, recipe := range []string{recipeMutex, recipeSemaphore} {
 		out = append(out, flatRatios(cases, cells, recipe)...)
@@ -909,7 +917,7 @@ func deepOrder(systems []string, ci, round int) []string {
 // runDeepOne drains one queue with one system, and prints the outcome.
 func runDeepOne(ctx context.Context, out io.Writer, sys string, p *peers, servers []string, base string, c deepCase, round int) DeepResult {
 	path := fmt.Sprintf("%s/deep-%s-%d-%d-%s-%d", base, c.Recipe, c.Clients, c.Waiters, sys, round)
-	fmt.Fprintf(out, "  deep   %-22s %-32s ", systemLabel(sys), fmt.Sprintf("%s (%d Clients)", c.label(), c.Clients))
+	fmt.Fprintf(out, "  deep   %-22s %-36s ", systemLabel(sys), c.title())
 	r := runDrain(ctx, sys, p, servers, path, c)
 	r.Round = round
 	if r.Error != "" {

@@ -1012,9 +1012,11 @@ public class ZkPeer {
      * holders (one for --recipe mutex, --leases for semaphore, InterProcessSemaphoreV2) take the
      * lock on clients 0, 1, ...; --waiters threads, waiter i on client i % --clients, queue behind
      * them; the holders let go; each waiter takes the lock once and lets go at once, but the last,
-     * which holds until told. Waiters of one client share its InterProcessMutex (it is
-     * thread-safe, each thread's hold its own); each semaphore waiter has its own
-     * InterProcessSemaphoreV2. zkbench reads the server's counters between the steps, so each
+     * which holds until told. Each waiter has a lock object of its own (InterProcessMutex,
+     * InterProcessSemaphoreV2) on its client, as independent callers would: threads that share
+     * one InterProcessMutex also share its watcher, whose notifyAll wakes every one of them at
+     * each release (LockInternals.watcher), a thundering herd of their own making that the
+     * issue's baseline does not have. zkbench reads the server's counters between the steps, so each
      * step waits for a line on stdin:
      *
      *   peer: HELD <id>                  the first holders hold
@@ -1050,10 +1052,6 @@ public class ZkPeer {
             for (int c = 0; c < nClients; c++) {
                 cfs[c] = newClient(servers, sessionMs);
             }
-            InterProcessMutex[] mutexes = new InterProcessMutex[nClients];
-            for (int c = 0; c < nClients; c++) {
-                mutexes[c] = new InterProcessMutex(cfs[c], path);
-            }
             // The first holders: the mutex on a lock object of its own (Curator ties a hold to
             // the thread that took it: this one), or the semaphore's leases.
             InterProcessMutex firstMutex = sem ? null : new InterProcessMutex(cfs[0], path);
@@ -1080,7 +1078,7 @@ public class ZkPeer {
             Thread[] threads = new Thread[waiters];
             for (int i = 0; i < waiters; i++) {
                 final CuratorFramework client = cfs[i % nClients];
-                final InterProcessMutex mutex = mutexes[i % nClients];
+                final InterProcessMutex mutex = sem ? null : new InterProcessMutex(client, path);
                 threads[i] = new Thread(null, () -> {
                     try {
                         Lease lease = null;
