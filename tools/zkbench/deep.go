@@ -98,8 +98,9 @@ type DeepResult struct {
 	// From the server's mntr, over the drain: requests received
 	// (zk_packets_received, our own mntr excluded), reads
 	// (zk_cnt_readlatency) and writes (zk_cnt_updatelatency), and bytes
-	// sent in responses and notifications (zk_response_bytes), per
-	// handoff.
+	// of the responses to requests (zk_response_bytes, which
+	// FinalRequestProcessor adds up; watch notifications are sent outside
+	// it and not counted), per handoff.
 	RequestsPerHandoff      float64 `json:"requests_per_handoff"`
 	ReadsPerHandoff         float64 `json:"reads_per_handoff"`
 	WritesPerHandoff        float64 `json:"writes_per_handoff"`
@@ -768,7 +769,7 @@ func printDeep(w io.Writer, rep *report) {
 	}
 	_ = tw.Flush()
 
-	fmt.Fprintf(w, "\nper handoff, over the drain (server's mntr; reads include pings; bytes include notifications), medians\n\n")
+	fmt.Fprintf(w, "\nper handoff, over the drain (server's mntr; reads include pings; response bytes exclude notifications), medians\n\n")
 	tw = newTable(w)
 	fmt.Fprintln(tw, "queue\tsystem\trequests\treads\twrites\tresponse bytes\thandoff p50 ms\thandoff p99 ms\tqueued in s\tviolations\t")
 	for _, c := range cases {
