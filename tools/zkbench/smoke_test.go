@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -202,6 +203,10 @@ func TestSmokeDeepCurator(t *testing.T) {
 			requireDrained(t, r, c)
 		})
 	}
+	t.Run("peer error", func(t *testing.T) {
+		r := runDrain(ctx, sysCurator, p, servers, base+"/bogus", deepCase{Recipe: "bogus", Clients: 1, Waiters: 1, Leases: 1})
+		require.ErrorContains(t, errors.New(r.Error), "--recipe wants mutex or semaphore", "the peer's ERR line is the error")
+	})
 	t.Run("W2d", func(t *testing.T) {
 		const rtt = 5 * time.Millisecond
 		d := zktest.Delay(t, servers[0], rtt)
@@ -270,4 +275,31 @@ func TestSmokeDelayed(t *testing.T) {
 	require.NoError(t, err)
 	stopNone()
 	require.Nil(t, none, "no delayed workload, no Delayer")
+}
+
+// TestQueueProbe: the probe sees a queue complete by its nodes and
+// watches, or else, for a system that queues with fewer of them, by the
+// server receiving nothing but pings for a second.
+func TestQueueProbe(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs, err := connectZK(servers, scaleSessionTimeout)
+	require.NoError(t, err)
+	defer obs.Close()
+	missing := fmt.Sprintf("/zkbench-test/probe-%d", time.Now().UnixNano())
+	q := queueProbe{obs: obs, addr: servers[0], paths: []string{missing}, want: 0, watches: 0, pings: 2,
+		failed: func() error { return nil }}
+	by, err := q.await(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "nodes", by, "nothing to wait for")
+
+	q.want, q.watches = 5, 1<<30
+	by, err = q.await(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "quiet", by, "no node will come: the quiet server says the queue is complete")
+
+	q.failed = func() error { return errors.New("boom") }
+	_, err = q.await(ctx)
+	require.ErrorContains(t, err, "boom")
 }
