@@ -110,7 +110,7 @@ func TestDelayerTargetDownAndBadInput(t *testing.T) {
 
 	_, err = zktest.NewDelayer("no port", time.Millisecond)
 	require.Error(t, err)
-	_, err = zktest.NewDelayer(target, -time.Millisecond)
+	_, err = zktest.NewDelayer(target, -time.Nanosecond)
 	require.ErrorContains(t, err, "negative")
 	z, err := zktest.NewDelayer(target, 0)
 	require.NoError(t, err, "a zero delay is a plain forwarder")
