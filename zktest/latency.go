@@ -183,13 +183,15 @@ func (d *Delayer) pipe(dst, src net.Conn, delay time.Duration) {
 	q := make(chan chunk, delayQueue)
 	d.wg.Add(1)
 	go d.read(src, q, delay)
+	timer := newWaiter()
+	defer timer.close()
 	failed := false
 	for ch := range q {
 		if failed {
 			continue // drain, so the reader is never stuck on a full queue
 		}
 		if wait := time.Until(ch.due); wait > 0 {
-			time.Sleep(wait) // at most delay: Close waits no longer than that
+			timer.sleep(wait) // at most delay: Close waits no longer than that
 		}
 		if _, err := dst.Write(ch.b); err != nil {
 			failed = true
