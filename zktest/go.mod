@@ -10,6 +10,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/testcontainers/testcontainers-go v0.44.0
 	github.com/zkrecipes/zklock v0.0.0-20261129081228-1725e963cfea
+	golang.org/x/sys v0.47.0
 )
 
 require (
@@ -56,7 +57,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 )
 
 // The library is developed in this repository, where the go.work at the

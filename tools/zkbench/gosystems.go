@@ -62,6 +62,7 @@ type runSpec struct {
 	workload       string
 	path           string
 	servers        []string
+	counters       string // where to read the server's mntr: servers[0] if empty
 	clients        int
 	duration       time.Duration
 	acquireTimeout time.Duration
@@ -70,6 +71,15 @@ type runSpec struct {
 	leases         int
 	paths          int // W5's
 	serverCPU      func() (time.Duration, bool)
+}
+
+// counterAddr is the server whose mntr counts the run: the server
+// itself, not a Delayer in front of it.
+func (s runSpec) counterAddr() string {
+	if s.counters != "" {
+		return s.counters
+	}
+	return s.servers[0]
 }
 
 // held is one acquisition: its fencing token (0 if the system has none) and
@@ -173,7 +183,7 @@ func runGo(ctx context.Context, sys string, spec runSpec) Result {
 	timeouts := make([]int64, spec.clients)
 	errs := make([]error, spec.clients)
 
-	p0 := takeProbe(ctx, spec.servers[0], spec.serverCPU)
+	p0 := takeProbe(ctx, spec.counterAddr(), spec.serverCPU)
 	cpu0 := selfCPU()
 	start := time.Now()
 	deadline := start.Add(spec.duration)
@@ -222,7 +232,7 @@ func runGo(ctx context.Context, sys string, spec runSpec) Result {
 	wg.Wait()
 	seconds := time.Since(start).Seconds()
 	cpu1 := selfCPU()
-	p1 := takeProbe(ctx, spec.servers[0], spec.serverCPU)
+	p1 := takeProbe(ctx, spec.counterAddr(), spec.serverCPU)
 
 	all := smp.sorted()
 	for i := range handles {

@@ -27,6 +27,23 @@
 //	       handoff from the server's mntr counters, client heap and goroutines
 //	       per waiting Acquire (zklock and zk.Lock)
 //
+// and, when named in -workloads (they are not run by default):
+//
+//	W1d    W1 through a zktest.Delayer that adds -delay-rtt (3ms) to every
+//	W2d    round trip, half each way; and W2 through it (zklock, zk.Lock,
+//	       Curator): medians of per-round ops/s, and of the per-round ratio
+//	       of zklock to the best peer
+//	deep   deep queues (issue 37): D waiters spread over -deep-clients (8)
+//	       Clients queue on one path behind a holder, which lets go; each
+//	       waiter takes the lock once and lets go at once. Mutex queues of
+//	       -deep (100, 1,000, 3,000), the mutex on one Client at -deep-one
+//	       (1,000), a semaphore of -deep-leases (10) at -deep-sem (100,
+//	       1,000, 3,000); zklock, zk.Lock (mutex only) and Curator
+//	       (InterProcessMutex, InterProcessSemaphoreV2) through the Java
+//	       peer's drain mode. Handoffs/s over the drain and, from the
+//	       server's mntr over the drain alone, requests and response bytes
+//	       per handoff; medians of the rounds
+//
 // Before measuring, zkbench loads the server for -warmup (20s): a fresh
 // ZooKeeper spends two to four times more CPU per request until its JIT has
 // compiled the request path. For each workload the systems then run one
@@ -73,7 +90,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -101,9 +117,21 @@ type config struct {
 	cpuProfile     string
 	from           string
 	python         string
+
+	delayRTT    time.Duration
+	deepNs      []int // mutex queues over deepClients Clients
+	deepOneNs   []int // mutex queues on one Client
+	deepSemNs   []int // semaphore queues over deepClients Clients
+	deepClients int
+	deepLeases  int
 }
 
-var allWorkloads = []string{"W0", "W1", "W2", "W3", "W4", "W5", "W6", "scale"}
+// allWorkloads run by default; moreWorkloads when asked for (-workloads).
+var (
+	allWorkloads   = []string{"W0", "W1", "W2", "W3", "W4", "W5", "W6", "scale"}
+	moreWorkloads  = []string{wDelayed1, wDelayed2, "deep"}
+	knownWorkloads = slices.Concat(allWorkloads, moreWorkloads)
+)
 
 func main() {
 	if os.Getenv(w6RoleEnv) == "reader" {
@@ -115,8 +143,9 @@ func main() {
 func run() int {
 	var cfg config
 	var workloads, systems, scaleNs string
+	var deep deepFlags
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Second, "how long each system runs each workload, per round")
-	flag.StringVar(&workloads, "workloads", strings.Join(allWorkloads, ","), "workloads to run, comma-separated")
+	flag.StringVar(&workloads, "workloads", strings.Join(allWorkloads, ","), "workloads to run, comma-separated (also "+strings.Join(moreWorkloads, ", ")+")")
 	flag.StringVar(&systems, "systems", strings.Join(allSystems, ","), "systems to compare, comma-separated ("+strings.Join(allSystems, ", ")+"; for analysis also rawget, rawmulti); W0 always runs raw go-zookeeper")
 	flag.IntVar(&cfg.clients, "clients", 8, "clients (sessions) in W2, W3 and W4")
 	flag.IntVar(&cfg.leases, "leases", 3, "semaphore leases in W4")
@@ -136,6 +165,8 @@ func run() int {
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
 	flag.StringVar(&cfg.from, "from", "", "run nothing: print the report of this results JSON and redraw its chart (-chart)")
 	flag.StringVar(&cfg.python, "python", "/usr/bin/python3", "the Python with kazoo 2.8, for the kazoo peer")
+	flag.DurationVar(&cfg.delayRTT, "delay-rtt", 3*time.Millisecond, "the round trip W1d and W2d add between the clients and the server (half each way)")
+	deep.define()
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: zkbench [flags]\n\nCompares zklock with zk.Lock, Curator and kazoo on one ZooKeeper.\n\n")
 		flag.PrintDefaults()
@@ -146,20 +177,19 @@ func run() int {
 		return 2
 	}
 	var err error
-	if cfg.workloads, err = parseList(workloads, allWorkloads); err != nil {
+	if cfg.workloads, err = parseList(workloads, knownWorkloads); err != nil {
 		return usage(err)
 	}
 	if cfg.systems, err = parseList(systems, knownSystems); err != nil {
 		return usage(err)
 	}
-	for s := range strings.SplitSeq(scaleNs, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return usage(fmt.Errorf("-scale: %q is not a positive count", s))
-		}
-		cfg.scaleNs = append(cfg.scaleNs, n)
+	if cfg.scaleNs, err = parseCounts("-scale", scaleNs); err != nil {
+		return usage(err)
 	}
-	if cfg.duration <= 0 || cfg.rounds < 1 || cfg.clients < 1 || cfg.leases < 1 || cfg.readPct < 0 || cfg.readPct > 100 || cfg.scaleSessions < 1 {
+	if err := deep.parse(&cfg); err != nil {
+		return usage(err)
+	}
+	if cfg.duration <= 0 || cfg.rounds < 1 || cfg.clients < 1 || cfg.leases < 1 || cfg.readPct < 0 || cfg.readPct > 100 || cfg.scaleSessions < 1 || cfg.delayRTT < 0 {
 		return usage(fmt.Errorf("-duration, -rounds, -clients, -leases and -scale-sessions must be positive, -read-pct 0..100"))
 	}
 
@@ -285,6 +315,8 @@ type report struct {
 	Config       configInfo    `json:"config"`
 	Results      []Result      `json:"results"`
 	Scale        []ScaleResult `json:"scale,omitempty"`
+	Deep         []DeepResult  `json:"deep,omitempty"`  // every round's
+	Delay        []DelayRow    `json:"delay,omitempty"` // W1d and W2d, medians of rounds
 	Ratios       []Ratio       `json:"ratios"`
 	Medians      []Ratio       `json:"medians,omitempty"` // W5's, over rounds
 	TotalSeconds float64       `json:"total_seconds"`
@@ -309,6 +341,9 @@ type configInfo struct {
 	AcquireTimeoutMs int64    `json:"acquire_timeout_ms"`
 	ScaleWaiters     []int    `json:"scale_waiters"`
 	ScaleSessions    int      `json:"scale_sessions"`
+	DelayRTTUs       int64    `json:"delay_rtt_us,omitempty"`
+	DeepClients      int      `json:"deep_clients,omitempty"`
+	DeepLeases       int      `json:"deep_leases,omitempty"`
 }
 
 // entry is one system's run of one workload.
@@ -323,39 +358,7 @@ type entry struct{ workload, sys string }
 func schedule(workloads, systems []string, round int) [][]entry {
 	var groups [][]entry
 	for _, w := range workloads {
-		if w == "scale" || w == "W0" && slices.Contains(workloads, "W1") {
-			continue
-		}
-		var g []entry
-		if w == "W0" || w == "W1" {
-			g = append(g, entry{"W0", sysRaw})
-			for _, s := range []string{sysRawGet, sysRawMult} {
-				if slices.Contains(systems, s) {
-					g = append(g, entry{"W0", s})
-				}
-			}
-			if w == "W1" && !slices.Contains(workloads, "W0") {
-				g = g[:0]
-			}
-		}
-		if w == "W6" {
-			for _, s := range w6Systems(systems) {
-				g = append(g, entry{w, s})
-			}
-		} else if w != "W0" {
-			for _, s := range systems {
-				if s == sysGozk && w != "W1" && w != "W2" && w != "W5" {
-					continue // zk.Lock has no RW lock and no semaphore
-				}
-				if s == sysKazoo && w == "W5" {
-					continue // kazoo's peer has no W5
-				}
-				if s == sysRawGet || s == sysRawMult || s == sysZklockUnshared {
-					continue
-				}
-				g = append(g, entry{w, s})
-			}
-		}
+		g := groupOf(w, workloads, systems)
 		if len(g) == 0 {
 			continue
 		}
@@ -374,6 +377,64 @@ func schedule(workloads, systems []string, round int) [][]entry {
 		groups = append(groups, g)
 	}
 	return groups
+}
+
+// groupOf returns workload w's runs of one round, in the systems' order.
+func groupOf(w string, workloads, systems []string) []entry {
+	switch {
+	case w == "scale" || w == "deep":
+		return nil // they run on their own, after the rounds
+	case w == "W0" && slices.Contains(workloads, "W1"):
+		return nil // in W1's group
+	case w == "W0":
+		return floorEntries(systems)
+	case w == "W1" && slices.Contains(workloads, "W0"):
+		return append(floorEntries(systems), systemEntries(w, systems)...)
+	case w == "W6":
+		var g []entry
+		for _, s := range w6Systems(systems) {
+			g = append(g, entry{w, s})
+		}
+		return g
+	}
+	return systemEntries(w, systems)
+}
+
+// floorEntries is W0's runs: the raw floor, and the analysis variants
+// asked for.
+func floorEntries(systems []string) []entry {
+	g := []entry{{"W0", sysRaw}}
+	for _, s := range []string{sysRawGet, sysRawMult} {
+		if slices.Contains(systems, s) {
+			g = append(g, entry{"W0", s})
+		}
+	}
+	return g
+}
+
+func systemEntries(w string, systems []string) []entry {
+	var g []entry
+	for _, s := range systems {
+		if runsOn(w, s) {
+			g = append(g, entry{w, s})
+		}
+	}
+	return g
+}
+
+// runsOn reports whether system s runs workload w (W0 and W6 aside).
+func runsOn(w, s string) bool {
+	switch s {
+	case sysRawGet, sysRawMult, sysZklockUnshared:
+		return false // W0's and W6's own
+	case sysGozk:
+		// zk.Lock has no RW lock and no semaphore.
+		return w == "W1" || w == "W2" || w == "W5" || isDelayed(w)
+	case sysKazoo:
+		// kazoo's peer has no W5; the delayed table has no kazoo column.
+		return w != "W5" && !isDelayed(w)
+	}
+	return true
 }
 
 func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
@@ -396,6 +457,9 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 			AcquireTimeoutMs: cfg.acquireTimeout.Milliseconds(),
 			ScaleWaiters:     cfg.scaleNs,
 			ScaleSessions:    cfg.scaleSessions,
+			DelayRTTUs:       cfg.delayRTT.Microseconds(),
+			DeepClients:      cfg.deepClients,
+			DeepLeases:       cfg.deepLeases,
 		},
 	}
 	fmt.Fprintf(out, "zkbench: %d × %s, %s, %s, load %s\n", rep.Machine.NumCPU, rep.Machine.CPU, rep.Machine.OS, rep.Machine.Go, rep.Machine.LoadAvg)
@@ -421,6 +485,11 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 			return nil, err
 		}
 	}
+	delayed, stopDelay, err := startDelayers(cfg.workloads, srv.servers, cfg.delayRTT)
+	if err != nil {
+		return nil, fmt.Errorf("delayer: %w", err)
+	}
+	defer stopDelay()
 	runs := map[entry][]Result{}
 	var order []entry
 	for round := range cfg.rounds {
@@ -432,49 +501,8 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				clients := cfg.clients
-				switch e.workload {
-				case "W0", "W1":
-					clients = 1
-				case "W5":
-					clients = w5Goroutines // goroutines (threads) on one session
-				}
-				duration := cfg.duration
-				if countOf(group, e) > 1 {
-					duration /= 2 // the bracketing floor: half before, half after
-				}
-				spec := runSpec{
-					workload:       e.workload,
-					path:           fmt.Sprintf("%s/%s-%s-%d-%d", base, strings.ToLower(e.workload), e.sys, round, len(runs[e])),
-					servers:        srv.servers,
-					clients:        clients,
-					duration:       duration,
-					acquireTimeout: cfg.acquireTimeout,
-					hold:           cfg.hold,
-					readPct:        cfg.readPct,
-					leases:         cfg.leases,
-					paths:          w5Paths,
-					serverCPU:      srv.cpu,
-				}
-				fmt.Fprintf(out, "  %-6s %-22s ", e.workload, systemLabel(e.sys))
-				var r Result
-				switch {
-				case e.workload == "W6" && e.sys == sysCurator:
-					r = p.runW6(ctx, spec)
-				case e.workload == "W6":
-					r = runW6(ctx, e.sys, spec)
-				case e.sys == sysCurator || e.sys == sysKazoo:
-					r = p.run(ctx, e.sys, spec)
-				case e.workload == "W5" && (e.sys == sysZklock || e.sys == sysGozk):
-					r = runW5(ctx, e.sys, spec)
-				default:
-					r = runGo(ctx, e.sys, spec)
-				}
-				if r.Error != "" {
-					fmt.Fprintf(out, "error: %s\n", r.Error)
-				} else {
-					fmt.Fprintf(out, "%9.1f ops/s\n", r.OpsPerSec)
-				}
+				path := fmt.Sprintf("%s/%s-%s-%d-%d", base, strings.ToLower(e.workload), e.sys, round, len(runs[e]))
+				r := runEntry(ctx, out, cfg, srv, p, e, path, countOf(group, e) > 1, delayed)
 				if _, ok := runs[e]; !ok {
 					order = append(order, e)
 				}
@@ -482,7 +510,8 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 			}
 		}
 	}
-	rep.Medians = append(w5Medians(runs), w6Medians(runs)...)
+	rep.Medians = slices.Concat(w5Medians(runs), w6Medians(runs), delayMedians(runs))
+	rep.Delay = delayRows(runs, cfg.delayRTT)
 	// Report in workload order, systems in the order they first ran.
 	for _, w := range cfg.workloads {
 		for _, e := range order {
@@ -491,35 +520,110 @@ func bench(ctx context.Context, cfg config, out io.Writer) (*report, error) {
 			}
 		}
 	}
-	if slices.Contains(cfg.workloads, "scale") {
-		for _, n := range cfg.scaleNs {
-			for _, sys := range []string{sysZklock, sysGozk} {
-				if !slices.Contains(cfg.systems, sys) {
-					continue
-				}
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				path := fmt.Sprintf("%s/scale-%d-%s", base, n, sys)
-				fmt.Fprintf(out, "  scale  %-22s N=%-4d ", systemLabel(sys), n)
-				hp := ""
-				if cfg.heapProfiles != "" {
-					hp = fmt.Sprintf("%s-%s-%d.pprof", cfg.heapProfiles, sys, n)
-				}
-				r := runScale(ctx, sys, srv.servers, path, n, min(cfg.scaleSessions, n), hp)
-				if r.Error != "" {
-					fmt.Fprintf(out, "error: %s\n", r.Error)
-				} else {
-					fmt.Fprintf(out, "%.2f requests/handoff\n", r.RequestsPerHandoff)
-				}
-				rep.Scale = append(rep.Scale, r)
-			}
-		}
+	if rep.Scale, err = runScales(ctx, out, cfg, srv.servers, base); err != nil {
+		return nil, err
 	}
-	rep.Ratios = ratios(rep)
+	if rep.Deep, err = runDeep(ctx, out, cfg, srv.servers, base, p); err != nil {
+		return nil, err
+	}
+	rep.Ratios = append(ratios(rep), deepRatios(rep.Deep)...)
 	rep.TotalSeconds = time.Since(began).Seconds()
 	printReport(out, rep)
 	return rep, nil
+}
+
+// runEntry runs system e.sys's run of workload e.workload for a round,
+// and prints its rate: halve for the floor that brackets its group,
+// delayed the addresses of the Delayers.
+func runEntry(ctx context.Context, out io.Writer, cfg config, srv *server, p *peers, e entry, path string, halve bool, delayed []string) Result {
+	clients := cfg.clients
+	switch e.workload {
+	case "W0", "W1", wDelayed1:
+		clients = 1
+	case "W5":
+		clients = w5Goroutines // goroutines (threads) on one session
+	}
+	duration := cfg.duration
+	if halve {
+		duration /= 2 // the bracketing floor: half before, half after
+	}
+	servers := srv.servers
+	if isDelayed(e.workload) {
+		servers = delayed
+	}
+	spec := runSpec{
+		workload:       e.workload,
+		path:           path,
+		servers:        servers,
+		counters:       srv.servers[0],
+		clients:        clients,
+		duration:       duration,
+		acquireTimeout: cfg.acquireTimeout,
+		hold:           cfg.hold,
+		readPct:        cfg.readPct,
+		leases:         cfg.leases,
+		paths:          w5Paths,
+		serverCPU:      srv.cpu,
+	}
+	fmt.Fprintf(out, "  %-6s %-22s ", e.workload, systemLabel(e.sys))
+	var r Result
+	switch {
+	case e.workload == "W6" && e.sys == sysCurator:
+		r = p.runW6(ctx, spec)
+	case e.workload == "W6":
+		r = runW6(ctx, e.sys, spec)
+	case e.sys == sysCurator || e.sys == sysKazoo:
+		r = p.run(ctx, e.sys, spec)
+	case e.workload == "W5" && (e.sys == sysZklock || e.sys == sysGozk):
+		r = runW5(ctx, e.sys, spec)
+	default:
+		r = runGo(ctx, e.sys, spec)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(out, "error: %s\n", r.Error)
+	} else {
+		fmt.Fprintf(out, "%9.1f ops/s\n", r.OpsPerSec)
+	}
+	return r
+}
+
+// runScales runs the scale workload, if asked for: each N, zklock and
+// zk.Lock.
+func runScales(ctx context.Context, out io.Writer, cfg config, servers []string, base string) ([]ScaleResult, error) {
+	if !slices.Contains(cfg.workloads, "scale") {
+		return nil, nil
+	}
+	var res []ScaleResult
+	for _, n := range cfg.scaleNs {
+		for _, sys := range []string{sysZklock, sysGozk} {
+			if !slices.Contains(cfg.systems, sys) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			res = append(res, runScaleOne(ctx, out, cfg, servers, base, sys, n))
+		}
+	}
+	return res, nil
+}
+
+// runScaleOne runs the scale workload of one system at one N, and prints
+// the outcome.
+func runScaleOne(ctx context.Context, out io.Writer, cfg config, servers []string, base, sys string, n int) ScaleResult {
+	path := fmt.Sprintf("%s/scale-%d-%s", base, n, sys)
+	fmt.Fprintf(out, "  scale  %-22s N=%-4d ", systemLabel(sys), n)
+	hp := ""
+	if cfg.heapProfiles != "" {
+		hp = fmt.Sprintf("%s-%s-%d.pprof", cfg.heapProfiles, sys, n)
+	}
+	r := runScale(ctx, sys, servers, path, n, min(cfg.scaleSessions, n), hp)
+	if r.Error != "" {
+		fmt.Fprintf(out, "error: %s\n", r.Error)
+	} else {
+		fmt.Fprintf(out, "%.2f requests/handoff\n", r.RequestsPerHandoff)
+	}
+	return r
 }
 
 // warmUp loads the server until its JIT has compiled the request path: a

@@ -163,7 +163,7 @@ func (p *peers) ensureBuilt(ctx context.Context) error {
 // run runs one peer's bench mode and decodes its JSON line, and counts the
 // requests the server received meanwhile.
 func (p *peers) run(ctx context.Context, sys string, spec runSpec) Result {
-	addr := spec.servers[0]
+	addr := spec.counterAddr()
 	key := fmt.Sprintf("%s/%d", sys, spec.clients)
 	if _, ok := p.empty[key]; !ok {
 		empty := spec
@@ -200,7 +200,7 @@ func (p *peers) execArgs(ctx context.Context, sys string, spec runSpec, extra []
 	args := []string{"bench",
 		"--servers", strings.Join(spec.servers, ","),
 		"--path", spec.path,
-		"--workload", spec.workload,
+		"--workload", peerWorkload(spec.workload),
 		"--clients", strconv.Itoa(spec.clients),
 		"--duration-ms", strconv.FormatInt(spec.duration.Milliseconds(), 10),
 		"--leases", strconv.Itoa(spec.leases),
@@ -262,6 +262,7 @@ func (p *peers) execArgs(ctx context.Context, sys string, spec runSpec, extra []
 		return res, cpu
 	}
 	res.System = sys
+	res.Workload = spec.workload // W2d is W2 to the peer
 	res.Note = note
 	if res.Seconds > 0 {
 		res.ReadOpsPerSec = float64(res.ReadOps) / res.Seconds

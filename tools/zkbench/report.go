@@ -177,6 +177,9 @@ func printReport(w io.Writer, rep *report) {
 		_ = tw.Flush()
 	}
 
+	printDelay(w, rep)
+	printDeep(w, rep)
+
 	fmt.Fprintf(w, "\ntargets (ratios within this run)\n\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, r := range append(append([]Ratio(nil), rep.Ratios...), rep.Medians...) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -152,4 +153,153 @@ func TestSmokeW6(t *testing.T) {
 		})
 	}
 	require.Equal(t, []string{sysCurator, sysZklock, sysZklockUnshared}, w6Systems([]string{sysZklock, sysGozk, sysCurator, sysKazoo}))
+}
+
+// TestSmokeDeep drains small deep queues of the Go systems: every waiter
+// takes the lock once, nobody overlaps, the server's counters are read
+// over the drain, and the probe saw every waiter's node and watch (it did
+// not fall back to the server's quiet).
+func TestSmokeDeep(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	base := fmt.Sprintf("/zkbench-test/deep-%d", time.Now().UnixNano())
+	cases := []struct {
+		sys string
+		c   deepCase
+	}{
+		{sysZklock, deepCase{Recipe: recipeMutex, Clients: 3, Waiters: 7, Leases: 1}},
+		{sysGozk, deepCase{Recipe: recipeMutex, Clients: 3, Waiters: 7, Leases: 1}},
+		{sysZklock, deepCase{Recipe: recipeMutex, Clients: 1, Waiters: 6, Leases: 1}},
+		{sysGozk, deepCase{Recipe: recipeMutex, Clients: 1, Waiters: 6, Leases: 1}},
+		{sysZklock, deepCase{Recipe: recipeSemaphore, Clients: 3, Waiters: 8, Leases: 2}},
+	}
+	for i, tc := range cases {
+		t.Run(fmt.Sprintf("%s/%s-%d-%d", tc.sys, tc.c.Recipe, tc.c.Clients, tc.c.Waiters), func(t *testing.T) {
+			r := runDrain(ctx, tc.sys, nil, servers, fmt.Sprintf("%s/%d", base, i), tc.c)
+			requireDrained(t, r, tc.c)
+		})
+	}
+	_, err := newDrainer(ctx, sysGozk, nil, servers, base+"/x", deepCase{Recipe: recipeSemaphore, Clients: 1, Waiters: 1, Leases: 1})
+	require.ErrorContains(t, err, "does not run a semaphore")
+}
+
+// TestSmokeDeepCurator drains small deep queues through the Java peer's
+// drain mode (built by tools/peers/build-peers.sh if needed), and runs W2
+// through a Delayer with it.
+func TestSmokeDeepCurator(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	p := &peers{root: repoRoot()}
+	base := fmt.Sprintf("/zkbench-test/deep-curator-%d", time.Now().UnixNano())
+	for i, c := range []deepCase{
+		{Recipe: recipeMutex, Clients: 3, Waiters: 7, Leases: 1},
+		{Recipe: recipeMutex, Clients: 1, Waiters: 5, Leases: 1},
+		{Recipe: recipeSemaphore, Clients: 3, Waiters: 8, Leases: 2},
+	} {
+		t.Run(fmt.Sprintf("%s-%d-%d", c.Recipe, c.Clients, c.Waiters), func(t *testing.T) {
+			r := runDrain(ctx, sysCurator, p, servers, fmt.Sprintf("%s/%d", base, i), c)
+			requireDrained(t, r, c)
+		})
+	}
+	t.Run("peer error", func(t *testing.T) {
+		r := runDrain(ctx, sysCurator, p, servers, base+"/bogus", deepCase{Recipe: "bogus", Clients: 1, Waiters: 1, Leases: 1})
+		require.ErrorContains(t, errors.New(r.Error), "--recipe wants mutex or semaphore", "the peer's ERR line is the error")
+	})
+	t.Run("W2d", func(t *testing.T) {
+		const rtt = 5 * time.Millisecond
+		d := zktest.Delay(t, servers[0], rtt)
+		r := p.run(ctx, sysCurator, runSpec{
+			workload: wDelayed2, path: base + "/w2d", servers: []string{d.Addr()}, counters: servers[0],
+			clients: 2, duration: time.Second, acquireTimeout: 10 * time.Second, leases: 1, serverCPU: noCPU,
+		})
+		require.Empty(t, r.Error)
+		require.Equal(t, wDelayed2, r.Workload, "reported as the delayed workload")
+		require.Positive(t, r.Ops)
+		require.Zero(t, r.Violations)
+		require.GreaterOrEqual(t, r.AcquireP50Ms, float64(rtt)/float64(time.Millisecond), "an acquire takes at least a round trip")
+	})
+}
+
+func requireDrained(t *testing.T, r DeepResult, c deepCase) {
+	t.Helper()
+	require.Empty(t, r.Error)
+	require.Equal(t, c.Waiters, r.Handoffs)
+	require.Equal(t, "nodes", r.QueuedBy, "every waiter's node and watch were seen")
+	require.Positive(t, r.ChainSeconds)
+	require.InDelta(t, float64(c.Waiters)/r.ChainSeconds, r.HandoffsPerSec, 1e-6)
+	require.Zero(t, r.Violations)
+	// Each handoff is at least a release: a delete.
+	require.GreaterOrEqual(t, r.WritesPerHandoff, 0.99)
+	require.GreaterOrEqual(t, r.RequestsPerHandoff, r.WritesPerHandoff)
+	require.Positive(t, r.ResponseBytesPerHandoff)
+	require.LessOrEqual(t, r.HandoffP50Ms, r.HandoffP99Ms)
+}
+
+// TestSmokeDelayed runs W1d and W2d for the Go systems through a Delayer:
+// they run, exclude, and every acquire takes at least the round trip.
+func TestSmokeDelayed(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const rtt = 5 * time.Millisecond
+	addrs, stop, err := startDelayers([]string{"W2", wDelayed2}, servers, rtt)
+	require.NoError(t, err)
+	defer stop()
+	require.Len(t, addrs, len(servers))
+	base := fmt.Sprintf("/zkbench-test/delayed-%d", time.Now().UnixNano())
+	for _, w := range []string{wDelayed1, wDelayed2} {
+		for _, sys := range []string{sysZklock, sysGozk} {
+			t.Run(w+"/"+sys, func(t *testing.T) {
+				clients := 3
+				if w == wDelayed1 {
+					clients = 1
+				}
+				r := runGo(ctx, sys, runSpec{
+					workload: w, path: base + "/" + w + sys, servers: addrs, counters: servers[0],
+					clients: clients, duration: 500 * time.Millisecond, acquireTimeout: 10 * time.Second,
+					leases: 1, serverCPU: noCPU,
+				})
+				require.Empty(t, r.Error)
+				require.Equal(t, w, r.Workload)
+				require.Positive(t, r.Ops)
+				require.Zero(t, r.Violations)
+				require.Zero(t, r.TokenRegressions)
+				require.GreaterOrEqual(t, r.AcquireP50Ms, float64(rtt)/float64(time.Millisecond), "an acquire takes at least a round trip")
+				require.GreaterOrEqual(t, r.WritesPerOp, 1.9, "every cycle needs at least a create and a delete")
+			})
+		}
+	}
+	none, stopNone, err := startDelayers([]string{"W2", "deep"}, servers, rtt)
+	require.NoError(t, err)
+	stopNone()
+	require.Nil(t, none, "no delayed workload, no Delayer")
+}
+
+// TestQueueProbe: the probe sees a queue complete by its nodes and
+// watches, or else, for a system that queues with fewer of them, by the
+// server receiving nothing but pings for a second.
+func TestQueueProbe(t *testing.T) {
+	servers := zktest.Servers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs, err := connectZK(servers, scaleSessionTimeout)
+	require.NoError(t, err)
+	defer obs.Close()
+	missing := fmt.Sprintf("/zkbench-test/probe-%d", time.Now().UnixNano())
+	q := queueProbe{obs: obs, addr: servers[0], paths: []string{missing}, want: 0, watches: 0, pings: 2,
+		failed: func() error { return nil }}
+	by, err := q.await(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "nodes", by, "nothing to wait for")
+
+	q.want, q.watches = 5, 1<<30
+	by, err = q.await(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "quiet", by, "no node will come: the quiet server says the queue is complete")
+
+	q.failed = func() error { return errors.New("boom") }
+	_, err = q.await(ctx)
+	require.ErrorContains(t, err, "boom")
 }

@@ -19,6 +19,8 @@
 //                [--leases 3] [--read-pct 90] [--session-ms 10000] [--acquire-timeout-ms 10000]
 //                [--hold-us 0] [--paths 1000]
 //                [--writer-ms 0] [--writer-hold-us 1000] [--start-at-ms 0]   (W6)
+//   zkpeer drain --servers H:P --path /p --recipe mutex|semaphore --waiters D --clients C [--leases 10]
+//                [--session-ms 30000] [--id NAME]   (zkbench's deep queues; protocol at drain())
 //
 // hold prints "ACQ <id> <recipe> <unix_nanos>" right after acquire returns, "REL <id> <recipe>
 // <unix_nanos>" right before release, "DONE <id> <count>" at the end, or "ERR <id> <message>"
@@ -214,9 +216,12 @@ public class ZkPeer {
                 case "version":
                     version();
                     break;
+                case "drain":
+                    drain(args);
+                    break;
                 default:
                     throw new UsageException("unknown mode " + args.mode
-                            + " (want hold, bench, revoke, latch, setcount, shared or version)");
+                            + " (want hold, bench, revoke, latch, setcount, shared, version or drain)");
             }
             rc = 0;
         } catch (Throwable t) {
@@ -1235,6 +1240,178 @@ public class ZkPeer {
         sb.append(",\"timeouts\":").append(wtimeouts[0]);
         sb.append('}');
         emit(sb.toString());
+    }
+
+    // ---------------------------------------------------------------- drain
+
+    /**
+     * drain: zkbench's deep queue, for Curator. --clients CuratorFrameworks (sessions); the first
+     * holders (one for --recipe mutex, --leases for semaphore, InterProcessSemaphoreV2) take the
+     * lock on clients 0, 1, ...; --waiters threads, waiter i on client i % --clients, queue behind
+     * them; the holders let go; each waiter takes the lock once and lets go at once, but the last,
+     * which holds until told. Each waiter has a lock object of its own (InterProcessMutex,
+     * InterProcessSemaphoreV2) on its client, as independent callers would: threads that share
+     * one InterProcessMutex also share its watcher, whose notifyAll wakes every one of them at
+     * each release (LockInternals.watcher), a thundering herd of their own making that the
+     * issue's baseline does not have. zkbench reads the server's counters between the steps, so each
+     * step waits for a line on stdin:
+     *
+     *   peer: HELD <id>                  the first holders hold
+     *   zkbench: queue                   start the waiters
+     *   peer: QUEUING <id> <D>           every waiter thread has started (zkbench then watches
+     *                                    the server until they are all queued)
+     *   zkbench: release                 the holders let go: the drain starts
+     *   peer: DRAINED <id> <ns>          the D-th waiter holds, ns after the release began
+     *   zkbench: finish                  the last holder lets go
+     *   peer: {JSON}                     handoffs, chain_seconds, handoff_p50_ms, handoff_p99_ms,
+     *                                    violations (holders over 1, or over --leases)
+     */
+    private static void drain(Args args) throws Exception {
+        String servers = args.str("servers", null);
+        String path = args.str("path", null);
+        String recipe = args.str("recipe", null);
+        int waiters = args.integer("waiters", null);
+        int nClients = args.integer("clients", null);
+        int leases = args.integer("leases", 10);
+        int sessionMs = args.integer("session-ms", 30000);
+        boolean sem = recipe.equals("semaphore");
+        if (!sem && !recipe.equals("mutex")) {
+            throw new UsageException("--recipe wants mutex or semaphore, got " + recipe);
+        }
+        if (waiters < 1 || nClients < 1 || leases < 1) {
+            throw new UsageException("--waiters, --clients and --leases must be at least 1");
+        }
+        final int holders = sem ? leases : 1;
+        final char kind = sem ? 's' : 'm';
+        BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        CuratorFramework[] cfs = new CuratorFramework[nClients];
+        try {
+            for (int c = 0; c < nClients; c++) {
+                cfs[c] = newClient(servers, sessionMs);
+            }
+            // The first holders: the mutex on a lock object of its own (Curator ties a hold to
+            // the thread that took it: this one), or the semaphore's leases.
+            InterProcessMutex firstMutex = sem ? null : new InterProcessMutex(cfs[0], path);
+            List<Lease> firstLeases = new ArrayList<>();
+            if (sem) {
+                for (int h = 0; h < holders; h++) {
+                    firstLeases.add(new InterProcessSemaphoreV2(cfs[h % nClients], path, leases).acquire());
+                }
+            } else {
+                firstMutex.acquire();
+            }
+            final Occupancy occ = new Occupancy();
+            for (int h = 0; h < holders; h++) {
+                occ.enter(kind, leases);
+            }
+            emit("HELD " + id);
+            expectLine(stdin, "queue");
+
+            final long[] at = new long[waiters]; // nanoTime of each acquisition, in order
+            final AtomicInteger acquired = new AtomicInteger();
+            final CountDownLatch lastHeld = new CountDownLatch(1);
+            final CountDownLatch finish = new CountDownLatch(1);
+            final AtomicReference<Throwable> failure = new AtomicReference<>();
+            Thread[] threads = new Thread[waiters];
+            for (int i = 0; i < waiters; i++) {
+                final CuratorFramework client = cfs[i % nClients];
+                final InterProcessMutex mutex = sem ? null : new InterProcessMutex(client, path);
+                threads[i] = new Thread(null, () -> {
+                    try {
+                        Lease lease = null;
+                        if (sem) {
+                            lease = new InterProcessSemaphoreV2(client, path, leases).acquire();
+                        } else {
+                            mutex.acquire();
+                        }
+                        int k = acquired.incrementAndGet();
+                        at[k - 1] = System.nanoTime();
+                        occ.enter(kind, leases);
+                        if (k == waiters) {
+                            lastHeld.countDown();
+                            finish.await();
+                        }
+                        occ.leave(kind);
+                        if (sem) {
+                            lease.close();
+                        } else {
+                            mutex.release();
+                        }
+                    } catch (Throwable t) {
+                        failure.compareAndSet(null, t);
+                        lastHeld.countDown();
+                    }
+                }, "drain-" + i, 256 * 1024);
+                threads[i].setDaemon(true);
+                threads[i].start();
+            }
+            emit("QUEUING " + id + " " + waiters);
+            expectLine(stdin, "release");
+
+            long t0 = System.nanoTime();
+            for (int h = 0; h < holders; h++) {
+                occ.leave(kind);
+            }
+            if (sem) {
+                for (Lease l : firstLeases) {
+                    l.close();
+                }
+            } else {
+                firstMutex.release();
+            }
+            lastHeld.await();
+            if (failure.get() != null) {
+                throw new IllegalStateException("waiter: " + failure.get(), failure.get());
+            }
+            emit("DRAINED " + id + " " + (at[waiters - 1] - t0));
+            expectLine(stdin, "finish");
+            finish.countDown();
+            for (Thread t : threads) {
+                t.join();
+            }
+            if (failure.get() != null) {
+                throw new IllegalStateException("waiter: " + failure.get(), failure.get());
+            }
+            emit(drainResult(recipe, nClients, waiters, leases, t0, at, occ));
+        } finally {
+            closeAll(cfs);
+        }
+    }
+
+    /** Reads the next stdin line and fails unless it is want. */
+    private static void expectLine(BufferedReader in, String want) throws Exception {
+        String line = in.readLine();
+        if (line == null || !line.trim().equals(want)) {
+            throw new IllegalStateException("stdin: want " + want + ", got " + line);
+        }
+    }
+
+    /** drain's JSON line: the gaps between consecutive acquisitions, the first from the release. */
+    private static String drainResult(String recipe, int nClients, int waiters, int leases, long t0, long[] at,
+            Occupancy occ) {
+        long[] gaps = new long[waiters];
+        long prev = t0;
+        for (int i = 0; i < waiters; i++) {
+            gaps[i] = at[i] - prev;
+            prev = at[i];
+        }
+        Arrays.sort(gaps);
+        double seconds = (at[waiters - 1] - t0) / 1e9;
+        StringBuilder sb = new StringBuilder();
+        sb.append('{');
+        sb.append("\"system\":\"curator\"");
+        sb.append(",\"recipe\":\"").append(recipe).append('"');
+        sb.append(",\"clients\":").append(nClients);
+        sb.append(",\"waiters\":").append(waiters);
+        sb.append(",\"leases\":").append(recipe.equals("semaphore") ? leases : 1);
+        sb.append(",\"handoffs\":").append(waiters);
+        sb.append(",\"chain_seconds\":").append(String.format(Locale.ROOT, "%.6f", seconds));
+        sb.append(",\"handoffs_per_sec\":").append(fmt(seconds > 0 ? waiters / seconds : 0));
+        sb.append(",\"handoff_p50_ms\":").append(fmt(percentileMs(gaps, 0.50)));
+        sb.append(",\"handoff_p99_ms\":").append(fmt(percentileMs(gaps, 0.99)));
+        sb.append(",\"violations\":").append(occ.violations.get());
+        sb.append('}');
+        return sb.toString();
     }
 
     /** Simulated work inside the critical section (widens the window the overlap counter sees). */
