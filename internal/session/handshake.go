@@ -71,7 +71,7 @@ func (h *handshakes) timeout() time.Duration {
 }
 
 // grant records t as the granted timeout (a connection with no connect
-// response to read it from: connect.go).
+// response to read it from: [Session.openConnect]).
 func (h *handshakes) grant(t time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

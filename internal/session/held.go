@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"path"
+	"slices"
 	"time"
 )
 
@@ -46,7 +47,7 @@ func armAge(t time.Duration) time.Duration { return t / 20 }
 // armLocked hands node, of lease l, to the keeper for a data watch; c.mu
 // is held.
 func (c *Session) armLocked(l *Hold, node string, now time.Time) {
-	due := l.granted.Add(armAge(c.wire.sessionTimeout()))
+	due := l.granted.Add(armAge(c.wire.hs.timeout()))
 	if due.Before(now) {
 		due = now
 	}
@@ -126,14 +127,7 @@ func (r *register) remove(l *Hold) {
 		delete(r.byNode, node)
 		delete(r.arm, node)
 		dir := path.Dir(node)
-		b := r.bare[dir]
-		for i, n := range b {
-			if n == node {
-				b[i] = b[len(b)-1]
-				b = b[:len(b)-1]
-				break
-			}
-		}
+		b := slices.DeleteFunc(r.bare[dir], func(n string) bool { return n == node })
 		if len(b) == 0 {
 			delete(r.bare, dir)
 		} else {

@@ -312,18 +312,18 @@ func (c *Session) sendReleases(batch []*releaseReq, me *releaseReq) releaseRes {
 	}
 	ok := len(take) > 1 && zc.DeleteAll(nodes) == nil
 	var mine releaseRes
-	for _, q := range take {
+	tell := func(q *releaseReq, res releaseRes) {
 		if q == me {
-			mine.batched = ok
-			continue
+			mine = res
+		} else {
+			q.res <- res
 		}
-		q.res <- releaseRes{batched: ok}
+	}
+	for _, q := range take {
+		tell(q, releaseRes{batched: ok})
 	}
 	for _, q := range rest {
-		if q == me {
-			continue
-		}
-		q.res <- releaseRes{}
+		tell(q, releaseRes{})
 	}
 	c.nextReleases()
 	return mine

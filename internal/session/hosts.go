@@ -252,24 +252,24 @@ func (r *resolver) newHosts(next func()) *hosts {
 // servers is the number of servers to spread the handshake's bound over:
 // the addresses the names resolved to (hosts.servers), at least one.
 func (r *resolver) servers() int {
-	r.mu.Lock()
-	h := r.hosts
-	r.mu.Unlock()
-	if h == nil {
-		return 1
+	if h := r.current(); h != nil {
+		return max(h.servers(), 1)
 	}
-	return max(h.servers(), 1)
+	return 1
 }
 
 // names is how many names the current server list has, 0 without one.
 func (r *resolver) names() int {
-	r.mu.Lock()
-	h := r.hosts
-	r.mu.Unlock()
-	if h == nil {
-		return 0
+	if h := r.current(); h != nil {
+		return h.Len()
 	}
-	return h.Len()
+	return 0
+}
+
+func (r *resolver) current() *hosts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hosts
 }
 
 // dialFailed records err as the last dial error.

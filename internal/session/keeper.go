@@ -29,7 +29,7 @@ func horizon(t time.Duration) time.Duration { return t - t/20 }
 // Confirm records that the quorum acknowledged a write of ours sent at sent,
 // in session, and moves the deadline forward accordingly.
 func (c *Session) Confirm(sent time.Time, session int64) {
-	t := c.wire.sessionTimeout()
+	t := c.wire.hs.timeout()
 	if t <= 0 || session == 0 {
 		return
 	}
@@ -176,7 +176,7 @@ type task func(v keeperView, t time.Duration) (due time.Time, act func())
 // that it acted; otherwise it returns when the next one is due (zero:
 // none).
 func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) {
-	t := k.c.wire.sessionTimeout()
+	t := k.c.wire.hs.timeout()
 	for _, tk := range [...]task{k.expiry, k.sweeping, k.arming, k.confirmation, k.rejoin} {
 		due, act := tk(v, t)
 		switch {
@@ -366,7 +366,7 @@ func (k *keeper) check(nodes []string, session int64, t time.Duration, holding b
 				expire = dl.C
 			}
 		case <-stall.C:
-			if c.wire.servers() < 2 {
+			if c.wire.res.servers() < 2 {
 				continue // nowhere else to go: dropping would only cost the reconnect
 			}
 			c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")

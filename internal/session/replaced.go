@@ -139,16 +139,11 @@ func (c *Session) deleteReplaced(zc Conn, nodes []string, session int64) deletio
 		case Done, Gone:
 			continue
 		case Retry, Closing:
-			d.left = append(d.left, n)
-			if d.retry == nil {
-				d.retry = err
-			}
+			d.later(err, n)
 			continue
 		}
 		c.log.Warn("zklock: node of a replaced session cannot be deleted; it stays until that session times out", "node", n, "err", err)
-		if d.failed == nil {
-			d.failed = &NodeError{Node: n, Err: err}
-		}
+		d.fail(n, err)
 	}
 	return d
 }
@@ -162,22 +157,16 @@ func (c *Session) sessionLeft(zc Conn, rest []string, session int64, d deletion)
 	replaced, unsettled := c.sessionFate(session)
 	switch {
 	case unsettled:
-		d.left = append(d.left, rest...)
-		if d.retry == nil {
-			d.retry = zk.ErrConnectionClosed // a Retry: the state change is on its way
-		}
+		d.later(zk.ErrConnectionClosed, rest...) // a Retry: the state change is on its way
 		return d
 	case !replaced:
 		return deletion{failed: d.failed}
 	}
 	r := c.deleteReplaced(zc, rest, session)
-	if d.retry == nil {
-		d.retry = r.retry
-	}
+	d.later(r.retry, r.left...)
 	if d.failed == nil {
 		d.failed = r.failed
 	}
-	d.left = append(d.left, r.left...)
 	return d
 }
 

@@ -36,7 +36,7 @@ type Options struct {
 	// Connect, if set, opens each connection instead of dialing Servers:
 	// a Conn with no socket under it (internal/zkfake, for tests), with
 	// a session of SessionTimeout, which reports its events to events as
-	// go-zookeeper's event callback does. See connect.go.
+	// go-zookeeper's event callback does. See [Session.openConnect].
 	Connect func(timeout time.Duration, events func(zk.Event)) (Conn, error)
 
 	rawZxid bool // tests only (race_repro_test.go): the wire does not keep lastZxid (zxid.go)
@@ -172,15 +172,13 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	}
 	_, err = c.AwaitSession(awaitCtx)
 	c.wire.tls.setOnFail(nil)
-	var te *TLSError
-	if err != nil && ctx.Err() == nil && errors.As(context.Cause(awaitCtx), &te) {
-		// Not worth waiting out ctx for: a server that does not trust our
-		// certificate, or that we do not trust, will not change its mind.
-		_ = c.Close()
-		return nil, te
-	}
 	if err != nil {
-		if !errors.Is(err, ErrClientClosed) {
+		var te *TLSError
+		if ctx.Err() == nil && errors.As(context.Cause(awaitCtx), &te) {
+			// Not worth waiting out ctx for: a server that does not trust our
+			// certificate, or that we do not trust, will not change its mind.
+			err = te
+		} else if !errors.Is(err, ErrClientClosed) {
 			err = c.wire.whyNoSession(err)
 		}
 		_ = c.Close()
@@ -516,7 +514,7 @@ func (c *Session) AwaitSession(ctx context.Context) (int64, error) {
 func (c *Session) kickLocked() {
 	c.keeperSeq++
 	if c.connected && c.zc != nil && c.session == c.zc.SessionID() {
-		if t := c.wire.sessionTimeout(); t > 0 && c.wakeByLocked(nextConfirmation(c.confirmed, c.deadline, t)) {
+		if t := c.wire.hs.timeout(); t > 0 && c.wakeByLocked(nextConfirmation(c.confirmed, c.deadline, t)) {
 			return
 		}
 	}

@@ -24,9 +24,9 @@ import (
 //     (tls.go: [tlsState]);
 //   - the handshake: its bound, and what a connect response grants, or
 //     that none came ([handshakes], handshake.go);
-//   - when packets went out, for the lease deadline ([sendClock], sent.go);
+//   - when packets went out, for the lease deadline ([sendClock]), and
 //   - which request markers went out, for the engine's prefetch
-//     ([markers], markers.go);
+//     ([markers]), both in sent.go;
 //   - following the frames read ([reader], reader.go), and keeping
 //     go-zookeeper's lastZxid ([zxidKeeper], zxid.go);
 //   - the credentials, sent on every connection ([credentials], auth.go).
@@ -318,14 +318,8 @@ func (w *wire) lifetime() context.Context {
 	return w.life
 }
 
-// sessionTimeout is the timeout the server granted, 0 before it has.
-func (w *wire) sessionTimeout() time.Duration { return w.hs.timeout() }
-
 // sentByOn is [sendClock.sentByOn], for [Session.Confirm].
 func (w *wire) sentByOn(sent, t time.Time) time.Time { return w.clock.sentByOn(sent, t) }
-
-// servers is the number of servers to try (hosts.servers), at least one.
-func (w *wire) servers() int { return w.res.servers() }
 
 // drop closes the current connection: go-zookeeper notices, fails what is
 // pending on it, and reconnects to the next server in its list.
@@ -333,7 +327,7 @@ func (w *wire) drop() {
 	w.mu.Lock()
 	c := w.cur
 	w.mu.Unlock()
-	if c != nil && c.Conn != nil { // a Connect'ed connection has no socket (connect.go)
+	if c != nil && c.Conn != nil { // a Connect'ed connection has no socket (conn.go: openConnect)
 		_ = c.Close()
 	}
 }
