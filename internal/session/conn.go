@@ -12,22 +12,16 @@ import (
 
 // Conn is the library's one door to ZooKeeper: every call the engine, the
 // leases and the janitor make goes through it, and only the [Session] holds
-// one (see [Session.Conn]). It is narrow on purpose, so that the Session can
-// put a new connection underneath. Moving to another client library would
-// touch more than this file: the wire (wire.go) works below go-zookeeper's
-// API, on the behaviours docs/design.md lists in "What the wire relies on".
-//
+// one (see [Session.Conn]), so that it can put a new connection underneath.
 // Errors are go-zookeeper's, unwrapped, so [classify] can read them and
 // users can match zk's sentinels; outside this package, callers ask
 // [Session.Classify] (or [BadVersion], [NodeExists]) what they mean.
 //
 // Its operations are declared once, as the methods of [Door]: each builds
-// one [Request] and hands it to the [Backend] under the door, whose one
-// method Do the connections implement (go-zookeeper's below, the fake's in
-// internal/zkfake) and the layers between them override (the chroot,
-// chroot.go; the record of a socketless connection's packets, sentConn),
-// so that a new operation is a method here, an [Op], and a case in each
-// connection, and no layer re-types the others.
+// one [Request] for the [Backend]'s one method Do, which the connections
+// implement (zkBackend, internal/zkfake) and the layers between override
+// ([rooted], [sentConn]): a new operation is a method here, an [Op], and a
+// case in each connection.
 type Conn = *Door
 
 // Door is the door's concrete type, held as a [Conn]; nil is no door.
@@ -111,7 +105,8 @@ type Result struct {
 	Watch    <-chan Event
 }
 
-// do runs req: its result, or its error alone.
+// do runs req: its result, or its error alone (a Backend's result with an
+// error is not read).
 func (d *Door) do(req Request) (Result, error) {
 	res, err := d.b.Do(req)
 	if err != nil {
@@ -620,16 +615,12 @@ type sentConn struct {
 	w *wire
 }
 
-func (s sentConn) send(paths ...string) {
-	if r := s.w.clock.current(); r != nil {
-		s.w.clock.record(r, time.Now(), s.w.hs.timeout())
-	}
-	s.w.marks.sawWrite([]byte(strings.Join(paths, "\x00")))
-}
-
 // Do records the call, carrying its paths, and makes it.
 func (s sentConn) Do(r Request) (Result, error) {
-	s.send(r.Paths...)
+	if rec := s.w.clock.current(); rec != nil {
+		s.w.clock.record(rec, time.Now(), s.w.hs.timeout())
+	}
+	s.w.marks.sawWrite([]byte(strings.Join(r.Paths, "\x00")))
 	return s.Backend.Do(r)
 }
 

@@ -71,11 +71,8 @@ const (
 // Session is one ZooKeeper connection and its session, watched. It follows
 // the session's state through a non-blocking callback and is the only
 // holder of the connection, which it may replace (see [Open]). It owns two
-// goroutines: its janitor, which deletes the nodes of abandoned acquires
-// and lost leases, and its keeper, which has the quorum confirm the session
-// while leases are held or awaited, ends leases at their deadline and
-// watches held nodes. [Session.Close] stops both and waits for them. A
-// Session is safe for concurrent use.
+// goroutines, its [janitor] and its [keeper]; [Session.Close] stops both
+// and waits for them. A Session is safe for concurrent use.
 type Session struct {
 	acl        func(path string) []zk.ACL
 	log        *slog.Logger
@@ -149,14 +146,9 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		confirmedCh: make(chan struct{}),
 		held:        newRegister(),
 		waiting:     make(map[string]*waiter),
+		dial:        dialOptions{servers: o.Servers, sessionTimeout: o.SessionTimeout, dialer: w.dialer, log: o.Logger},
+		root:        rooted{root: o.Root, acl: o.RootACL},
 	}
-	c.dial = dialOptions{
-		servers:        o.Servers,
-		sessionTimeout: o.SessionTimeout,
-		dialer:         c.wire.dialer,
-		log:            o.Logger,
-	}
-	c.root = rooted{root: o.Root, acl: o.RootACL}
 	c.janitor = newJanitor(c)
 	c.keeper = newKeeper(c)
 	// The connection's state callback takes c.mu, so it sees c.zc set.

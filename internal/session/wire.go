@@ -40,9 +40,9 @@ import (
 // under which [hosts]' is taken (resolver.mu, then hosts.mu). So there is
 // no lock order to keep but that one.
 type wire struct {
-	dial   zk.Dialer
-	logger *slog.Logger
-	life   context.Context // ends when the Session closes: a lookup or TLS handshake under way gives up
+	dial zk.Dialer
+	log  *slog.Logger    // the Session's, or a silent one
+	life context.Context // ends when the Session closes: a lookup or TLS handshake under way gives up
 
 	res   resolver
 	tls   tlsState
@@ -59,13 +59,17 @@ type wire struct {
 // newWire makes the wire of a Session opened with o.
 func newWire(o Options) *wire {
 	w := &wire{
-		dial:   o.Dialer,
-		logger: o.Logger,
-		res:    resolver{lookup: o.Lookup},
-		tls:    tlsState{cfg: o.TLS},
-		hs:     handshakes{requested: o.SessionTimeout},
-		zxid:   zxidKeeper{raw: o.rawZxid},
-		creds:  credentials{changed: make(chan struct{})},
+		dial:  o.Dialer,
+		log:   o.Logger,
+		life:  context.Background(),
+		res:   resolver{lookup: o.Lookup},
+		tls:   tlsState{cfg: o.TLS},
+		hs:    handshakes{requested: o.SessionTimeout},
+		zxid:  zxidKeeper{raw: o.rawZxid},
+		creds: credentials{changed: make(chan struct{})},
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.Connect == nil {
 		w.creds.set(o.Auth) // the wire sends them (auth.go); the fake's connection gets them by AddAuth
@@ -98,7 +102,7 @@ type wireConn struct {
 // addresses with the user's dialer, in turn until one connects; then TLS,
 // under the handshake's bound, verifies the server against the name.
 func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, error) {
-	addrs, err := w.res.resolve(w.lifetime(), name, w.log())
+	addrs, err := w.res.resolve(w.life, name, w.log)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +121,7 @@ func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, er
 		by = time.Now().Add(d)
 	}
 	if w.tls.cfg != nil {
-		if c, err = w.tls.secure(w.lifetime(), c, name, by, timeout); err != nil {
+		if c, err = w.tls.secure(w.life, c, name, by, timeout); err != nil {
 			var te *TLSError
 			if errors.As(err, &te) {
 				w.tlsFailed(te)
@@ -232,7 +236,7 @@ func (c *wireConn) packet(hdr []byte, connect bool) {
 	code := int32(binary.BigEndian.Uint32(hdr[12:16]))
 	switch {
 	case xid == authXid:
-		w.creds.reply(c, code, w.log())
+		w.creds.reply(c, code, w.log)
 	case xid >= 0 && zxid > 0:
 		w.zxid.saw(c.session, zxid)
 	}
@@ -299,23 +303,6 @@ func (w *wire) whyNoSession(err error) error {
 			err, n, addr)
 	}
 	return err
-}
-
-// log is the Session's logger, or a silent one.
-func (w *wire) log() *slog.Logger {
-	if w.logger == nil {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return w.logger
-}
-
-// lifetime is a context that ends when the Session closes, to give up a
-// lookup or a TLS handshake under way.
-func (w *wire) lifetime() context.Context {
-	if w.life == nil {
-		return context.Background()
-	}
-	return w.life
 }
 
 // sentByOn is [sendClock.sentByOn], for [Session.Confirm].
