@@ -72,7 +72,6 @@ func (r rooted) Do(req Request) (Result, error) {
 // make a lock path's ancestors, before any other create under them.
 func makesRoot(op Op) bool { return op == OpCreateContainer || op == OpCreatePersistent }
 
-// abs is path on the server.
 func (r rooted) abs(path string) string {
 	if path == "/" {
 		return r.root

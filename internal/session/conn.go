@@ -115,12 +115,10 @@ func (d *Door) do(req Request) (Result, error) {
 	return res, nil
 }
 
-// on runs op on path.
 func (d *Door) on(op Op, path string) (Result, error) {
 	return d.do(Request{Op: op, Paths: []string{path}})
 }
 
-// run runs req for its error alone.
 func (d *Door) run(req Request) error {
 	_, err := d.do(req)
 	return err

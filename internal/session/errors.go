@@ -28,12 +28,9 @@ var (
 type Outcome int
 
 const (
-	// Done: the call succeeded.
-	Done Outcome = iota
-	// Gone: the node (or its parent) does not exist.
-	Gone
-	// Closing: the Session is closed or closing; nothing will succeed again.
-	Closing
+	Done    Outcome = iota // the call succeeded
+	Gone                   // the node (or its parent) does not exist
+	Closing                // the Session is closed or closing; nothing will succeed again
 	// Retry: the call may succeed if tried again, perhaps in a new session:
 	// the connection dropped, no server answered, the session moved to
 	// another server, or it expired (the Session opens a new one by

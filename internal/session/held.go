@@ -87,7 +87,6 @@ func (r *register) lookStart(path string) uint64 {
 	return lk.events
 }
 
-// lookEnd drops a look recorded by lookStart.
 func (r *register) lookEnd(path string) {
 	if lk := r.looks[path]; lk != nil {
 		if lk.refs--; lk.refs <= 0 {
@@ -120,7 +119,6 @@ func (r *register) add(l *Hold, covers []Cover) (bare []string) {
 	return bare
 }
 
-// remove forgets a lease that ended.
 func (r *register) remove(l *Hold) {
 	delete(r.leases, l)
 	for _, node := range l.nodes {

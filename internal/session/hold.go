@@ -114,7 +114,6 @@ func (l *Hold) Release(ctx context.Context) error {
 	return d.failed
 }
 
-// released forgets a lease that Release ended.
 func (c *Session) released(l *Hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -272,14 +272,12 @@ func (r *resolver) current() *hosts {
 	return r.hosts
 }
 
-// dialFailed records err as the last dial error.
 func (r *resolver) dialFailed(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dialErr = err
 }
 
-// errs returns the last lookup error and the last dial error.
 func (r *resolver) errs() (lookup, dial error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

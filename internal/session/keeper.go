@@ -89,7 +89,6 @@ func (k *keeper) wake() {
 	}
 }
 
-// close stops the keeper and waits for it.
 func (k *keeper) close() {
 	close(k.stop)
 	<-k.done
@@ -191,7 +190,6 @@ func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) 
 	return wake, false
 }
 
-// expiry ends the leases at their deadline.
 func (k *keeper) expiry(v keeperView, _ time.Duration) (time.Time, func()) {
 	if !v.holding {
 		return time.Time{}, nil
@@ -436,7 +434,6 @@ func (k *keeper) arm() bool {
 // armInFlight bounds the watches [keeper.arm] has in flight at once.
 const armInFlight = 64
 
-// expireLeases ends every lease whose deadline has passed.
 func (c *Session) expireLeases(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -36,7 +36,6 @@ func (s *sendClock) begin() *sendRecord {
 	return r
 }
 
-// current is the current connection's record, nil before the first.
 func (s *sendClock) current() *sendRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -89,7 +89,6 @@ func (k *keeper) sweep(v keeperView, t time.Duration) bool {
 	return true
 }
 
-// heldNodes returns the nodes of session's leases, in chunks.
 func (c *Session) heldNodes(session int64) [][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

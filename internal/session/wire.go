@@ -56,7 +56,6 @@ type wire struct {
 	cur *wireConn // the connection go-zookeeper uses now, for drop
 }
 
-// newWire makes the wire of a Session opened with o.
 func newWire(o Options) *wire {
 	w := &wire{
 		dial:  o.Dialer,
