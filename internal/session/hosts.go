@@ -21,16 +21,11 @@ import (
 // a client with addresses that no longer answer; its session expires.
 // ZooKeeper's Java client resolves at every connection attempt
 // (StaticHostProvider.next, ZOOKEEPER-2184) and skips a name that does not
-// resolve (ZOOKEEPER-1576); so does the Session:
-//
-//   - [hosts] is go-zookeeper's HostProvider over the names as typed
-//     ("zk1:2181"): Next hands go-zookeeper a name, which go-zookeeper
-//     hands to the wire's dialer (Conn.connect);
-//   - [wire.dialer] resolves the name ([resolver]) and dials
-//     its addresses, each in turn from where the name's last attempt
-//     began, until one answers; a name that does not resolve fails the
-//     dial, and go-zookeeper moves on to the next name, as after any
-//     failed dial.
+// resolve (ZOOKEEPER-1576); so does the Session: [hosts] hands
+// go-zookeeper the names as typed ("zk1:2181"), which it hands to
+// [wire.dialer] (Conn.connect), which resolves the name ([resolver]) and
+// dials its addresses; a name that does not resolve fails the dial, and
+// go-zookeeper moves on to the next name, as after any failed dial.
 //
 // Resolving costs nothing per request: it happens once per connection
 // attempt. It changes nothing that holds a lease: which server a session
