@@ -10,13 +10,12 @@ import (
 )
 
 // A chroot roots every path the Session's users name: "/locks/a" under the
-// chroot "/apps/billing" is "/apps/billing/locks/a" on the server, and
-// every path that comes back (a created node's name, a gone node, a watch
-// event's path) comes back relative to it, as ZooKeeper's Java client does
+// chroot "/apps/billing" is "/apps/billing/locks/a" on the server, and every
+// path that comes back (a created node's name, a gone node, a watch event's
+// path) comes back relative to it, as ZooKeeper's Java client does
 // (ClientCnxn's chroot, stripped from created names and event paths), and
 // kazoo. go-zookeeper has no chroot, so the Session puts [rooted] over its
-// connection: the recipes, the keeper and the janitor all see relative
-// paths.
+// connection: the recipes, the keeper and the janitor all see relative paths.
 //
 // Unlike the Java client, kazoo and Curator (CURATOR-50, -280, -357), the
 // Session creates a chroot that does not exist: the first create that
@@ -147,15 +146,14 @@ func unrooted(c Conn) Conn {
 // the session ends or the connection closes (go-zookeeper's conn.go,
 // notifyWatches and invalidateWatches; zkfake's Conn.deliver).
 //
-// A relay must not make an event later than a reply. ZooKeeper sends a
-// client a watch's event before the reply to any later request, and
-// go-zookeeper puts it on the watch's channel before it reads the next
-// reply (conn.go, recvLoop; zkfake's Conn.do waits for the events queued
-// before it): the engine relies on it (participant.quiet, grant.go). So
-// after every reply, flush hands on each event that has reached a
-// connection's channel before Do returns: an event that preceded the reply
-// is on its channel by then, since the connection put it there before it
-// handed the reply on.
+// A relay must not make an event later than a reply. ZooKeeper sends a client
+// a watch's event before the reply to any later request, and go-zookeeper
+// puts it on the watch's channel before it reads the next reply (conn.go,
+// recvLoop; zkfake's Conn.do waits for the events queued before it): the
+// engine relies on it (participant.quiet, grant.go). So after every reply,
+// flush hands on each event that has reached a connection's channel before Do
+// returns: an event that preceded the reply is on its channel by then, since
+// the connection put it there before it handed the reply on.
 type relays struct {
 	rel  func(Event) Event
 	mu   sync.Mutex
@@ -215,9 +213,8 @@ func (rs *relays) flush() {
 	rs.n.Store(int32(len(keep)))
 }
 
-// settled hands the event on if it has come, and reports whether it has
-// been handed on; if the goroutine has it, it waits until it has handed
-// it on.
+// settled hands the event on if it has come, and reports whether it has been
+// handed on; if the goroutine has it, it waits until it has handed it on.
 func (rl *relay) settled() bool {
 	rl.mu.Lock()
 	if rl.taken {

@@ -154,10 +154,9 @@ func (d *Door) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
 	return d.run(Request{Op: OpCreateEphemeral, Paths: []string{path}, Data: data, ACL: [][]zk.ACL{acl}})
 }
 
-// CreateEphemeralIf makes a plain ephemeral node, in one
-// multi-operation with a check that guard exists: if guard is gone,
-// nothing is made and it fails with an error for which
-// [GoneAt](err, guard) holds.
+// CreateEphemeralIf makes a plain ephemeral node, in one multi-operation with
+// a check that guard exists: if guard is gone, nothing is made and it fails
+// with an error for which [GoneAt](err, guard) holds.
 func (d *Door) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
 	return d.run(Request{Op: OpCreateEphemeralIf, Paths: []string{guard, path}, Data: data, ACL: [][]zk.ACL{acl}})
 }
@@ -249,8 +248,7 @@ func (d *Door) ExistsW(path string) (bool, <-chan Event, error) {
 	return res.Exists, res.Watch, err
 }
 
-// Sync makes the server this connection talks to catch up with the
-// leader.
+// Sync makes the server this connection talks to catch up with the leader.
 func (d *Door) Sync(path string) error { return d.run(Request{Op: OpSync, Paths: []string{path}}) }
 
 // AddAuth sends credentials, now and on every reconnect.
@@ -554,9 +552,8 @@ func GoneAt(err error, path string) bool {
 	return errors.As(err, &g) && g.path == path
 }
 
-// GoneNodeError is the error [Door.Check] returns when path is gone (err
-// is zk.ErrNoNode), for a Backend other than go-zookeeper's
-// (internal/zkfake).
+// GoneNodeError is the error [Door.Check] returns when path is gone (err is
+// zk.ErrNoNode), for a Backend other than go-zookeeper's (internal/zkfake).
 func GoneNodeError(path string, err error) error { return &goneNode{path: path, err: err} }
 
 func statOf(s *zk.Stat) Stat {
@@ -622,10 +619,9 @@ func (s sentConn) Do(r Request) (Result, error) {
 	return s.Backend.Do(r)
 }
 
-// Dial opens a go-zookeeper connection with no Session around it, and
-// reports every event to events, as go-zookeeper's callback has it: for
-// tests that hold another Conn to this one (internal/zkfake's
-// conformance test).
+// Dial opens a go-zookeeper connection with no Session around it, and reports
+// every event to events, as go-zookeeper's callback has it: for tests that
+// hold another Conn to this one (internal/zkfake's conformance test).
 func Dial(servers []string, timeout time.Duration, events func(zk.Event)) (Conn, error) {
 	c, _, err := zk.Connect(servers, timeout, zk.WithEventCallback(events), zk.WithLogInfo(false))
 	if err != nil {

@@ -117,9 +117,8 @@ func closedByServer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// bound is one connection's handshake bound: zero, or when the dial
-// returned plus [handshakes.bound], until the connect response has been
-// read (shaken).
+// bound is one connection's handshake bound: zero, or when the dial returned
+// plus [handshakes.bound], until the connect response has been read (shaken).
 type bound struct {
 	by     time.Time
 	shaken atomic.Bool

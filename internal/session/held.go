@@ -7,20 +7,19 @@ import (
 	"time"
 )
 
-// Watching what we hold. A held node that someone else deletes ends its
-// lease at once, learnt from ZooKeeper's watches, with no request, poll or
+// Watching what we hold. A held node that someone else deletes ends its lease
+// at once, learnt from ZooKeeper's watches, with no request, poll or
 // goroutine per lease: every held node is covered by its own data watch, or
 // by the children watch that the read that granted it (a first look) set on
 // the lock path after creating it, or is handed to the keeper; the
-// connection's callback sees every event, ends the lease of a deleted
-// node, and hands a node whose watch is spent to the keeper, which sets a
-// data watch of its own (for a lease younger than armAge, once it is that
-// old: see [armAge]). A lease granted by a read that set no watch (the
-// engine sends a waiter's reads, and first looks on a contended lock,
-// without one) is handed to the keeper at the grant. Why each step is sound, and
-// the race the children-event count closes, is in docs/design.md,
-// "Watching what we hold"; TestDeletedHeldNodesAmongThousands fails
-// without it.
+// connection's callback sees every event, ends the lease of a deleted node,
+// and hands a node whose watch is spent to the keeper, which sets a data
+// watch of its own (for a lease younger than armAge, once it is that old: see
+// [armAge]). A lease granted by a read that set no watch (the engine sends a
+// waiter's reads, and first looks on a contended lock, without one) is handed
+// to the keeper at the grant. Why each step is sound, and the race the
+// children-event count closes, is in docs/design.md, "Watching what we hold";
+// TestDeletedHeldNodesAmongThousands fails without it.
 
 // register is the Session's record of held leases by node, and of what
 // covers each node. Its methods run under c.mu.

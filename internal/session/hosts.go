@@ -177,10 +177,9 @@ func (r *resolver) resolve(ctx context.Context, server string, log *slog.Logger)
 	return out, nil
 }
 
-// lookupHost resolves host with the resolver's lookup, within
-// lookupTimeout and ctx. Its error names the host: a *net.DNSError does
-// ("lookup zk1 on 10.0.0.2:53: no such host"); a user's lookup's error is
-// wrapped to.
+// lookupHost resolves host with the resolver's lookup, within lookupTimeout
+// and ctx. Its error names the host: a *net.DNSError does ("lookup zk1 on
+// 10.0.0.2:53: no such host"); a user's lookup's error is wrapped to.
 func (r *resolver) lookupHost(ctx context.Context, host string) ([]string, error) {
 	lookup := r.lookup
 	if lookup == nil {

@@ -171,9 +171,8 @@ func (k *keeper) run() {
 // what to do then, or a nil act if it has nothing to do.
 type task func(v keeperView, t time.Duration) (due time.Time, act func())
 
-// turn does the first task that is due, in order of urgency, and reports
-// that it acted; otherwise it returns when the next one is due (zero:
-// none).
+// turn does the first task that is due, in order of urgency, and reports that
+// it acted; otherwise it returns when the next one is due (zero: none).
 func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) {
 	t := k.c.wire.hs.timeout()
 	for _, tk := range [...]task{k.expiry, k.sweeping, k.arming, k.confirmation, k.rejoin} {

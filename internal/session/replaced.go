@@ -64,8 +64,7 @@ func (replacedError) Unwrap() error { return ErrSessionExpired }
 // session's timeout).
 const maxSwaps = 16
 
-// swaps is the Session's record of its sessions, to tell a swap. Under
-// c.mu.
+// swaps is the Session's record of its sessions, to tell a swap. Under c.mu.
 type swaps struct {
 	had  int64  // the session of the latest StateHasSession; 0 after one ended otherwise
 	gone []swap // sessions lost to a swap, oldest first

@@ -42,9 +42,8 @@ func (s *sendClock) current() *sendRecord {
 	return s.cur
 }
 
-// record records on r that a packet went out at now, with a session
-// timeout of timeout, and reports whether it was r's first (the connect
-// request).
+// record records on r that a packet went out at now, with a session timeout
+// of timeout, and reports whether it was r's first (the connect request).
 func (s *sendClock) record(r *sendRecord, now time.Time, timeout time.Duration) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -64,16 +63,15 @@ func (s *sendClock) record(r *sendRecord, now time.Time, timeout time.Duration) 
 	return first
 }
 
-// sentByOn returns when the latest packet that went out no later than t
-// on the current connection went out (errs early by up to a grain), or, if
-// none did, when the connection's connect request went out; if the
-// current connection is the one a request sent at sent went out on (its
-// connect request went out no later); else zero. A write acknowledged on
-// an earlier connection says nothing of this one's packets, whose touches
-// may never have reached the quorum: a process paused between a write's
-// answer and Confirm, while a reconnect sent its connect request, would
-// otherwise take that request as w (found by make model's authors, reading
-// the code).
+// sentByOn returns when the latest packet that went out no later than t on
+// the current connection went out (errs early by up to a grain), or, if none
+// did, when the connection's connect request went out; if the current
+// connection is the one a request sent at sent went out on (its connect
+// request went out no later); else zero. A write acknowledged on an earlier
+// connection says nothing of this one's packets, whose touches may never have
+// reached the quorum: a process paused between a write's answer and Confirm,
+// while a reconnect sent its connect request, would otherwise take that
+// request as w (found by make model's authors, reading the code).
 func (s *sendClock) sentByOn(sent, t time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,9 +106,8 @@ type expectation struct {
 	sent   chan struct{}
 }
 
-// expect returns a channel that is closed once a packet that carries
-// marker has been written to a connection, and a function that stops the
-// wait.
+// expect returns a channel that is closed once a packet that carries marker
+// has been written to a connection, and a function that stops the wait.
 func (m *markers) expect(marker string) (sent <-chan struct{}, stop func()) {
 	e := expectation{marker: []byte(marker), sent: make(chan struct{})}
 	m.mu.Lock()

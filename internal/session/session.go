@@ -365,8 +365,7 @@ func (c *Session) stateLocked(s State, id int64, server string) {
 	}
 }
 
-// disconnectedLocked applies the lease policy to a disconnect. c.mu is
-// held.
+// disconnectedLocked applies the lease policy to a disconnect. c.mu is held.
 func (c *Session) disconnectedLocked() {
 	if !c.lossOnDrop {
 		// Leases ride out the drop until their deadline: the keeper ends
@@ -493,16 +492,15 @@ func (c *Session) AwaitSession(ctx context.Context) (int64, error) {
 // otherwise wake it twice a cycle (at the wait, at the grant), for nothing:
 // with 8 clients on one mutex, about two goroutine wakes per handoff.
 //
-// Why not waking it is safe: with anything held or awaited, the keeper
-// must wake by the next confirmation ([nextConfirmation]), which is
-// before the deadline, so also in time to end the leases at it
-// (keeper.run), and before a new waiter's node is due for its check
-// (keeper.confirmation: a third of the timeout after the wait began, which
-// is after the latest confirmed write). If it sleeps with a timer no later
-// than that, it will look in time; [Session.wakeByLocked] makes sure it
-// does. If it is awake, it compares keeperSeq, under c.mu, before it goes
-// to sleep, and looks again if it changed: so a change it did not see
-// never goes unscheduled. c.mu is held.
+// Why not waking it is safe: with anything held or awaited, the keeper must
+// wake by the next confirmation ([nextConfirmation]), which is before the
+// deadline, so also in time to end the leases at it (keeper.run), and before
+// a new waiter's node is due for its check (keeper.confirmation: a third of
+// the timeout after the wait began, which is after the latest confirmed
+// write). If it sleeps with a timer no later than that, it will look in time;
+// [Session.wakeByLocked] makes sure it does. If it is awake, it compares
+// keeperSeq, under c.mu, before it goes to sleep, and looks again if it
+// changed: so a change it did not see never goes unscheduled. c.mu is held.
 func (c *Session) kickLocked() {
 	c.keeperSeq++
 	if c.connected && c.zc != nil && c.session == c.zc.SessionID() {

@@ -100,13 +100,12 @@ func refusedTLS(err error) bool {
 	return errors.As(err, &oe) && oe.Op == "remote error"
 }
 
-// failed records a failed TLS handshake with err.Addr, and if every
-// server (names of them) has now failed one since a connect response was
-// last read, makes it the verdict that ends Open's wait for a session
-// (see [Open] and nextServer): a server that is not trusted, or that
-// refuses the client's certificate, will not change its mind on the next
-// try. A timeout does not count: a slow or paused server may answer next
-// time.
+// failed records a failed TLS handshake with err.Addr, and if every server
+// (names of them) has now failed one since a connect response was last read,
+// makes it the verdict that ends Open's wait for a session (see [Open] and
+// nextServer): a server that is not trusted, or that refuses the client's
+// certificate, will not change its mind on the next try. A timeout does not
+// count: a slow or paused server may answer next time.
 func (t *tlsState) failed(err *TLSError, names int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -136,14 +135,13 @@ func (t *tlsState) setOnFail(f func(error)) {
 	t.onFail = f
 }
 
-// nextServer reports the verdict of failed, if any, to Open. It runs
-// when go-zookeeper asks for the next server (Conn.connect, first thing),
-// not when the failure is seen: Open then closes the connection, and
-// go-zookeeper's Close waits up to a second for its close request to be
-// answered, which happens only once the loop is in connect, where
-// requests queued without a connection are failed (flushUnsentRequests).
-// Told from inside authenticate, as a TLS 1.3 refusal is, Open's Close
-// would wait that second every time.
+// nextServer reports the verdict of failed, if any, to Open. It runs when
+// go-zookeeper asks for the next server (Conn.connect, first thing), not when
+// the failure is seen: Open then closes the connection, and go-zookeeper's
+// Close waits up to a second for its close request to be answered, which
+// happens only once the loop is in connect, where requests queued without a
+// connection are failed (flushUnsentRequests). Told from inside authenticate,
+// as a TLS 1.3 refusal is, Open's Close would wait that second every time.
 func (t *tlsState) nextServer() {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -161,21 +161,19 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		w.marks.sawWrite(p)
 		return len(p), nil
 	case !connect && opcode(p) == opSetAuth:
-		// go-zookeeper (v1.0.4) re-sends each credential after a
-		// reconnect (resendZkAuth) through sendRequest, whose reply
-		// channel holds one reply. A failed write makes sendData put
-		// the error there and leave the request in the connection's
-		// table; resendZkAuth returns without reading it, and
-		// Conn.loop's flushRequests then sends the request a second
-		// reply under the table's lock, and blocks for ever (its PR
-		// #163, open): the connection never reconnects, and the
-		// session is lost. So the write counts as made, and the
-		// connection is closed: the read side fails, recvLoop ends
-		// (closing closeChan, which resendZkAuth waits on), and
-		// flushRequests gives the request its one reply. The request
-		// is lost either way; the connection was broken either way.
-		// Other requests are safe: queueRequest's channels hold two.
-		// TestFailedCredentialWriteKeepsTheSession fails without this.
+		// go-zookeeper (v1.0.4) re-sends each credential after a reconnect
+		// (resendZkAuth) through sendRequest, whose reply channel holds one
+		// reply. A failed write makes sendData put the error there and leave
+		// the request in the connection's table; resendZkAuth returns without
+		// reading it, and Conn.loop's flushRequests then sends the request a
+		// second reply under the table's lock, and blocks for ever (its PR
+		// #163, open): the connection never reconnects, and the session is
+		// lost. So the write counts as made, and the connection is closed:
+		// the read side fails, recvLoop ends (closing closeChan, which
+		// resendZkAuth waits on), and flushRequests gives the request its one
+		// reply. The request is lost either way; the connection was broken
+		// either way. Other requests are safe: queueRequest's channels hold
+		// two. TestFailedCredentialWriteKeepsTheSession fails without this.
 		_ = c.Close()
 		return len(p), nil
 	}
@@ -259,8 +257,7 @@ func (c *wireConn) unanswered(err error) error {
 	return err
 }
 
-// opcode is the opcode of request packet p, 0 if p is too short to
-// carry one.
+// opcode is the opcode of request packet p, 0 if p is too short to carry one.
 func opcode(p []byte) int32 {
 	if len(p) < 12 {
 		return 0
