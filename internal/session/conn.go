@@ -310,11 +310,10 @@ type dialOptions struct {
 	sessionTimeout time.Duration
 	dialer         zk.Dialer
 	log            *slog.Logger
-	// onState is called, from the connection's own goroutine, on every
-	// change of the session's state. It must never block.
+	// onState (every change of the session's state) and onWatch (every
+	// watch Event, before the watch's channel gets it) are called from the
+	// connection's own goroutine: they must never block.
 	onState func(s sessionState, server string)
-	// onWatch is called, from the connection's own goroutine, on every
-	// watch Event, before the watch's channel gets it. It must never block.
 	onWatch func(ev Event)
 	// hosts, if set, is the server list (see [hosts]).
 	hosts *hosts

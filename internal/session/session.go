@@ -210,24 +210,16 @@ func (c *Session) credentials(ctx context.Context, zc Conn, auths []Auth) error 
 func (c *Session) open(gen uint64) (Conn, error) {
 	o := c.dial
 	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
-	o.onWatch = func(ev Event) {
-		if c.root.root != "" {
-			ev = c.root.relEvent(ev)
-		}
-		c.onWatch(gen, ev)
-	}
-	var zc Conn
-	var err error
-	if c.connect != nil {
-		zc, err = c.openConnect(o)
-	} else {
+	o.onWatch = func(ev Event) { c.onWatch(gen, c.root.relEvent(ev)) } // no root: as it is
+	openConn := c.openConnect
+	if c.connect == nil {
 		var next func()
 		if c.wire.tls.cfg != nil {
 			next = c.wire.tls.nextServer
 		}
-		o.hosts = c.wire.res.newHosts(next)
-		zc, err = dial(o)
+		o.hosts, openConn = c.wire.res.newHosts(next), dial
 	}
+	zc, err := openConn(o)
 	if err != nil || c.root.root == "" {
 		return zc, err
 	}
