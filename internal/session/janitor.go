@@ -16,11 +16,9 @@ import (
 type janitor struct {
 	c *Session
 
-	mu   sync.Mutex
-	jobs []Job // oldest first
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	mu               sync.Mutex
+	jobs             []Job // oldest first
+	kick, stop, done chan struct{}
 }
 
 // Job is a set of our nodes that must go, and the session that owns them.

@@ -61,13 +61,11 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 // at their deadline, moves away from a server that stops confirming, and
 // opens a new connection when no server will take the session.
 type keeper struct {
-	c       *Session
-	retryAt time.Time // after a failed confirmation or arming; the keeper's goroutine's own
-	checked time.Time // when it last checked nodes; the keeper's goroutine's own
-	swept   uint64    // the sweep last done (sweep.go); likewise
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	c                *Session
+	retryAt          time.Time // after a failed confirmation or arming; the keeper's goroutine's own
+	checked          time.Time // when it last checked nodes; the keeper's goroutine's own
+	swept            uint64    // the sweep last done (sweep.go); likewise
+	kick, stop, done chan struct{}
 	// timer wakes the keeper from its sleep; set under c.mu only, by the
 	// keeper as it goes to sleep and by the Session while it sleeps
 	// ([Session.wakeByLocked]).
@@ -96,18 +94,16 @@ func (k *keeper) close() {
 
 // keeperView is what the keeper reads of the Session at each turn.
 type keeperView struct {
-	seq               uint64 // Session.keeperSeq when read
-	connected, closed bool
-	holding, waiting  bool
-	session           int64
-	confirmed         time.Time
-	deadline          time.Time
-	downSince         time.Time
-	changed           <-chan struct{}
-	waitSince         time.Time // when the longest waiter of the session began
-	nodes             []string  // nodes of ours to confirm the session with
-	arm               time.Time // when held nodes need a watch (see held.go); zero: none
-	sweep             uint64    // Session.sweepWant (sweep.go)
+	seq                            uint64 // Session.keeperSeq when read
+	connected, closed              bool
+	holding, waiting               bool
+	session                        int64
+	confirmed, deadline, downSince time.Time
+	changed                        <-chan struct{}
+	waitSince                      time.Time // when the longest waiter of the session began
+	nodes                          []string  // nodes of ours to confirm the session with
+	arm                            time.Time // when held nodes need a watch (see held.go); zero: none
+	sweep                          uint64    // Session.sweepWant (sweep.go)
 }
 
 func (c *Session) keeperView() keeperView {
@@ -157,11 +153,7 @@ func (k *keeper) run() {
 		if v.closed {
 			return
 		}
-		wake, acted := k.turn(v, time.Now())
-		if acted {
-			continue
-		}
-		if !k.sleep(wake, v) {
+		if wake, acted := k.turn(v, time.Now()); !acted && !k.sleep(wake, v) {
 			return
 		}
 	}
