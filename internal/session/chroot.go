@@ -45,11 +45,9 @@ func (r rooted) over(b Backend) rooted {
 // nodes' paths, the path an error names, and the watch's events.
 func (r rooted) Do(req Request) (Result, error) {
 	paths := req.Paths
-	if len(paths) > 0 {
-		req.Paths = make([]string, len(paths))
-		for i, p := range paths {
-			req.Paths[i] = r.abs(p)
-		}
+	req.Paths = make([]string, len(paths))
+	for i, p := range paths {
+		req.Paths[i] = r.abs(p)
 	}
 	res, err := r.Backend.Do(req)
 	if makesRoot(req.Op) && topLevel(paths[0]) && errors.Is(err, zk.ErrNoNode) {

@@ -48,7 +48,7 @@ type tlsState struct {
 // failure raw is closed. The configuration is cloned: ServerName, when
 // the user left it empty, is the host of the server dialed, as the user
 // named it, not the address it resolved to.
-func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, error) {
+func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, *TLSError) {
 	cfg := t.cfg.Clone()
 	if cfg.ServerName == "" {
 		cfg.ServerName = serverName(addr)

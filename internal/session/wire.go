@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -120,12 +119,10 @@ func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, er
 		by = time.Now().Add(d)
 	}
 	if w.tls.cfg != nil {
-		if c, err = w.tls.secure(w.life, c, name, by, timeout); err != nil {
-			var te *TLSError
-			if errors.As(err, &te) {
-				w.tlsFailed(te)
-			}
-			return nil, err
+		var te *TLSError
+		if c, te = w.tls.secure(w.life, c, name, by, timeout); te != nil {
+			w.tlsFailed(te)
+			return nil, te
 		}
 	}
 	wc := w.newConn(c, name)
