@@ -202,9 +202,6 @@ func (r *resolver) lookupHost(ctx context.Context, host string) ([]string, error
 
 // of is what is known of server. r.mu is held.
 func (r *resolver) of(server string) *name {
-	if r.known == nil {
-		r.known = make(map[string]*name)
-	}
 	n := r.known[server]
 	if n == nil {
 		n = &name{}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"time"
 )
@@ -119,12 +120,7 @@ func (m *markers) expect(marker string) (sent <-chan struct{}, stop func()) {
 func (m *markers) forget(sent chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i, e := range m.waits {
-		if e.sent == sent {
-			m.waits = append(m.waits[:i], m.waits[i+1:]...)
-			return
-		}
-	}
+	m.waits = slices.DeleteFunc(m.waits, func(e expectation) bool { return e.sent == sent })
 }
 
 // sawWrite closes the expectations that packet p meets.

@@ -112,9 +112,6 @@ func (t *tlsState) failed(err *TLSError, names int) {
 	if isTimeout(err) {
 		return
 	}
-	if t.fails == nil {
-		t.fails = make(map[string]bool)
-	}
 	t.fails[err.Addr] = true
 	if names > 0 && len(t.fails) >= names {
 		t.verdict = err
@@ -125,7 +122,8 @@ func (t *tlsState) failed(err *TLSError, names int) {
 func (t *tlsState) answered() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.fails, t.verdict = nil, nil
+	clear(t.fails)
+	t.verdict = nil
 }
 
 // setOnFail sets what nextServer reports a verdict to (nil: nothing).
