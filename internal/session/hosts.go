@@ -150,7 +150,11 @@ func (r *resolver) resolve(ctx context.Context, server string, log *slog.Logger)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := r.of(server)
+	n := r.known[server]
+	if n == nil {
+		n = &name{}
+		r.known[server] = n
+	}
 	if err != nil {
 		r.lookupErr = err
 		if !n.unresolved {
@@ -198,16 +202,6 @@ func (r *resolver) lookupHost(ctx context.Context, host string) ([]string, error
 		return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
 	}
 	return addrs, nil
-}
-
-// of is what is known of server. r.mu is held.
-func (r *resolver) of(server string) *name {
-	n := r.known[server]
-	if n == nil {
-		n = &name{}
-		r.known[server] = n
-	}
-	return n
 }
 
 // countSpreadLocked sets the hosts' spread from what the names resolved
