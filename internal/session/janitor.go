@@ -270,15 +270,14 @@ func (c *Session) deleteOwned(zc Conn, nodes []string, session int64) deletion {
 		err := zc.Delete(n)
 		switch classify(err) { // Closing too: the caller's Session.Classify sorts it out
 		case Done, Gone:
-			continue
 		case Retry, Closing:
 			if r, u := c.sessionFate(session); zc.SessionID() == session || r || u {
 				d.later(err, n)
 			}
-			continue
+		default:
+			c.log.Warn("zklock: node cannot be deleted; it stays until its session ends", "node", n, "err", err)
+			d.fail(n, err)
 		}
-		c.log.Warn("zklock: node cannot be deleted; it stays until its session ends", "node", n, "err", err)
-		d.fail(n, err)
 	}
 	return d
 }

@@ -136,13 +136,12 @@ func (c *Session) deleteReplaced(zc Conn, nodes []string, session int64) deletio
 		}
 		switch classify(err) {
 		case Done, Gone:
-			continue
 		case Retry, Closing:
 			d.later(err, n)
-			continue
+		default:
+			c.log.Warn("zklock: node of a replaced session cannot be deleted; it stays until that session times out", "node", n, "err", err)
+			d.fail(n, err)
 		}
-		c.log.Warn("zklock: node of a replaced session cannot be deleted; it stays until that session times out", "node", n, "err", err)
-		d.fail(n, err)
 	}
 	return d
 }
