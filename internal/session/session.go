@@ -164,19 +164,18 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	}
 	_, err = c.AwaitSession(awaitCtx)
 	c.wire.tls.setOnFail(nil)
-	if err != nil {
-		var te *TLSError
-		if ctx.Err() == nil && errors.As(context.Cause(awaitCtx), &te) {
-			// Not worth waiting out ctx for: a server that does not trust our
-			// certificate, or that we do not trust, will not change its mind.
-			err = te
-		} else if !errors.Is(err, ErrClientClosed) {
-			err = c.wire.whyNoSession(err)
-		}
-		_ = c.Close()
-		return nil, err
+	var te *TLSError
+	switch {
+	case err == nil:
+		err = c.credentials(ctx, zc, o.Auth)
+	case ctx.Err() == nil && errors.As(context.Cause(awaitCtx), &te):
+		// Not worth waiting out ctx for: a server that does not trust our
+		// certificate, or that we do not trust, will not change its mind.
+		err = te
+	case !errors.Is(err, ErrClientClosed):
+		err = c.wire.whyNoSession(err)
 	}
-	if err := c.credentials(ctx, zc, o.Auth); err != nil {
+	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
