@@ -294,16 +294,6 @@ func DataChanged(ev Event) bool { return ev.Type == zk.EventNodeDataChanged }
 // changed.
 func ChildrenChanged(ev Event) bool { return ev.Type == zk.EventNodeChildrenChanged }
 
-// sessionState is what a connection reports of its session.
-type sessionState int
-
-const (
-	stateOther        sessionState = iota // connecting and the like: no change
-	stateHasSession                       // connected, with a live session
-	stateDisconnected                     // the connection dropped; the session may live on
-	stateExpired                          // the session is gone for good
-)
-
 // dialOptions is what opening a connection takes.
 type dialOptions struct {
 	servers        []string
@@ -313,7 +303,7 @@ type dialOptions struct {
 	// onState (every change of the session's state) and onWatch (every
 	// watch Event, before the watch's channel gets it) are called from the
 	// connection's own goroutine: they must never block.
-	onState func(s sessionState, server string)
+	onState func(s zk.State, server string)
 	onWatch func(ev Event)
 	// hosts, if set, is the server list (see [hosts]).
 	hosts *hosts
@@ -322,19 +312,12 @@ type dialOptions struct {
 // callback is go-zookeeper's event callback: it reports the session's
 // state to onState and watch events to onWatch.
 func (o dialOptions) callback(ev zk.Event) {
-	if ev.Type != zk.EventSession {
-		if ev.Type != zk.EventNotWatching {
-			o.onWatch(ev)
-		}
-		return
-	}
-	switch ev.State {
-	case zk.StateHasSession:
-		o.onState(stateHasSession, ev.Server)
-	case zk.StateDisconnected, zk.StateAuthFailed:
-		o.onState(stateDisconnected, ev.Server)
-	case zk.StateExpired:
-		o.onState(stateExpired, ev.Server)
+	switch ev.Type {
+	case zk.EventSession:
+		o.onState(ev.State, ev.Server)
+	case zk.EventNotWatching:
+	default:
+		o.onWatch(ev)
 	}
 }
 

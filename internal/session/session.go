@@ -208,7 +208,7 @@ func (c *Session) credentials(ctx context.Context, zc Conn, auths []Auth) error 
 // is one, and its watch events' paths relative to it (chroot.go).
 func (c *Session) open(gen uint64) (Conn, error) {
 	o := c.dial
-	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
+	o.onState = func(s zk.State, server string) { c.onState(gen, s, server) }
 	o.onWatch = func(ev Event) { c.onWatch(gen, c.root.relEvent(ev)) } // no root: as it is
 	openConn := c.openConnect
 	if c.connect == nil {
@@ -310,14 +310,14 @@ func (c *Session) Classify(err error) Outcome {
 // connection calls it from its own goroutine, so it must never block: it
 // only flips state under a short mutex, closes channels and queues work for
 // the janitor.
-func (c *Session) onState(gen uint64, s sessionState, server string) {
+func (c *Session) onState(gen uint64, s zk.State, server string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || gen != c.gen {
 		return
 	}
 	switch s {
-	case stateHasSession:
+	case zk.StateHasSession:
 		if !c.downSince.IsZero() {
 			c.sweepWant++ // back on a new connection: sweep the held nodes (sweep.go)
 		}
@@ -325,7 +325,7 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 		c.log.Debug("zklock: session established", "server", server)
 		c.hasSessionLocked(c.zc.SessionID())
 		c.stateLocked(Connected, c.zc.SessionID(), server)
-	case stateDisconnected:
+	case zk.StateDisconnected, zk.StateAuthFailed:
 		if !c.connected {
 			return
 		}
@@ -333,7 +333,7 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 		c.log.Debug("zklock: connection lost", "server", server)
 		c.stateLocked(Disconnected, c.zc.SessionID(), "")
 		c.disconnectedLocked()
-	case stateExpired:
+	case zk.StateExpired:
 		c.connected = false
 		if c.downSince.IsZero() {
 			c.downSince = time.Now()
