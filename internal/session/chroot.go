@@ -128,14 +128,6 @@ func (r rooted) ensureRoot() error {
 // there that finds no parent finds the chroot missing.
 func topLevel(path string) bool { return strings.LastIndexByte(path, '/') == 0 }
 
-// unrooted is the connection under c, paths as on the server.
-func unrooted(c Conn) Conn {
-	if r, ok := c.b.(rooted); ok {
-		return NewConn(r.Backend)
-	}
-	return c
-}
-
 // relays hand a watch's event on to a channel of their own with the path
 // rewritten (rel): the connection's channel carries the server's path, and
 // a channel's value cannot be changed in place. Each watch's relay is one

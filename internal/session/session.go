@@ -236,7 +236,11 @@ func (c *Session) Conn() Conn {
 // Client.Conn, not under the chroot: nil if the connection is not
 // go-zookeeper's.
 func (c *Session) Raw() *zk.Conn {
-	if z, ok := unrooted(c.Conn()).b.(zkBackend); ok {
+	b := c.Conn().b
+	if r, ok := b.(rooted); ok {
+		b = r.Backend
+	}
+	if z, ok := b.(zkBackend); ok {
 		return z.c
 	}
 	return nil
