@@ -44,14 +44,18 @@ type tlsState struct {
 
 // secure runs the TLS handshake on raw, a connection just dialed to addr,
 // by the handshake's bound (see handshakes.bound; by zero: none, and then
-// the dial's own timeout bounds it) and ctx, and returns the TLS connection. On
-// failure raw is closed. The configuration is cloned: ServerName, when
-// the user left it empty, is the host of the server dialed, as the user
-// named it, not the address it resolved to.
+// the dial's own timeout bounds it) and ctx, and returns the TLS
+// connection. On failure raw is closed. The configuration is cloned:
+// ServerName, when the user left it empty, is the host of addr, the server
+// as the user named it (the dialer is handed names: hosts.go), not the
+// address it resolved to.
 func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, *TLSError) {
 	cfg := t.cfg.Clone()
 	if cfg.ServerName == "" {
-		cfg.ServerName = serverName(addr)
+		cfg.ServerName = addr
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
 	}
 	if by.IsZero() {
 		by = time.Now().Add(max(timeout, minHandshake))
@@ -77,17 +81,6 @@ type tlsConn struct {
 }
 
 func (c tlsConn) Close() error { return c.raw.Close() }
-
-// serverName is the host of server, a name as the user typed it
-// ("zk1:2181"): the wire's dialer is handed names, not the addresses they
-// resolve to (hosts.go).
-func serverName(server string) string {
-	host, _, err := net.SplitHostPort(server)
-	if err != nil {
-		return server
-	}
-	return host
-}
 
 // refusedTLS reports a read or write error, before the connect response,
 // that is the server's TLS alert: with TLS 1.3 the client's handshake ends
