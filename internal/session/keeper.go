@@ -227,7 +227,7 @@ func (k *keeper) confirmation(v keeperView, t time.Duration) (time.Time, func())
 	}
 	return next, func() {
 		k.checked = time.Now()
-		if !k.confirm(v.nodes, v.session, t, v.holding, v.deadline, v.changed) {
+		if k.confirm(v.nodes, v.session, t, v.holding, v.deadline, v.changed) != nil {
 			k.retryAt = time.Now().Add(t / 12)
 		}
 	}
@@ -296,30 +296,21 @@ func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 	return true
 }
 
-// confirm has the quorum acknowledge a write that changes nothing. If no
-// answer comes within a third of the session timeout while the connection
-// stays up (a follower cut off from the quorum answers pings but not
-// writes), it drops the connection, so that go-zookeeper moves to another
-// server, before the deadline if it can (given more than one server
-// address: with one, a reconnect cannot help). It gives up when the
-// connection's state changes (changed is closed). It reports success.
-func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) bool {
-	err := k.check(nodes, session, t, holding, deadline, changed)
-	var g *goneNode
-	if errors.As(err, &g) {
-		k.c.nodeGone(g.path)
-	}
-	return err == nil
-}
-
-// errStateChanged is check's error when the connection's state changed
+// errStateChanged is confirm's error when the connection's state changed
 // while it waited.
 var errStateChanged = errors.New("zklock: the connection's state changed during the check")
 
-// check is confirm's check of nodes, without acting on a node found gone:
-// nil once the quorum confirmed the session (and the deadline moved), else
-// why not (a *goneNode for a node gone). The sweep uses it too (sweep.go).
-func (k *keeper) check(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) error {
+// confirm has the quorum acknowledge a write that changes nothing, a check of
+// nodes: nil once it confirmed the session (and the deadline moved), else
+// why not (a *goneNode for a node gone, whose lease or wait it ends:
+// [Session.nodeGone]). If no answer comes within a third of the session
+// timeout while the connection stays up (a follower cut off from the
+// quorum answers pings but not writes), it drops the connection, so that
+// go-zookeeper moves to another server, before the deadline if it can
+// (given more than one server address: with one, a reconnect cannot help).
+// It gives up when the connection's state changes (changed is closed). The
+// sweep uses it too (sweep.go).
+func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) error {
 	c := k.c
 	zc := c.Conn()
 	sent := time.Now()
@@ -376,6 +367,9 @@ func (k *keeper) check(nodes []string, session int64, t time.Duration, holding b
 	if c.Classify(err) == Done {
 		c.Confirm(sent, session)
 		return nil
+	}
+	if g := (*goneNode)(nil); errors.As(err, &g) {
+		c.nodeGone(g.path)
 	}
 	c.log.Debug("zklock: confirm session", "err", err)
 	return err
