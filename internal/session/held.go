@@ -51,10 +51,9 @@ func (c *Session) armLocked(l *Hold, node string, now time.Time) {
 		due = now
 	}
 	c.held.arm[node] = due
-	if c.wakeByLocked(due) {
-		return // it wakes in time, and sees it then
+	if !c.wakeByLocked(due) { // else it wakes in time, and sees it then
+		c.keeper.wake()
 	}
-	c.keeper.wake()
 }
 
 // looks counts the first looks in flight on one path, and the children
