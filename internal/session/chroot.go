@@ -10,13 +10,12 @@ import (
 )
 
 // A chroot roots every path the Session's users name: "/locks/a" under the
-// chroot "/apps/billing" is "/apps/billing/locks/a" on the server, and
-// every path that comes back (a created node's name, a gone node, a watch
-// event's path) comes back relative to it, as ZooKeeper's Java client does
+// chroot "/apps/billing" is "/apps/billing/locks/a" on the server, and every
+// path that comes back (a created node's name, a gone node, a watch event's
+// path) comes back relative to it, as ZooKeeper's Java client does
 // (ClientCnxn's chroot, stripped from created names and event paths), and
 // kazoo. go-zookeeper has no chroot, so the Session puts [rooted] over its
-// connection: the recipes, the keeper and the janitor all see relative
-// paths.
+// connection: the recipes, the keeper and the janitor all see relative paths.
 //
 // Unlike the Java client, kazoo and Curator (CURATOR-50, -280, -357), the
 // Session creates a chroot that does not exist: the first create that
@@ -46,11 +45,9 @@ func (r rooted) over(b Backend) rooted {
 // nodes' paths, the path an error names, and the watch's events.
 func (r rooted) Do(req Request) (Result, error) {
 	paths := req.Paths
-	if len(paths) > 0 {
-		req.Paths = make([]string, len(paths))
-		for i, p := range paths {
-			req.Paths[i] = r.abs(p)
-		}
+	req.Paths = make([]string, len(paths))
+	for i, p := range paths {
+		req.Paths[i] = r.abs(p)
 	}
 	res, err := r.Backend.Do(req)
 	if makesRoot(req.Op) && topLevel(paths[0]) && errors.Is(err, zk.ErrNoNode) {
@@ -72,7 +69,6 @@ func (r rooted) Do(req Request) (Result, error) {
 // make a lock path's ancestors, before any other create under them.
 func makesRoot(op Op) bool { return op == OpCreateContainer || op == OpCreatePersistent }
 
-// abs is path on the server.
 func (r rooted) abs(path string) string {
 	if path == "/" {
 		return r.root
@@ -132,14 +128,6 @@ func (r rooted) ensureRoot() error {
 // there that finds no parent finds the chroot missing.
 func topLevel(path string) bool { return strings.LastIndexByte(path, '/') == 0 }
 
-// unrooted is the connection under c, paths as on the server.
-func unrooted(c Conn) Conn {
-	if r, ok := c.b.(rooted); ok {
-		return NewConn(r.Backend)
-	}
-	return c
-}
-
 // relays hand a watch's event on to a channel of their own with the path
 // rewritten (rel): the connection's channel carries the server's path, and
 // a channel's value cannot be changed in place. Each watch's relay is one
@@ -148,15 +136,14 @@ func unrooted(c Conn) Conn {
 // the session ends or the connection closes (go-zookeeper's conn.go,
 // notifyWatches and invalidateWatches; zkfake's Conn.deliver).
 //
-// A relay must not make an event later than a reply. ZooKeeper sends a
-// client a watch's event before the reply to any later request, and
-// go-zookeeper puts it on the watch's channel before it reads the next
-// reply (conn.go, recvLoop; zkfake's Conn.do waits for the events queued
-// before it): the engine relies on it (participant.quiet, grant.go). So
-// after every reply, flush hands on each event that has reached a
-// connection's channel before Do returns: an event that preceded the reply
-// is on its channel by then, since the connection put it there before it
-// handed the reply on.
+// A relay must not make an event later than a reply. ZooKeeper sends a client
+// a watch's event before the reply to any later request, and go-zookeeper
+// puts it on the watch's channel before it reads the next reply (conn.go,
+// recvLoop; zkfake's Conn.do waits for the events queued before it): the
+// engine relies on it (participant.quiet, grant.go). So after every reply,
+// flush hands on each event that has reached a connection's channel before Do
+// returns: an event that preceded the reply is on its channel by then, since
+// the connection put it there before it handed the reply on.
 type relays struct {
 	rel  func(Event) Event
 	mu   sync.Mutex
@@ -216,9 +203,8 @@ func (rs *relays) flush() {
 	rs.n.Store(int32(len(keep)))
 }
 
-// settled hands the event on if it has come, and reports whether it has
-// been handed on; if the goroutine has it, it waits until it has handed
-// it on.
+// settled hands the event on if it has come, and reports whether it has been
+// handed on; if the goroutine has it, it waits until it has handed it on.
 func (rl *relay) settled() bool {
 	rl.mu.Lock()
 	if rl.taken {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -11,22 +12,16 @@ import (
 
 // Conn is the library's one door to ZooKeeper: every call the engine, the
 // leases and the janitor make goes through it, and only the [Session] holds
-// one (see [Session.Conn]). It is narrow on purpose, so that the Session can
-// put a new connection underneath. Moving to another client library would
-// touch more than this file: the wire (wire.go) works below go-zookeeper's
-// API, on the behaviours docs/design.md lists in "What the wire relies on".
-//
+// one (see [Session.Conn]), so that it can put a new connection underneath.
 // Errors are go-zookeeper's, unwrapped, so [classify] can read them and
 // users can match zk's sentinels; outside this package, callers ask
 // [Session.Classify] (or [BadVersion], [NodeExists]) what they mean.
 //
 // Its operations are declared once, as the methods of [Door]: each builds
-// one [Request] and hands it to the [Backend] under the door, whose one
-// method Do the connections implement (go-zookeeper's below, the fake's in
-// internal/zkfake) and the layers between them override (the chroot,
-// chroot.go; the record of a socketless connection's packets, connect.go),
-// so that a new operation is a method here, an [Op], and a case in each
-// connection, and no layer re-types the others.
+// one [Request] for the [Backend]'s one method Do, which the connections
+// implement (zkBackend, internal/zkfake) and the layers between override
+// ([rooted], [sentConn]): a new operation is a method here, an [Op], and a
+// case in each connection.
 type Conn = *Door
 
 // Door is the door's concrete type, held as a [Conn]; nil is no door.
@@ -110,7 +105,8 @@ type Result struct {
 	Watch    <-chan Event
 }
 
-// do runs req: its result, or its error alone.
+// do runs req: its result, or its error alone (a Backend's result with an
+// error is not read).
 func (d *Door) do(req Request) (Result, error) {
 	res, err := d.b.Do(req)
 	if err != nil {
@@ -119,12 +115,10 @@ func (d *Door) do(req Request) (Result, error) {
 	return res, nil
 }
 
-// on runs op on path.
 func (d *Door) on(op Op, path string) (Result, error) {
 	return d.do(Request{Op: op, Paths: []string{path}})
 }
 
-// run runs req for its error alone.
 func (d *Door) run(req Request) error {
 	_, err := d.do(req)
 	return err
@@ -160,10 +154,9 @@ func (d *Door) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
 	return d.run(Request{Op: OpCreateEphemeral, Paths: []string{path}, Data: data, ACL: [][]zk.ACL{acl}})
 }
 
-// CreateEphemeralIf makes a plain ephemeral node, in one
-// multi-operation with a check that guard exists: if guard is gone,
-// nothing is made and it fails with an error for which
-// [GoneAt](err, guard) holds.
+// CreateEphemeralIf makes a plain ephemeral node, in one multi-operation with
+// a check that guard exists: if guard is gone, nothing is made and it fails
+// with an error for which [GoneAt](err, guard) holds.
 func (d *Door) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
 	return d.run(Request{Op: OpCreateEphemeralIf, Paths: []string{guard, path}, Data: data, ACL: [][]zk.ACL{acl}})
 }
@@ -255,8 +248,7 @@ func (d *Door) ExistsW(path string) (bool, <-chan Event, error) {
 	return res.Exists, res.Watch, err
 }
 
-// Sync makes the server this connection talks to catch up with the
-// leader.
+// Sync makes the server this connection talks to catch up with the leader.
 func (d *Door) Sync(path string) error { return d.run(Request{Op: OpSync, Paths: []string{path}}) }
 
 // AddAuth sends credentials, now and on every reconnect.
@@ -302,27 +294,16 @@ func DataChanged(ev Event) bool { return ev.Type == zk.EventNodeDataChanged }
 // changed.
 func ChildrenChanged(ev Event) bool { return ev.Type == zk.EventNodeChildrenChanged }
 
-// sessionState is what a connection reports of its session.
-type sessionState int
-
-const (
-	stateOther        sessionState = iota // connecting and the like: no change
-	stateHasSession                       // connected, with a live session
-	stateDisconnected                     // the connection dropped; the session may live on
-	stateExpired                          // the session is gone for good
-)
-
 // dialOptions is what opening a connection takes.
 type dialOptions struct {
 	servers        []string
 	sessionTimeout time.Duration
 	dialer         zk.Dialer
 	log            *slog.Logger
-	// onState is called, from the connection's own goroutine, on every
-	// change of the session's state. It must never block.
-	onState func(s sessionState, server string)
-	// onWatch is called, from the connection's own goroutine, on every
-	// watch Event, before the watch's channel gets it. It must never block.
+	// onState (every change of the session's state) and onWatch (every
+	// watch Event, before the watch's channel gets it) are called from the
+	// connection's own goroutine: they must never block.
+	onState func(s zk.State, server string)
 	onWatch func(ev Event)
 	// hosts, if set, is the server list (see [hosts]).
 	hosts *hosts
@@ -331,19 +312,12 @@ type dialOptions struct {
 // callback is go-zookeeper's event callback: it reports the session's
 // state to onState and watch events to onWatch.
 func (o dialOptions) callback(ev zk.Event) {
-	if ev.Type != zk.EventSession {
-		if ev.Type != zk.EventNotWatching {
-			o.onWatch(ev)
-		}
-		return
-	}
-	switch ev.State {
-	case zk.StateHasSession:
-		o.onState(stateHasSession, ev.Server)
-	case zk.StateDisconnected, zk.StateAuthFailed:
-		o.onState(stateDisconnected, ev.Server)
-	case zk.StateExpired:
-		o.onState(stateExpired, ev.Server)
+	switch ev.Type {
+	case zk.EventSession:
+		o.onState(ev.State, ev.Server)
+	case zk.EventNotWatching:
+	default:
+		o.onWatch(ev)
 	}
 }
 
@@ -560,9 +534,8 @@ func GoneAt(err error, path string) bool {
 	return errors.As(err, &g) && g.path == path
 }
 
-// GoneNodeError is the error [Door.Check] returns when path is gone (err
-// is zk.ErrNoNode), for a Backend other than go-zookeeper's
-// (internal/zkfake).
+// GoneNodeError is the error [Door.Check] returns when path is gone (err is
+// zk.ErrNoNode), for a Backend other than go-zookeeper's (internal/zkfake).
 func GoneNodeError(path string, err error) error { return &goneNode{path: path, err: err} }
 
 func statOf(s *zk.Stat) Stat {
@@ -574,4 +547,67 @@ type zkLogger struct{ l *slog.Logger }
 
 func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
+}
+
+// A Session on a connection from [Options.Connect] (internal/zkfake, for
+// tests) has no socket, so the wire (wire.go) sees no packets. What the
+// Session needs of the wire still holds, without one:
+//
+//   - The granted session timeout is the one asked for (there is no
+//     connect response to read it from).
+//   - Every call on the connection counts as a packet sent when it is
+//     made (sentConn), on the connection of the session the latest
+//     StateHasSession event reported: so [Session.Confirm] derives the
+//     lease deadline from the calls, by the same rule as on a socket, and
+//     a call made before a reconnect says nothing of the new connection
+//     ([sendClock.sentByOn]).
+//   - [Session.Sent] sees the paths of each call as the packet's bytes,
+//     so the engine's prefetch starts once the create is made.
+//   - The wire's keeping of lastZxid fixes a race inside go-zookeeper's
+//     reader, which is not there; the handshake bound has no dial to
+//     bound, and [wire.drop] has no socket to close.
+
+// openConnect opens a connection through c.connect, reporting its events
+// as go-zookeeper's callback would to o's.
+func (c *Session) openConnect(o dialOptions) (Conn, error) {
+	w := c.wire
+	w.hs.grant(w.hs.requested)
+	zc, err := c.connect(w.hs.requested, func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+			// A new connection: what went out before says nothing of it.
+			w.clock.record(w.clock.begin(), time.Now(), w.hs.timeout())
+		}
+		o.callback(ev)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return NewConn(sentConn{Backend: zc.b, w: w}), nil
+}
+
+// sentConn records each call on a socketless connection as a packet sent
+// (see above).
+type sentConn struct {
+	Backend
+	w *wire
+}
+
+// Do records the call, carrying its paths, and makes it.
+func (s sentConn) Do(r Request) (Result, error) {
+	if rec := s.w.clock.current(); rec != nil {
+		s.w.clock.record(rec, time.Now(), s.w.hs.timeout())
+	}
+	s.w.marks.sawWrite([]byte(strings.Join(r.Paths, "\x00")))
+	return s.Backend.Do(r)
+}
+
+// Dial opens a go-zookeeper connection with no Session around it, and reports
+// every event to events, as go-zookeeper's callback has it: for tests that
+// hold another Conn to this one (internal/zkfake's conformance test).
+func Dial(servers []string, timeout time.Duration, events func(zk.Event)) (Conn, error) {
+	c, _, err := zk.Connect(servers, timeout, zk.WithEventCallback(events), zk.WithLogInfo(false))
+	if err != nil {
+		return nil, err
+	}
+	return NewConn(zkBackend{c}), nil
 }

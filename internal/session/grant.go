@@ -79,7 +79,6 @@ func (c *Session) AwaitConfirmed(ctx context.Context, st Snapshot) error {
 	return nil
 }
 
-// lose ends a held lease with err and takes care of its node.
 func (c *Session) lose(l *Hold, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

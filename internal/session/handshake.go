@@ -71,7 +71,7 @@ func (h *handshakes) timeout() time.Duration {
 }
 
 // grant records t as the granted timeout (a connection with no connect
-// response to read it from: connect.go).
+// response to read it from: [Session.openConnect]).
 func (h *handshakes) grant(t time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -117,9 +117,8 @@ func closedByServer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// bound is one connection's handshake bound: zero, or when the dial
-// returned plus [handshakes.bound], until the connect response has been
-// read (shaken).
+// bound is one connection's handshake bound: zero, or when the dial returned
+// plus [handshakes.bound], until the connect response has been read (shaken).
 type bound struct {
 	by     time.Time
 	shaken atomic.Bool

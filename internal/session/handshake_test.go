@@ -20,7 +20,7 @@ func TestWireReadsGrantedTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := w.sessionTimeout(); got != 4*time.Second {
+	if got := w.hs.timeout(); got != 4*time.Second {
 		t.Fatalf("granted timeout %v, want 4s", got)
 	}
 	if got, want := horizon(10*time.Second), 9500*time.Millisecond; got != want {

@@ -3,23 +3,23 @@ package session
 import (
 	"fmt"
 	"path"
+	"slices"
 	"time"
 )
 
-// Watching what we hold. A held node that someone else deletes ends its
-// lease at once, learnt from ZooKeeper's watches, with no request, poll or
+// Watching what we hold. A held node that someone else deletes ends its lease
+// at once, learnt from ZooKeeper's watches, with no request, poll or
 // goroutine per lease: every held node is covered by its own data watch, or
 // by the children watch that the read that granted it (a first look) set on
 // the lock path after creating it, or is handed to the keeper; the
-// connection's callback sees every event, ends the lease of a deleted
-// node, and hands a node whose watch is spent to the keeper, which sets a
-// data watch of its own (for a lease younger than armAge, once it is that
-// old: see [armAge]). A lease granted by a read that set no watch (the
-// engine sends a waiter's reads, and first looks on a contended lock,
-// without one) is handed to the keeper at the grant. Why each step is sound, and
-// the race the children-event count closes, is in docs/design.md,
-// "Watching what we hold"; TestDeletedHeldNodesAmongThousands fails
-// without it.
+// connection's callback sees every event, ends the lease of a deleted node,
+// and hands a node whose watch is spent to the keeper, which sets a data
+// watch of its own (for a lease younger than armAge, once it is that old: see
+// [armAge]). A lease granted by a read that set no watch (the engine sends a
+// waiter's reads, and first looks on a contended lock, without one) is handed
+// to the keeper at the grant. Why each step is sound, and the race the
+// children-event count closes, is in docs/design.md, "Watching what we hold";
+// TestDeletedHeldNodesAmongThousands fails without it.
 
 // register is the Session's record of held leases by node, and of what
 // covers each node. Its methods run under c.mu.
@@ -46,15 +46,14 @@ func armAge(t time.Duration) time.Duration { return t / 20 }
 // armLocked hands node, of lease l, to the keeper for a data watch; c.mu
 // is held.
 func (c *Session) armLocked(l *Hold, node string, now time.Time) {
-	due := l.granted.Add(armAge(c.wire.sessionTimeout()))
+	due := l.granted.Add(armAge(c.wire.hs.timeout()))
 	if due.Before(now) {
 		due = now
 	}
 	c.held.arm[node] = due
-	if c.wakeByLocked(due) {
-		return // it wakes in time, and sees it then
+	if !c.wakeByLocked(due) { // else it wakes in time, and sees it then
+		c.keeper.wake()
 	}
-	c.keeper.wake()
 }
 
 // looks counts the first looks in flight on one path, and the children
@@ -86,7 +85,6 @@ func (r *register) lookStart(path string) uint64 {
 	return lk.events
 }
 
-// lookEnd drops a look recorded by lookStart.
 func (r *register) lookEnd(path string) {
 	if lk := r.looks[path]; lk != nil {
 		if lk.refs--; lk.refs <= 0 {
@@ -119,21 +117,13 @@ func (r *register) add(l *Hold, covers []Cover) (bare []string) {
 	return bare
 }
 
-// remove forgets a lease that ended.
 func (r *register) remove(l *Hold) {
 	delete(r.leases, l)
 	for _, node := range l.nodes {
 		delete(r.byNode, node)
 		delete(r.arm, node)
 		dir := path.Dir(node)
-		b := r.bare[dir]
-		for i, n := range b {
-			if n == node {
-				b[i] = b[len(b)-1]
-				b = b[:len(b)-1]
-				break
-			}
-		}
+		b := slices.DeleteFunc(r.bare[dir], func(n string) bool { return n == node })
 		if len(b) == 0 {
 			delete(r.bare, dir)
 		} else {

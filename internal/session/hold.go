@@ -78,12 +78,11 @@ func (l *Hold) ValidUntil() time.Time {
 // so it never outlives them. If ctx ends before they are deleted, the
 // janitor keeps deleting them in the background, while the session lasts.
 //
-// It returns nil; or, if the lease had been lost already, an error
-// wrapping the reason (the janitor deletes its nodes, if the session still
-// has them); or, if a node cannot be deleted for good (no auth, a bad
-// ACL), a *NodeError naming the first such node, which stays until the
-// session ends, while every other node is deleted. A second call returns
-// ErrReleased.
+// It returns nil; or, if the lease had been lost already, an error wrapping
+// the reason (the janitor deletes its nodes, if the session still has them);
+// or, if a node cannot be deleted for good (no auth, a bad ACL), a *NodeError
+// naming the first such node, which stays until the session ends, while every
+// other node is deleted. A second call returns ErrReleased.
 func (l *Hold) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
@@ -114,7 +113,6 @@ func (l *Hold) Release(ctx context.Context) error {
 	return d.failed
 }
 
-// released forgets a lease that Release ended.
 func (c *Session) released(l *Hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -173,13 +171,12 @@ type releaseRes struct {
 // 1 MiB request limit.
 const maxReleaseBatch = 1000
 
-// deleteReleased deletes the nodes of a released lease, of session: with
-// a delete in flight it queues, and whoever's delete returns first sends
-// the queue as one multi-operation. A batch that fails in any way (a node
-// already gone or not ours to delete, a connection lost) is not retried as
-// one: each Release then deletes its own nodes, with retries, as when
-// alone, so one lease's node that cannot be deleted never keeps another
-// lease's in place.
+// deleteReleased deletes the nodes of a released lease, of session: with a
+// delete in flight it queues, and whoever's delete returns first sends the
+// queue as one multi-operation. A batch that fails in any way (a node already
+// gone or not ours to delete, a connection lost) is not retried as one: each
+// Release then deletes its own nodes, with retries, as when alone, so one
+// lease's node that cannot be deleted never keeps another lease's in place.
 func (c *Session) deleteReleased(ctx context.Context, nodes []string, session int64) deletion {
 	if len(nodes) > maxReleaseBatch {
 		return c.deleteRetried(ctx, nodes, session)
@@ -312,18 +309,18 @@ func (c *Session) sendReleases(batch []*releaseReq, me *releaseReq) releaseRes {
 	}
 	ok := len(take) > 1 && zc.DeleteAll(nodes) == nil
 	var mine releaseRes
-	for _, q := range take {
+	tell := func(q *releaseReq, res releaseRes) {
 		if q == me {
-			mine.batched = ok
-			continue
+			mine = res
+		} else {
+			q.res <- res
 		}
-		q.res <- releaseRes{batched: ok}
+	}
+	for _, q := range take {
+		tell(q, releaseRes{batched: ok})
 	}
 	for _, q := range rest {
-		if q == me {
-			continue
-		}
-		q.res <- releaseRes{}
+		tell(q, releaseRes{})
 	}
 	c.nextReleases()
 	return mine

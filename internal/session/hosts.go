@@ -21,16 +21,11 @@ import (
 // a client with addresses that no longer answer; its session expires.
 // ZooKeeper's Java client resolves at every connection attempt
 // (StaticHostProvider.next, ZOOKEEPER-2184) and skips a name that does not
-// resolve (ZOOKEEPER-1576); so does the Session:
-//
-//   - [hosts] is go-zookeeper's HostProvider over the names as typed
-//     ("zk1:2181"): Next hands go-zookeeper a name, which go-zookeeper
-//     hands to the wire's dialer (Conn.connect);
-//   - [wire.dialer] resolves the name ([resolver]) and dials
-//     its addresses, each in turn from where the name's last attempt
-//     began, until one answers; a name that does not resolve fails the
-//     dial, and go-zookeeper moves on to the next name, as after any
-//     failed dial.
+// resolve (ZOOKEEPER-1576); so does the Session: [hosts] hands
+// go-zookeeper the names as typed ("zk1:2181"), which it hands to
+// [wire.dialer] (Conn.connect), which resolves the name ([resolver]) and
+// dials its addresses; a name that does not resolve fails the dial, and
+// go-zookeeper moves on to the next name, as after any failed dial.
 //
 // Resolving costs nothing per request: it happens once per connection
 // attempt. It changes nothing that holds a lease: which server a session
@@ -155,7 +150,11 @@ func (r *resolver) resolve(ctx context.Context, server string, log *slog.Logger)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := r.of(server)
+	n := r.known[server]
+	if n == nil {
+		n = &name{}
+		r.known[server] = n
+	}
 	if err != nil {
 		r.lookupErr = err
 		if !n.unresolved {
@@ -182,10 +181,9 @@ func (r *resolver) resolve(ctx context.Context, server string, log *slog.Logger)
 	return out, nil
 }
 
-// lookupHost resolves host with the resolver's lookup, within
-// lookupTimeout and ctx. Its error names the host: a *net.DNSError does
-// ("lookup zk1 on 10.0.0.2:53: no such host"); a user's lookup's error is
-// wrapped to.
+// lookupHost resolves host with the resolver's lookup, within lookupTimeout
+// and ctx. Its error names the host: a *net.DNSError does ("lookup zk1 on
+// 10.0.0.2:53: no such host"); a user's lookup's error is wrapped to.
 func (r *resolver) lookupHost(ctx context.Context, host string) ([]string, error) {
 	lookup := r.lookup
 	if lookup == nil {
@@ -204,19 +202,6 @@ func (r *resolver) lookupHost(ctx context.Context, host string) ([]string, error
 		return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
 	}
 	return addrs, nil
-}
-
-// of is what is known of server. r.mu is held.
-func (r *resolver) of(server string) *name {
-	if r.known == nil {
-		r.known = make(map[string]*name)
-	}
-	n := r.known[server]
-	if n == nil {
-		n = &name{}
-		r.known[server] = n
-	}
-	return n
 }
 
 // countSpreadLocked sets the hosts' spread from what the names resolved
@@ -252,34 +237,32 @@ func (r *resolver) newHosts(next func()) *hosts {
 // servers is the number of servers to spread the handshake's bound over:
 // the addresses the names resolved to (hosts.servers), at least one.
 func (r *resolver) servers() int {
-	r.mu.Lock()
-	h := r.hosts
-	r.mu.Unlock()
-	if h == nil {
-		return 1
+	if h := r.current(); h != nil {
+		return max(h.servers(), 1)
 	}
-	return max(h.servers(), 1)
+	return 1
 }
 
 // names is how many names the current server list has, 0 without one.
 func (r *resolver) names() int {
-	r.mu.Lock()
-	h := r.hosts
-	r.mu.Unlock()
-	if h == nil {
-		return 0
+	if h := r.current(); h != nil {
+		return h.Len()
 	}
-	return h.Len()
+	return 0
 }
 
-// dialFailed records err as the last dial error.
+func (r *resolver) current() *hosts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hosts
+}
+
 func (r *resolver) dialFailed(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dialErr = err
 }
 
-// errs returns the last lookup error and the last dial error.
 func (r *resolver) errs() (lookup, dial error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -146,7 +146,7 @@ func TestNameWithSeveralAddresses(t *testing.T) {
 	if _, retry := h.Next(); !retry {
 		t.Fatal("a fourth attempt with three addresses is not a new round")
 	}
-	if got := w.hs.bound(w.servers()); got != 3*time.Second {
+	if got := w.hs.bound(w.res.servers()); got != 3*time.Second {
 		t.Fatalf("handshake bound %v, want the 9s timeout over 3 addresses", got)
 	}
 

@@ -150,7 +150,7 @@ func (c *Session) DetachedKeeper() *DetachedKeeper { return &DetachedKeeper{k: &
 // and reports whether the keeper would act at all.
 func (dk *DetachedKeeper) Confirm() bool {
 	k := dk.k
-	_, act := k.confirmation(k.c.keeperView(), k.c.wire.sessionTimeout())
+	_, act := k.confirmation(k.c.keeperView(), k.c.wire.hs.timeout())
 	if act == nil {
 		return false
 	}
@@ -162,7 +162,7 @@ func (dk *DetachedKeeper) Confirm() bool {
 // would, and reports whether it was.
 func (dk *DetachedKeeper) Arm() bool {
 	k := dk.k
-	due, act := k.arming(k.c.keeperView(), k.c.wire.sessionTimeout())
+	due, act := k.arming(k.c.keeperView(), k.c.wire.hs.timeout())
 	if act == nil || time.Now().Before(due) {
 		return false
 	}
@@ -176,7 +176,7 @@ func (dk *DetachedKeeper) ArmingDue(arm time.Time) time.Time {
 	k := dk.k
 	v := k.c.keeperView()
 	v.arm = arm
-	due, _ := k.arming(v, k.c.wire.sessionTimeout())
+	due, _ := k.arming(v, k.c.wire.hs.timeout())
 	return due
 }
 
@@ -184,7 +184,7 @@ func (dk *DetachedKeeper) ArmingDue(arm time.Time) time.Time {
 // (zero: not at all).
 func (dk *DetachedKeeper) ConfirmationDue() time.Time {
 	k := dk.k
-	due, _ := k.confirmation(k.c.keeperView(), k.c.wire.sessionTimeout())
+	due, _ := k.confirmation(k.c.keeperView(), k.c.wire.hs.timeout())
 	return due
 }
 
@@ -194,6 +194,6 @@ func (dk *DetachedKeeper) Rejoin(connected bool, downSince time.Time) (time.Time
 	k := dk.k
 	v := k.c.keeperView()
 	v.connected, v.downSince = connected, downSince
-	due, act := k.rejoin(v, k.c.wire.sessionTimeout())
+	due, act := k.rejoin(v, k.c.wire.hs.timeout())
 	return due, act != nil
 }

@@ -16,11 +16,9 @@ import (
 type janitor struct {
 	c *Session
 
-	mu   sync.Mutex
-	jobs []Job // oldest first
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	mu               sync.Mutex
+	jobs             []Job // oldest first
+	kick, stop, done chan struct{}
 }
 
 // Job is a set of our nodes that must go, and the session that owns them.
@@ -272,20 +270,29 @@ func (c *Session) deleteOwned(zc Conn, nodes []string, session int64) deletion {
 		err := zc.Delete(n)
 		switch classify(err) { // Closing too: the caller's Session.Classify sorts it out
 		case Done, Gone:
-			continue
 		case Retry, Closing:
 			if r, u := c.sessionFate(session); zc.SessionID() == session || r || u {
-				d.left = append(d.left, n)
-				if d.retry == nil {
-					d.retry = err
-				}
+				d.later(err, n)
 			}
-			continue
-		}
-		c.log.Warn("zklock: node cannot be deleted; it stays until its session ends", "node", n, "err", err)
-		if d.failed == nil {
-			d.failed = &NodeError{Node: n, Err: err}
+		default:
+			c.log.Warn("zklock: node cannot be deleted; it stays until its session ends", "node", n, "err", err)
+			d.fail(n, err)
 		}
 	}
 	return d
+}
+
+// later leaves nodes to try again, for err.
+func (d *deletion) later(err error, nodes ...string) {
+	d.left = append(d.left, nodes...)
+	if d.retry == nil {
+		d.retry = err
+	}
+}
+
+// fail records node as one that cannot be deleted, for err.
+func (d *deletion) fail(node string, err error) {
+	if d.failed == nil {
+		d.failed = &NodeError{Node: node, Err: err}
+	}
 }

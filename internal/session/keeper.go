@@ -29,7 +29,7 @@ func horizon(t time.Duration) time.Duration { return t - t/20 }
 // Confirm records that the quorum acknowledged a write of ours sent at sent,
 // in session, and moves the deadline forward accordingly.
 func (c *Session) Confirm(sent time.Time, session int64) {
-	t := c.wire.sessionTimeout()
+	t := c.wire.hs.timeout()
 	if t <= 0 || session == 0 {
 		return
 	}
@@ -61,13 +61,11 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 // at their deadline, moves away from a server that stops confirming, and
 // opens a new connection when no server will take the session.
 type keeper struct {
-	c       *Session
-	retryAt time.Time // after a failed confirmation or arming; the keeper's goroutine's own
-	checked time.Time // when it last checked nodes; the keeper's goroutine's own
-	swept   uint64    // the sweep last done (sweep.go); likewise
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	c                *Session
+	retryAt          time.Time // after a failed confirmation or arming; the keeper's goroutine's own
+	checked          time.Time // when it last checked nodes; the keeper's goroutine's own
+	swept            uint64    // the sweep last done (sweep.go); likewise
+	kick, stop, done chan struct{}
 	// timer wakes the keeper from its sleep; set under c.mu only, by the
 	// keeper as it goes to sleep and by the Session while it sleeps
 	// ([Session.wakeByLocked]).
@@ -89,7 +87,6 @@ func (k *keeper) wake() {
 	}
 }
 
-// close stops the keeper and waits for it.
 func (k *keeper) close() {
 	close(k.stop)
 	<-k.done
@@ -97,18 +94,16 @@ func (k *keeper) close() {
 
 // keeperView is what the keeper reads of the Session at each turn.
 type keeperView struct {
-	seq               uint64 // Session.keeperSeq when read
-	connected, closed bool
-	holding, waiting  bool
-	session           int64
-	confirmed         time.Time
-	deadline          time.Time
-	downSince         time.Time
-	changed           <-chan struct{}
-	waitSince         time.Time // when the longest waiter of the session began
-	nodes             []string  // nodes of ours to confirm the session with
-	arm               time.Time // when held nodes need a watch (see held.go); zero: none
-	sweep             uint64    // Session.sweepWant (sweep.go)
+	seq                            uint64 // Session.keeperSeq when read
+	connected, closed              bool
+	holding, waiting               bool
+	session                        int64
+	confirmed, deadline, downSince time.Time
+	changed                        <-chan struct{}
+	waitSince                      time.Time // when the longest waiter of the session began
+	nodes                          []string  // nodes of ours to confirm the session with
+	arm                            time.Time // when held nodes need a watch (see held.go); zero: none
+	sweep                          uint64    // Session.sweepWant (sweep.go)
 }
 
 func (c *Session) keeperView() keeperView {
@@ -158,11 +153,7 @@ func (k *keeper) run() {
 		if v.closed {
 			return
 		}
-		wake, acted := k.turn(v, time.Now())
-		if acted {
-			continue
-		}
-		if !k.sleep(wake, v) {
+		if wake, acted := k.turn(v, time.Now()); !acted && !k.sleep(wake, v) {
 			return
 		}
 	}
@@ -172,11 +163,10 @@ func (k *keeper) run() {
 // what to do then, or a nil act if it has nothing to do.
 type task func(v keeperView, t time.Duration) (due time.Time, act func())
 
-// turn does the first task that is due, in order of urgency, and reports
-// that it acted; otherwise it returns when the next one is due (zero:
-// none).
+// turn does the first task that is due, in order of urgency, and reports that
+// it acted; otherwise it returns when the next one is due (zero: none).
 func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) {
-	t := k.c.wire.sessionTimeout()
+	t := k.c.wire.hs.timeout()
 	for _, tk := range [...]task{k.expiry, k.sweeping, k.arming, k.confirmation, k.rejoin} {
 		due, act := tk(v, t)
 		switch {
@@ -191,7 +181,6 @@ func (k *keeper) turn(v keeperView, now time.Time) (wake time.Time, acted bool) 
 	return wake, false
 }
 
-// expiry ends the leases at their deadline.
 func (k *keeper) expiry(v keeperView, _ time.Duration) (time.Time, func()) {
 	if !v.holding {
 		return time.Time{}, nil
@@ -238,7 +227,7 @@ func (k *keeper) confirmation(v keeperView, t time.Duration) (time.Time, func())
 	}
 	return next, func() {
 		k.checked = time.Now()
-		if !k.confirm(v.nodes, v.session, t, v.holding, v.deadline, v.changed) {
+		if k.confirm(v.nodes, v.session, t, v.holding, v.deadline, v.changed) != nil {
 			k.retryAt = time.Now().Add(t / 12)
 		}
 	}
@@ -307,30 +296,21 @@ func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 	return true
 }
 
-// confirm has the quorum acknowledge a write that changes nothing. If no
-// answer comes within a third of the session timeout while the connection
-// stays up (a follower cut off from the quorum answers pings but not
-// writes), it drops the connection, so that go-zookeeper moves to another
-// server, before the deadline if it can (given more than one server
-// address: with one, a reconnect cannot help). It gives up when the
-// connection's state changes (changed is closed). It reports success.
-func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) bool {
-	err := k.check(nodes, session, t, holding, deadline, changed)
-	var g *goneNode
-	if errors.As(err, &g) {
-		k.c.nodeGone(g.path)
-	}
-	return err == nil
-}
-
-// errStateChanged is check's error when the connection's state changed
+// errStateChanged is confirm's error when the connection's state changed
 // while it waited.
 var errStateChanged = errors.New("zklock: the connection's state changed during the check")
 
-// check is confirm's check of nodes, without acting on a node found gone:
-// nil once the quorum confirmed the session (and the deadline moved), else
-// why not (a *goneNode for a node gone). The sweep uses it too (sweep.go).
-func (k *keeper) check(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) error {
+// confirm has the quorum acknowledge a write that changes nothing, a check of
+// nodes: nil once it confirmed the session (and the deadline moved), else
+// why not (a *goneNode for a node gone, whose lease or wait it ends:
+// [Session.nodeGone]). If no answer comes within a third of the session
+// timeout while the connection stays up (a follower cut off from the
+// quorum answers pings but not writes), it drops the connection, so that
+// go-zookeeper moves to another server, before the deadline if it can
+// (given more than one server address: with one, a reconnect cannot help).
+// It gives up when the connection's state changes (changed is closed). The
+// sweep uses it too (sweep.go).
+func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) error {
 	c := k.c
 	zc := c.Conn()
 	sent := time.Now()
@@ -366,7 +346,7 @@ func (k *keeper) check(nodes []string, session int64, t time.Duration, holding b
 				expire = dl.C
 			}
 		case <-stall.C:
-			if c.wire.servers() < 2 {
+			if c.wire.res.servers() < 2 {
 				continue // nowhere else to go: dropping would only cost the reconnect
 			}
 			c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")
@@ -387,6 +367,9 @@ func (k *keeper) check(nodes []string, session int64, t time.Duration, holding b
 	if c.Classify(err) == Done {
 		c.Confirm(sent, session)
 		return nil
+	}
+	if g := (*goneNode)(nil); errors.As(err, &g) {
+		c.nodeGone(g.path)
 	}
 	c.log.Debug("zklock: confirm session", "err", err)
 	return err
@@ -436,7 +419,6 @@ func (k *keeper) arm() bool {
 // armInFlight bounds the watches [keeper.arm] has in flight at once.
 const armInFlight = 64
 
-// expireLeases ends every lease whose deadline has passed.
 func (c *Session) expireLeases(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -7,12 +7,11 @@ import (
 	"math"
 )
 
-// reader follows the packets a connection reads, as go-zookeeper reads
-// them (a 4-byte length, then the body: Conn.authenticate for the connect
-// response, then Conn.recvLoop), without reading ahead: it only looks at
-// the bytes as they pass, whatever the reads split. On the way it zeroes
-// each reply's zxid (see hideZxid). It is go-zookeeper's reader
-// goroutine's own.
+// reader follows the packets a connection reads, as go-zookeeper reads them
+// (a 4-byte length, then the body: Conn.authenticate for the connect
+// response, then Conn.recvLoop), without reading ahead: it only looks at the
+// bytes as they pass, whatever the reads split. On the way it zeroes each
+// reply's zxid (see hideZxid). It is go-zookeeper's reader goroutine's own.
 type reader struct {
 	nlen  int // bytes of the length read
 	len   [4]byte
@@ -42,14 +41,13 @@ func (r *reader) follow(b []byte, packet func(hdr []byte, connect bool)) {
 	}
 }
 
-// length takes what b has of a packet's 4-byte length, and returns the
-// rest. A length no server sends sets r.bad: every reply and the connect
-// response start with a 16-byte header (ReplyHeader; the protocol
-// version, timeout and session), and the length is a jute int, so never
-// negative (the Java client refuses both: ClientCnxnSocket.readLength).
-// go-zookeeper would decode a shorter packet's header from the bytes of
-// an earlier one (Conn.recvLoop), out of the reader's sight, and allocate
-// a longer one whole.
+// length takes what b has of a packet's 4-byte length, and returns the rest.
+// A length no server sends sets r.bad: every reply and the connect response
+// start with a 16-byte header (ReplyHeader; the protocol version, timeout and
+// session), and the length is a jute int, so never negative (the Java client
+// refuses both: ClientCnxnSocket.readLength). go-zookeeper would decode a
+// shorter packet's header from the bytes of an earlier one (Conn.recvLoop),
+// out of the reader's sight, and allocate a longer one whole.
 func (r *reader) length(b []byte) []byte {
 	k := copy(r.len[r.nlen:], b)
 	r.nlen += k

@@ -95,7 +95,7 @@ func TestWireKeepsTimeoutOnAConnectResponseWithout(t *testing.T) {
 		if err := readPacket(c); err != nil {
 			t.Fatal(err)
 		}
-		if got := w.sessionTimeout(); got != 4*time.Second {
+		if got := w.hs.timeout(); got != 4*time.Second {
 			t.Fatalf("a connect response with timeout %d ms made the granted timeout %v, want 4s as before", ms, got)
 		}
 	}
@@ -104,7 +104,7 @@ func TestWireKeepsTimeoutOnAConnectResponseWithout(t *testing.T) {
 	if err := readPacket(connecting(t, w, &pipeConn{data: connectResponse(6000, 42)})); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.sessionTimeout(); got != 6*time.Second {
+	if got := w.hs.timeout(); got != 6*time.Second {
 		t.Fatalf("granted %v, want the response's 6s", got)
 	}
 }

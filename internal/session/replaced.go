@@ -64,8 +64,7 @@ func (replacedError) Unwrap() error { return ErrSessionExpired }
 // session's timeout).
 const maxSwaps = 16
 
-// swaps is the Session's record of its sessions, to tell a swap. Under
-// c.mu.
+// swaps is the Session's record of its sessions, to tell a swap. Under c.mu.
 type swaps struct {
 	had  int64  // the session of the latest StateHasSession; 0 after one ended otherwise
 	gone []swap // sessions lost to a swap, oldest first
@@ -137,17 +136,11 @@ func (c *Session) deleteReplaced(zc Conn, nodes []string, session int64) deletio
 		}
 		switch classify(err) {
 		case Done, Gone:
-			continue
 		case Retry, Closing:
-			d.left = append(d.left, n)
-			if d.retry == nil {
-				d.retry = err
-			}
-			continue
-		}
-		c.log.Warn("zklock: node of a replaced session cannot be deleted; it stays until that session times out", "node", n, "err", err)
-		if d.failed == nil {
-			d.failed = &NodeError{Node: n, Err: err}
+			d.later(err, n)
+		default:
+			c.log.Warn("zklock: node of a replaced session cannot be deleted; it stays until that session times out", "node", n, "err", err)
+			d.fail(n, err)
 		}
 	}
 	return d
@@ -162,22 +155,16 @@ func (c *Session) sessionLeft(zc Conn, rest []string, session int64, d deletion)
 	replaced, unsettled := c.sessionFate(session)
 	switch {
 	case unsettled:
-		d.left = append(d.left, rest...)
-		if d.retry == nil {
-			d.retry = zk.ErrConnectionClosed // a Retry: the state change is on its way
-		}
+		d.later(zk.ErrConnectionClosed, rest...) // a Retry: the state change is on its way
 		return d
 	case !replaced:
 		return deletion{failed: d.failed}
 	}
 	r := c.deleteReplaced(zc, rest, session)
-	if d.retry == nil {
-		d.retry = r.retry
-	}
+	d.later(r.retry, r.left...)
 	if d.failed == nil {
 		d.failed = r.failed
 	}
-	d.left = append(d.left, r.left...)
 	return d
 }
 

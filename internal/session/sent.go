@@ -1,6 +1,8 @@
 package session
 
 import (
+	"bytes"
+	"slices"
 	"sync"
 	"time"
 )
@@ -35,16 +37,14 @@ func (s *sendClock) begin() *sendRecord {
 	return r
 }
 
-// current is the current connection's record, nil before the first.
 func (s *sendClock) current() *sendRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
 }
 
-// record records on r that a packet went out at now, with a session
-// timeout of timeout, and reports whether it was r's first (the connect
-// request).
+// record records on r that a packet went out at now, with a session timeout
+// of timeout, and reports whether it was r's first (the connect request).
 func (s *sendClock) record(r *sendRecord, now time.Time, timeout time.Duration) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -64,16 +64,15 @@ func (s *sendClock) record(r *sendRecord, now time.Time, timeout time.Duration) 
 	return first
 }
 
-// sentByOn returns when the latest packet that went out no later than t
-// on the current connection went out (errs early by up to a grain), or, if
-// none did, when the connection's connect request went out; if the
-// current connection is the one a request sent at sent went out on (its
-// connect request went out no later); else zero. A write acknowledged on
-// an earlier connection says nothing of this one's packets, whose touches
-// may never have reached the quorum: a process paused between a write's
-// answer and Confirm, while a reconnect sent its connect request, would
-// otherwise take that request as w (found by make model's authors, reading
-// the code).
+// sentByOn returns when the latest packet that went out no later than t on
+// the current connection went out (errs early by up to a grain), or, if none
+// did, when the connection's connect request went out; if the current
+// connection is the one a request sent at sent went out on (its connect
+// request went out no later); else zero. A write acknowledged on an earlier
+// connection says nothing of this one's packets, whose touches may never have
+// reached the quorum: a process paused between a write's answer and Confirm,
+// while a reconnect sent its connect request, would otherwise take that
+// request as w (found by make model's authors, reading the code).
 func (s *sendClock) sentByOn(sent, t time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,4 +88,51 @@ func (s *sendClock) sentByOn(sent, t time.Time) time.Time {
 		at = x
 	}
 	return at
+}
+
+// markers are waits for a packet that carries a marker (a create's path)
+// to go out, for the engine's prefetch ([Session.Sent]): a read made once
+// the create's packet is written goes out behind it. go-zookeeper writes
+// each request in one Write, in the order the requests were made, from
+// one goroutine (Conn.sendLoop, sendData), so a request made after the
+// channel is closed goes out after that packet.
+type markers struct {
+	mu    sync.Mutex
+	waits []expectation
+}
+
+// expectation is a wait for the packet that carries marker to go out.
+type expectation struct {
+	marker []byte
+	sent   chan struct{}
+}
+
+// expect returns a channel that is closed once a packet that carries marker
+// has been written to a connection, and a function that stops the wait.
+func (m *markers) expect(marker string) (sent <-chan struct{}, stop func()) {
+	e := expectation{marker: []byte(marker), sent: make(chan struct{})}
+	m.mu.Lock()
+	m.waits = append(m.waits, e)
+	m.mu.Unlock()
+	return e.sent, func() { m.forget(e.sent) }
+}
+
+func (m *markers) forget(sent chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.waits = slices.DeleteFunc(m.waits, func(e expectation) bool { return e.sent == sent })
+}
+
+// sawWrite closes the expectations that packet p meets.
+func (m *markers) sawWrite(p []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := 0; i < len(m.waits); {
+		if e := m.waits[i]; bytes.Contains(p, e.marker) {
+			close(e.sent)
+			m.waits = append(m.waits[:i], m.waits[i+1:]...)
+			continue
+		}
+		i++
+	}
 }

@@ -48,7 +48,7 @@ func TestWireRecordsPackets(t *testing.T) {
 	if len(c.sent.sent) != 1 || !c.sent.sent[0].Equal(c.sent.first) {
 		t.Fatalf("50 writes within a grain kept %d entries, want the first only", len(c.sent.sent))
 	}
-	old := time.Now().Add(-3 * w.sessionTimeout())
+	old := time.Now().Add(-3 * w.hs.timeout())
 	c.sent.sent = []time.Time{old, old.Add(time.Second)}
 	if _, err := c.Write([]byte{0}); err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ type Options struct {
 	// Connect, if set, opens each connection instead of dialing Servers:
 	// a Conn with no socket under it (internal/zkfake, for tests), with
 	// a session of SessionTimeout, which reports its events to events as
-	// go-zookeeper's event callback does. See connect.go.
+	// go-zookeeper's event callback does. See [Session.openConnect].
 	Connect func(timeout time.Duration, events func(zk.Event)) (Conn, error)
 
 	rawZxid bool // tests only (race_repro_test.go): the wire does not keep lastZxid (zxid.go)
@@ -71,11 +71,8 @@ const (
 // Session is one ZooKeeper connection and its session, watched. It follows
 // the session's state through a non-blocking callback and is the only
 // holder of the connection, which it may replace (see [Open]). It owns two
-// goroutines: its janitor, which deletes the nodes of abandoned acquires
-// and lost leases, and its keeper, which has the quorum confirm the session
-// while leases are held or awaited, ends leases at their deadline and
-// watches held nodes. [Session.Close] stops both and waits for them. A
-// Session is safe for concurrent use.
+// goroutines, its [janitor] and its [keeper]; [Session.Close] stops both
+// and waits for them. A Session is safe for concurrent use.
 type Session struct {
 	acl        func(path string) []zk.ACL
 	log        *slog.Logger
@@ -149,14 +146,9 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 		confirmedCh: make(chan struct{}),
 		held:        newRegister(),
 		waiting:     make(map[string]*waiter),
+		dial:        dialOptions{servers: o.Servers, sessionTimeout: o.SessionTimeout, dialer: w.dialer, log: o.Logger},
+		root:        rooted{root: o.Root, acl: o.RootACL},
 	}
-	c.dial = dialOptions{
-		servers:        o.Servers,
-		sessionTimeout: o.SessionTimeout,
-		dialer:         c.wire.dialer,
-		log:            o.Logger,
-	}
-	c.root = rooted{root: o.Root, acl: o.RootACL}
 	c.janitor = newJanitor(c)
 	c.keeper = newKeeper(c)
 	// The connection's state callback takes c.mu, so it sees c.zc set.
@@ -173,20 +165,17 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	_, err = c.AwaitSession(awaitCtx)
 	c.wire.tls.setOnFail(nil)
 	var te *TLSError
-	if err != nil && ctx.Err() == nil && errors.As(context.Cause(awaitCtx), &te) {
+	switch {
+	case err == nil:
+		err = c.credentials(ctx, zc, o.Auth)
+	case ctx.Err() == nil && errors.As(context.Cause(awaitCtx), &te):
 		// Not worth waiting out ctx for: a server that does not trust our
 		// certificate, or that we do not trust, will not change its mind.
-		_ = c.Close()
-		return nil, te
+		err = te
+	case !errors.Is(err, ErrClientClosed):
+		err = c.wire.whyNoSession(err)
 	}
 	if err != nil {
-		if !errors.Is(err, ErrClientClosed) {
-			err = c.wire.whyNoSession(err)
-		}
-		_ = c.Close()
-		return nil, err
-	}
-	if err := c.credentials(ctx, zc, o.Auth); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
@@ -219,25 +208,17 @@ func (c *Session) credentials(ctx context.Context, zc Conn, auths []Auth) error 
 // is one, and its watch events' paths relative to it (chroot.go).
 func (c *Session) open(gen uint64) (Conn, error) {
 	o := c.dial
-	o.onState = func(s sessionState, server string) { c.onState(gen, s, server) }
-	o.onWatch = func(ev Event) {
-		if c.root.root != "" {
-			ev = c.root.relEvent(ev)
-		}
-		c.onWatch(gen, ev)
-	}
-	var zc Conn
-	var err error
-	if c.connect != nil {
-		zc, err = c.openConnect(o)
-	} else {
+	o.onState = func(s zk.State, server string) { c.onState(gen, s, server) }
+	o.onWatch = func(ev Event) { c.onWatch(gen, c.root.relEvent(ev)) } // no root: as it is
+	openConn := c.openConnect
+	if c.connect == nil {
 		var next func()
 		if c.wire.tls.cfg != nil {
 			next = c.wire.tls.nextServer
 		}
-		o.hosts = c.wire.res.newHosts(next)
-		zc, err = dial(o)
+		o.hosts, openConn = c.wire.res.newHosts(next), dial
 	}
+	zc, err := openConn(o)
 	if err != nil || c.root.root == "" {
 		return zc, err
 	}
@@ -255,7 +236,11 @@ func (c *Session) Conn() Conn {
 // Client.Conn, not under the chroot: nil if the connection is not
 // go-zookeeper's.
 func (c *Session) Raw() *zk.Conn {
-	if z, ok := unrooted(c.Conn()).b.(zkBackend); ok {
+	b := c.Conn().b
+	if r, ok := b.(rooted); ok {
+		b = r.Backend
+	}
+	if z, ok := b.(zkBackend); ok {
 		return z.c
 	}
 	return nil
@@ -329,14 +314,14 @@ func (c *Session) Classify(err error) Outcome {
 // connection calls it from its own goroutine, so it must never block: it
 // only flips state under a short mutex, closes channels and queues work for
 // the janitor.
-func (c *Session) onState(gen uint64, s sessionState, server string) {
+func (c *Session) onState(gen uint64, s zk.State, server string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || gen != c.gen {
 		return
 	}
 	switch s {
-	case stateHasSession:
+	case zk.StateHasSession:
 		if !c.downSince.IsZero() {
 			c.sweepWant++ // back on a new connection: sweep the held nodes (sweep.go)
 		}
@@ -344,7 +329,7 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 		c.log.Debug("zklock: session established", "server", server)
 		c.hasSessionLocked(c.zc.SessionID())
 		c.stateLocked(Connected, c.zc.SessionID(), server)
-	case stateDisconnected:
+	case zk.StateDisconnected, zk.StateAuthFailed:
 		if !c.connected {
 			return
 		}
@@ -352,7 +337,7 @@ func (c *Session) onState(gen uint64, s sessionState, server string) {
 		c.log.Debug("zklock: connection lost", "server", server)
 		c.stateLocked(Disconnected, c.zc.SessionID(), "")
 		c.disconnectedLocked()
-	case stateExpired:
+	case zk.StateExpired:
 		c.connected = false
 		if c.downSince.IsZero() {
 			c.downSince = time.Now()
@@ -375,8 +360,7 @@ func (c *Session) stateLocked(s State, id int64, server string) {
 	}
 }
 
-// disconnectedLocked applies the lease policy to a disconnect. c.mu is
-// held.
+// disconnectedLocked applies the lease policy to a disconnect. c.mu is held.
 func (c *Session) disconnectedLocked() {
 	if !c.lossOnDrop {
 		// Leases ride out the drop until their deadline: the keeper ends
@@ -503,20 +487,19 @@ func (c *Session) AwaitSession(ctx context.Context) (int64, error) {
 // otherwise wake it twice a cycle (at the wait, at the grant), for nothing:
 // with 8 clients on one mutex, about two goroutine wakes per handoff.
 //
-// Why not waking it is safe: with anything held or awaited, the keeper
-// must wake by the next confirmation ([nextConfirmation]), which is
-// before the deadline, so also in time to end the leases at it
-// (keeper.run), and before a new waiter's node is due for its check
-// (keeper.confirmation: a third of the timeout after the wait began, which
-// is after the latest confirmed write). If it sleeps with a timer no later
-// than that, it will look in time; [Session.wakeByLocked] makes sure it
-// does. If it is awake, it compares keeperSeq, under c.mu, before it goes
-// to sleep, and looks again if it changed: so a change it did not see
-// never goes unscheduled. c.mu is held.
+// Why not waking it is safe: with anything held or awaited, the keeper must
+// wake by the next confirmation ([nextConfirmation]), which is before the
+// deadline, so also in time to end the leases at it (keeper.run), and before
+// a new waiter's node is due for its check (keeper.confirmation: a third of
+// the timeout after the wait began, which is after the latest confirmed
+// write). If it sleeps with a timer no later than that, it will look in time;
+// [Session.wakeByLocked] makes sure it does. If it is awake, it compares
+// keeperSeq, under c.mu, before it goes to sleep, and looks again if it
+// changed: so a change it did not see never goes unscheduled. c.mu is held.
 func (c *Session) kickLocked() {
 	c.keeperSeq++
 	if c.connected && c.zc != nil && c.session == c.zc.SessionID() {
-		if t := c.wire.sessionTimeout(); t > 0 && c.wakeByLocked(nextConfirmation(c.confirmed, c.deadline, t)) {
+		if t := c.wire.hs.timeout(); t > 0 && c.wakeByLocked(nextConfirmation(c.confirmed, c.deadline, t)) {
 			return
 		}
 	}

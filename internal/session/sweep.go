@@ -66,7 +66,7 @@ func (k *keeper) sweeping(v keeperView, t time.Duration) (time.Time, func()) {
 }
 
 // sweep checks every held node of v's session, a chunk at a time, as a
-// confirmation checks its sample ([keeper.check]: the leases still end at
+// confirmation checks its sample ([keeper.confirm]: the leases still end at
 // their deadline while a check hangs, and each chunk confirms the
 // session). A node found gone ends its lease, and the rest of its chunk is
 // checked again without it. It reports whether every node was checked. A
@@ -74,7 +74,7 @@ func (k *keeper) sweeping(v keeperView, t time.Duration) (time.Time, func()) {
 func (k *keeper) sweep(v keeperView, t time.Duration) bool {
 	for _, chunk := range k.c.heldNodes(v.session) {
 		for len(chunk) > 0 {
-			err := k.check(chunk, v.session, t, v.holding, v.deadline, v.changed)
+			err := k.confirm(chunk, v.session, t, v.holding, v.deadline, v.changed)
 			var g *goneNode
 			if !errors.As(err, &g) {
 				if err != nil {
@@ -82,14 +82,12 @@ func (k *keeper) sweep(v keeperView, t time.Duration) bool {
 				}
 				break
 			}
-			k.c.nodeGone(g.path)
 			chunk = slices.DeleteFunc(chunk, func(n string) bool { return n == g.path })
 		}
 	}
 	return true
 }
 
-// heldNodes returns the nodes of session's leases, in chunks.
 func (c *Session) heldNodes(session int64) [][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -44,14 +44,18 @@ type tlsState struct {
 
 // secure runs the TLS handshake on raw, a connection just dialed to addr,
 // by the handshake's bound (see handshakes.bound; by zero: none, and then
-// the dial's own timeout bounds it) and ctx, and returns the TLS connection. On
-// failure raw is closed. The configuration is cloned: ServerName, when
-// the user left it empty, is the host of the server dialed, as the user
-// named it, not the address it resolved to.
-func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, error) {
+// the dial's own timeout bounds it) and ctx, and returns the TLS
+// connection. On failure raw is closed. The configuration is cloned:
+// ServerName, when the user left it empty, is the host of addr, the server
+// as the user named it (the dialer is handed names: hosts.go), not the
+// address it resolved to.
+func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, *TLSError) {
 	cfg := t.cfg.Clone()
 	if cfg.ServerName == "" {
-		cfg.ServerName = serverName(addr)
+		cfg.ServerName = addr
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
 	}
 	if by.IsZero() {
 		by = time.Now().Add(max(timeout, minHandshake))
@@ -78,17 +82,6 @@ type tlsConn struct {
 
 func (c tlsConn) Close() error { return c.raw.Close() }
 
-// serverName is the host of server, a name as the user typed it
-// ("zk1:2181"): the wire's dialer is handed names, not the addresses they
-// resolve to (hosts.go).
-func serverName(server string) string {
-	host, _, err := net.SplitHostPort(server)
-	if err != nil {
-		return server
-	}
-	return host
-}
-
 // refusedTLS reports a read or write error, before the connect response,
 // that is the server's TLS alert: with TLS 1.3 the client's handshake ends
 // before the server has checked the client's certificate, and a refusal
@@ -100,21 +93,17 @@ func refusedTLS(err error) bool {
 	return errors.As(err, &oe) && oe.Op == "remote error"
 }
 
-// failed records a failed TLS handshake with err.Addr, and if every
-// server (names of them) has now failed one since a connect response was
-// last read, makes it the verdict that ends Open's wait for a session
-// (see [Open] and nextServer): a server that is not trusted, or that
-// refuses the client's certificate, will not change its mind on the next
-// try. A timeout does not count: a slow or paused server may answer next
-// time.
+// failed records a failed TLS handshake with err.Addr, and if every server
+// (names of them) has now failed one since a connect response was last read,
+// makes it the verdict that ends Open's wait for a session (see [Open] and
+// nextServer): a server that is not trusted, or that refuses the client's
+// certificate, will not change its mind on the next try. A timeout does not
+// count: a slow or paused server may answer next time.
 func (t *tlsState) failed(err *TLSError, names int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if isTimeout(err) {
 		return
-	}
-	if t.fails == nil {
-		t.fails = make(map[string]bool)
 	}
 	t.fails[err.Addr] = true
 	if names > 0 && len(t.fails) >= names {
@@ -126,7 +115,8 @@ func (t *tlsState) failed(err *TLSError, names int) {
 func (t *tlsState) answered() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.fails, t.verdict = nil, nil
+	clear(t.fails)
+	t.verdict = nil
 }
 
 // setOnFail sets what nextServer reports a verdict to (nil: nothing).
@@ -136,14 +126,13 @@ func (t *tlsState) setOnFail(f func(error)) {
 	t.onFail = f
 }
 
-// nextServer reports the verdict of failed, if any, to Open. It runs
-// when go-zookeeper asks for the next server (Conn.connect, first thing),
-// not when the failure is seen: Open then closes the connection, and
-// go-zookeeper's Close waits up to a second for its close request to be
-// answered, which happens only once the loop is in connect, where
-// requests queued without a connection are failed (flushUnsentRequests).
-// Told from inside authenticate, as a TLS 1.3 refusal is, Open's Close
-// would wait that second every time.
+// nextServer reports the verdict of failed, if any, to Open. It runs when
+// go-zookeeper asks for the next server (Conn.connect, first thing), not when
+// the failure is seen: Open then closes the connection, and go-zookeeper's
+// Close waits up to a second for its close request to be answered, which
+// happens only once the loop is in connect, where requests queued without a
+// connection are failed (flushUnsentRequests). Told from inside authenticate,
+// as a TLS 1.3 refusal is, Open's Close would wait that second every time.
 func (t *tlsState) nextServer() {
 	t.mu.Lock()
 	defer t.mu.Unlock()

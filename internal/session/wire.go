@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,9 +23,9 @@ import (
 //     (tls.go: [tlsState]);
 //   - the handshake: its bound, and what a connect response grants, or
 //     that none came ([handshakes], handshake.go);
-//   - when packets went out, for the lease deadline ([sendClock], sent.go);
+//   - when packets went out, for the lease deadline ([sendClock]), and
 //   - which request markers went out, for the engine's prefetch
-//     ([markers], markers.go);
+//     ([markers]), both in sent.go;
 //   - following the frames read ([reader], reader.go), and keeping
 //     go-zookeeper's lastZxid ([zxidKeeper], zxid.go);
 //   - the credentials, sent on every connection ([credentials], auth.go).
@@ -40,9 +39,9 @@ import (
 // under which [hosts]' is taken (resolver.mu, then hosts.mu). So there is
 // no lock order to keep but that one.
 type wire struct {
-	dial   zk.Dialer
-	logger *slog.Logger
-	life   context.Context // ends when the Session closes: a lookup or TLS handshake under way gives up
+	dial zk.Dialer
+	log  *slog.Logger    // the Session's, or a silent one
+	life context.Context // ends when the Session closes: a lookup or TLS handshake under way gives up
 
 	res   resolver
 	tls   tlsState
@@ -56,16 +55,19 @@ type wire struct {
 	cur *wireConn // the connection go-zookeeper uses now, for drop
 }
 
-// newWire makes the wire of a Session opened with o.
 func newWire(o Options) *wire {
 	w := &wire{
-		dial:   o.Dialer,
-		logger: o.Logger,
-		res:    resolver{lookup: o.Lookup},
-		tls:    tlsState{cfg: o.TLS},
-		hs:     handshakes{requested: o.SessionTimeout},
-		zxid:   zxidKeeper{raw: o.rawZxid},
-		creds:  credentials{changed: make(chan struct{})},
+		dial:  o.Dialer,
+		log:   o.Logger,
+		life:  context.Background(),
+		res:   resolver{lookup: o.Lookup, known: make(map[string]*name)},
+		tls:   tlsState{cfg: o.TLS, fails: make(map[string]bool)},
+		hs:    handshakes{requested: o.SessionTimeout},
+		zxid:  zxidKeeper{raw: o.rawZxid},
+		creds: credentials{changed: make(chan struct{})},
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.Connect == nil {
 		w.creds.set(o.Auth) // the wire sends them (auth.go); the fake's connection gets them by AddAuth
@@ -98,7 +100,7 @@ type wireConn struct {
 // addresses with the user's dialer, in turn until one connects; then TLS,
 // under the handshake's bound, verifies the server against the name.
 func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, error) {
-	addrs, err := w.res.resolve(w.lifetime(), name, w.log())
+	addrs, err := w.res.resolve(w.life, name, w.log)
 	if err != nil {
 		return nil, err
 	}
@@ -117,12 +119,10 @@ func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, er
 		by = time.Now().Add(d)
 	}
 	if w.tls.cfg != nil {
-		if c, err = w.tls.secure(w.lifetime(), c, name, by, timeout); err != nil {
-			var te *TLSError
-			if errors.As(err, &te) {
-				w.tlsFailed(te)
-			}
-			return nil, err
+		var te *TLSError
+		if c, te = w.tls.secure(w.life, c, name, by, timeout); te != nil {
+			w.tlsFailed(te)
+			return nil, te
 		}
 	}
 	wc := w.newConn(c, name)
@@ -158,21 +158,19 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		w.marks.sawWrite(p)
 		return len(p), nil
 	case !connect && opcode(p) == opSetAuth:
-		// go-zookeeper (v1.0.4) re-sends each credential after a
-		// reconnect (resendZkAuth) through sendRequest, whose reply
-		// channel holds one reply. A failed write makes sendData put
-		// the error there and leave the request in the connection's
-		// table; resendZkAuth returns without reading it, and
-		// Conn.loop's flushRequests then sends the request a second
-		// reply under the table's lock, and blocks for ever (its PR
-		// #163, open): the connection never reconnects, and the
-		// session is lost. So the write counts as made, and the
-		// connection is closed: the read side fails, recvLoop ends
-		// (closing closeChan, which resendZkAuth waits on), and
-		// flushRequests gives the request its one reply. The request
-		// is lost either way; the connection was broken either way.
-		// Other requests are safe: queueRequest's channels hold two.
-		// TestFailedCredentialWriteKeepsTheSession fails without this.
+		// go-zookeeper (v1.0.4) re-sends each credential after a reconnect
+		// (resendZkAuth) through sendRequest, whose reply channel holds one
+		// reply. A failed write makes sendData put the error there and leave
+		// the request in the connection's table; resendZkAuth returns without
+		// reading it, and Conn.loop's flushRequests then sends the request a
+		// second reply under the table's lock, and blocks for ever (its PR
+		// #163, open): the connection never reconnects, and the session is
+		// lost. So the write counts as made, and the connection is closed:
+		// the read side fails, recvLoop ends (closing closeChan, which
+		// resendZkAuth waits on), and flushRequests gives the request its one
+		// reply. The request is lost either way; the connection was broken
+		// either way. Other requests are safe: queueRequest's channels hold
+		// two. TestFailedCredentialWriteKeepsTheSession fails without this.
 		_ = c.Close()
 		return len(p), nil
 	}
@@ -232,7 +230,7 @@ func (c *wireConn) packet(hdr []byte, connect bool) {
 	code := int32(binary.BigEndian.Uint32(hdr[12:16]))
 	switch {
 	case xid == authXid:
-		w.creds.reply(c, code, w.log())
+		w.creds.reply(c, code, w.log)
 	case xid >= 0 && zxid > 0:
 		w.zxid.saw(c.session, zxid)
 	}
@@ -256,8 +254,7 @@ func (c *wireConn) unanswered(err error) error {
 	return err
 }
 
-// opcode is the opcode of request packet p, 0 if p is too short to
-// carry one.
+// opcode is the opcode of request packet p, 0 if p is too short to carry one.
 func opcode(p []byte) int32 {
 	if len(p) < 12 {
 		return 0
@@ -301,31 +298,8 @@ func (w *wire) whyNoSession(err error) error {
 	return err
 }
 
-// log is the Session's logger, or a silent one.
-func (w *wire) log() *slog.Logger {
-	if w.logger == nil {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return w.logger
-}
-
-// lifetime is a context that ends when the Session closes, to give up a
-// lookup or a TLS handshake under way.
-func (w *wire) lifetime() context.Context {
-	if w.life == nil {
-		return context.Background()
-	}
-	return w.life
-}
-
-// sessionTimeout is the timeout the server granted, 0 before it has.
-func (w *wire) sessionTimeout() time.Duration { return w.hs.timeout() }
-
 // sentByOn is [sendClock.sentByOn], for [Session.Confirm].
 func (w *wire) sentByOn(sent, t time.Time) time.Time { return w.clock.sentByOn(sent, t) }
-
-// servers is the number of servers to try (hosts.servers), at least one.
-func (w *wire) servers() int { return w.res.servers() }
 
 // drop closes the current connection: go-zookeeper notices, fails what is
 // pending on it, and reconnects to the next server in its list.
@@ -333,7 +307,7 @@ func (w *wire) drop() {
 	w.mu.Lock()
 	c := w.cur
 	w.mu.Unlock()
-	if c != nil && c.Conn != nil { // a Connect'ed connection has no socket (connect.go)
+	if c != nil && c.Conn != nil { // a Connect'ed connection has no socket (conn.go: openConnect)
 		_ = c.Close()
 	}
 }
