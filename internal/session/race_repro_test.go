@@ -23,13 +23,14 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// raceRepro turns the wire's keeping of lastZxid off for TestLastZxidRace
-// (Options.rawZxid), to show the race it closes: such a run must fail,
-// under -race, with a DATA RACE between go-zookeeper's recvLoop and
-// sendSetWatches (docs/testing.md, "The -race promise"). It is not a CI
-// run.
+// raceRepro has TestLastZxidRace drive a bare go-zookeeper Conn (dialed
+// with the same transport, with no Session and no wire under it) instead
+// of a Session, to show that the harness provokes the race the wire
+// closes: such a run must fail, under -race, with a DATA RACE between
+// go-zookeeper's recvLoop and sendSetWatches (docs/contributing-tests.md,
+// "The `-race` promise"). It is not a CI run.
 var raceRepro = flag.String("race-repro", "",
-	`run TestLastZxidRace without the wire's keeping of lastZxid: "none"; the run must report a DATA RACE under -race`)
+	`run TestLastZxidRace on a bare zk.Conn, without the wire: "none"; the run must report a DATA RACE under -race`)
 
 // stepCycles is how many reconnects TestLastZxidRace provokes the race on.
 const stepCycles = 6
@@ -68,13 +69,13 @@ const stepCycles = 6
 // is A's (so the case was provoked); and that watches set before the
 // reconnects fire after them.
 //
-// With -race-repro=none (see raceRepro) the same run is made without the
-// wire's keeping of lastZxid, and must fail with a DATA RACE.
+// With -race-repro=none (see raceRepro) the same run is made on a bare
+// go-zookeeper Conn, and must fail with a DATA RACE.
 func TestLastZxidRace(t *testing.T) {
 	switch *raceRepro {
 	case "":
 	case "none":
-		t.Log("-race-repro=none: the wire does not keep lastZxid; under -race this run must report a DATA RACE")
+		t.Log("-race-repro=none: a bare zk.Conn, no wire; under -race this run must report a DATA RACE")
 	default:
 		t.Fatalf("-race-repro=%q: want none", *raceRepro)
 	}
@@ -87,21 +88,14 @@ func TestLastZxidRace(t *testing.T) {
 	defer cancel()
 
 	st := &stepper{}
-	c, err := Open(ctx, Options{
-		Servers:        []string{addr, addr},
-		SessionTimeout: 4 * time.Second,
-		ACL:            func(string) []zk.ACL { return zk.WorldACL(zk.PermAll) },
-		Dialer:         st.dial,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-		NewBackOff:     func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) },
-		Hooks:          Hooks{Lost: func(*Hold, error) {}, Released: func(*Hold) {}, State: func(State, int64, string) {}},
-		rawZxid:        *raceRepro == "none",
-	})
-	if err != nil {
-		t.Fatal(err)
+	var c raceTarget
+	if *raceRepro == "none" {
+		c = openBare(t, st, addr)
+	} else {
+		c = openRaceSession(ctx, t, st, addr)
 	}
-	defer func() { _ = c.Close() }()
-	raw := c.Raw()
+	defer c.close()
+	raw := c.zk
 
 	// Watches of the user's: their setWatches must bring them back.
 	var b [8]byte
@@ -146,6 +140,78 @@ func TestLastZxidRace(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Errorf("a watch set before %d reconnects did not fire (%v)", stepCycles, w.want)
 		}
+	}
+}
+
+// raceTarget is what TestLastZxidRace drives: a go-zookeeper Conn, and
+// how to drop its connection, make a request on it, and close it.
+type raceTarget struct {
+	zk      *zk.Conn
+	drop    func()
+	request func() error
+	close   func()
+}
+
+// openRaceSession opens a Session through the stepper, as the Client does: the
+// wire between go-zookeeper and the stepper's connections.
+func openRaceSession(ctx context.Context, t *testing.T, st *stepper, addr string) raceTarget {
+	t.Helper()
+	c, err := Open(ctx, Options{
+		Servers:        []string{addr, addr},
+		SessionTimeout: 4 * time.Second,
+		ACL:            func(string) []zk.ACL { return zk.WorldACL(zk.PermAll) },
+		Dialer:         st.dial,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		NewBackOff:     func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) },
+		Hooks:          Hooks{Lost: func(*Hold, error) {}, Released: func(*Hold) {}, State: func(State, int64, string) {}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raceTarget{
+		zk:      c.Raw(),
+		drop:    c.wire.drop,
+		request: func() error { _, err := c.Conn().Exists("/"); return err },
+		close:   func() { _ = c.Close() },
+	}
+}
+
+// openBare connects a bare go-zookeeper Conn through the stepper (its own
+// DNSHostProvider, the stepper's connections under it, no wire), and waits
+// for its session: the race as go-zookeeper v1.0.4 has it.
+func openBare(t *testing.T, st *stepper, addr string) raceTarget {
+	t.Helper()
+	c, _, err := zk.Connect([]string{addr, addr}, 4*time.Second,
+		zk.WithDialer(st.dial),
+		zk.WithLogger(zkLogger{slog.New(slog.NewTextHandler(io.Discard, nil))}),
+		zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(20*time.Second, func() bool { return c.State() == zk.StateHasSession }) {
+		c.Close()
+		t.Fatalf("a bare zk.Conn to %s has no session after 20s", addr)
+	}
+	return raceTarget{
+		zk:      c,
+		drop:    st.dropCurrent,
+		request: func() error { _, _, err := c.Exists("/"); return err },
+		close:   c.Close,
+	}
+}
+
+// dropCurrent closes the connection dialed last, the one go-zookeeper
+// uses: it dials the next only once that one's loop has ended
+// (Conn.loop).
+func (s *stepper) dropCurrent() {
+	s.mu.Lock()
+	var sc *stepConn
+	if n := len(s.conns); n > 0 {
+		sc = s.conns[n-1]
+	}
+	s.mu.Unlock()
+	if sc != nil {
+		_ = sc.Close()
 	}
 }
 
@@ -250,13 +316,13 @@ func (s *stepper) dial(network, addr string, timeout time.Duration) (net.Conn, e
 
 // cycle drops the session's connection, has the next one (A) cut, and
 // checks the B that follows.
-func (s *stepper) cycle(t *testing.T, c *Session, i int) {
+func (s *stepper) cycle(t *testing.T, c raceTarget, i int) {
 	t.Helper()
 	s.mu.Lock()
 	s.failNext, s.base, s.afterFail = true, queued(setWatchesCaller), false
 	first := len(s.conns)
 	s.mu.Unlock()
-	c.wire.drop()
+	c.drop()
 
 	var a, b *stepConn
 	if !poll(20*time.Second, func() bool {
@@ -283,7 +349,7 @@ func (s *stepper) cycle(t *testing.T, c *Session, i int) {
 			i, a != nil, b != nil, sw, len(s.conns)-first, s.problems)
 	}
 	// A request on B: its reply comes after both setWatches.
-	if !poll(20*time.Second, func() bool { _, err := c.Conn().Exists("/"); return err == nil }) {
+	if !poll(20*time.Second, func() bool { return c.request() == nil }) {
 		t.Fatalf("cycle %d: no request succeeded after the reconnect", i)
 	}
 

@@ -19,7 +19,6 @@ type reader struct {
 	nhdr  int
 	hdr   [replyHdrBytes]byte
 	shook bool  // the connect response has passed
-	raw   bool  // replies' zxids pass as sent (zxidKeeper.raw: tests only)
 	bad   error // a frame no server sends was read: the connection closes (wireConn.Read)
 }
 
@@ -82,7 +81,7 @@ func (r *reader) body(b []byte) ([]byte, bool) {
 // not negative, so that go-zookeeper's recvLoop never writes its lastZxid
 // (zxid.go). The xid comes before it, so it is known.
 func (r *reader) hideZxid(b []byte, from int) {
-	if !r.shook || r.raw || r.nhdr < 4 || int32(binary.BigEndian.Uint32(r.hdr[0:4])) < 0 {
+	if !r.shook || r.nhdr < 4 || int32(binary.BigEndian.Uint32(r.hdr[0:4])) < 0 {
 		return
 	}
 	for i := max(from, 4); i < min(r.nhdr, 12); i++ {

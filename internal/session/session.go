@@ -38,8 +38,6 @@ type Options struct {
 	// a session of SessionTimeout, which reports its events to events as
 	// go-zookeeper's event callback does. See [Session.openConnect].
 	Connect func(timeout time.Duration, events func(zk.Event)) (Conn, error)
-
-	rawZxid bool // tests only (race_repro_test.go): the wire does not keep lastZxid (zxid.go)
 }
 
 // Auth is one set of credentials.

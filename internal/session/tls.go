@@ -77,10 +77,10 @@ func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by tim
 // close request already when it closes a connection for good.
 type tlsConn struct {
 	*tls.Conn
-	raw net.Conn
+	sock net.Conn
 }
 
-func (c tlsConn) Close() error { return c.raw.Close() }
+func (c tlsConn) Close() error { return c.sock.Close() }
 
 // refusedTLS reports a read or write error, before the connect response,
 // that is the server's TLS alert: with TLS 1.3 the client's handshake ends

@@ -63,7 +63,6 @@ func newWire(o Options) *wire {
 		res:   resolver{lookup: o.Lookup, known: make(map[string]*name)},
 		tls:   tlsState{cfg: o.TLS, fails: make(map[string]bool)},
 		hs:    handshakes{requested: o.SessionTimeout},
-		zxid:  zxidKeeper{raw: o.rawZxid},
 		creds: credentials{changed: make(chan struct{})},
 	}
 	if w.log == nil {
@@ -134,7 +133,6 @@ func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, er
 // the current one.
 func (w *wire) newConn(c net.Conn, addr string) *wireConn {
 	wc := &wireConn{Conn: c, w: w, addr: addr, sent: w.clock.begin()}
-	wc.rd.raw = w.zxid.raw
 	w.mu.Lock()
 	w.cur = wc
 	w.mu.Unlock()

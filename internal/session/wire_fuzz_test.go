@@ -20,11 +20,10 @@ type serverConn struct{ net.Conn }
 
 func (serverConn) Write(p []byte) (int, error) { return len(p), nil }
 
-// The modes of FuzzWireReader's connection, as bits of its mode byte.
-const (
-	modeCreds = 1 << iota // two credentials follow the connect request: xid -4 replies are theirs
-	modeRaw               // the wire does not keep lastZxid (zxidKeeper.raw): zxids pass as sent
-)
+// modeCreds is the bit of FuzzWireReader's mode byte (its others are
+// ignored) that has two credentials follow the connect request: xid -4
+// replies are theirs.
+const modeCreds = 1
 
 // hangBound is how long the reader may take once the server has hung up.
 const hangBound = 10 * time.Second
@@ -32,9 +31,9 @@ const hangBound = 10 * time.Second
 // FuzzWireReader plays a server that sends any bytes, in reads of any
 // size, to a connection of the wire, read as go-zookeeper's recvLoop
 // reads (a 4-byte length, then that many bytes), with and without
-// credentials, with and without the keeping of lastZxid. Once the server
-// has sent everything and hung up, the reader must end by itself, with the
-// server's hang-up or a bad frame's close; it never panics; what it gets
+// credentials. Once the server has sent everything and hung up, the
+// reader must end by itself, with the server's hang-up or a bad frame's
+// close; it never panics; what it gets
 // is what the server sent, the replies' zxids hidden (zxid.go), a prefix
 // of it if the wire closed the connection; and the wire's count of where
 // a packet starts agrees with the server's framing. A frame that cannot
@@ -54,7 +53,7 @@ func FuzzWireReader(f *testing.F) {
 		0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 2, '/', 'a'}
 	binary.BigEndian.PutUint32(event, uint32(len(event)-4))
 	valid = append(valid, event...)
-	for mode := byte(0); mode < 4; mode++ {
+	for mode := byte(0); mode <= modeCreds; mode++ {
 		f.Add(mode, uint16(7), valid)
 	}
 	f.Add(byte(0), uint16(1), connectResponse(1<<30, 55))
@@ -66,7 +65,7 @@ func FuzzWireReader(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, mode byte, chunk uint16, in []byte) {
 		client, server := net.Pipe()
-		o := Options{SessionTimeout: time.Minute, rawZxid: mode&modeRaw != 0}
+		o := Options{SessionTimeout: time.Minute}
 		if mode&modeCreds != 0 {
 			o.Auth = []Auth{{Scheme: "digest", Auth: []byte("u:p")}, {Scheme: "digest", Auth: []byte("v:q")}}
 		}
@@ -127,10 +126,7 @@ func FuzzWireReader(f *testing.F) {
 		}
 		// What go-zookeeper gets is what the server sent, but for the
 		// zxids of the replies, which the wire keeps (zxid.go).
-		want := in
-		if mode&modeRaw == 0 {
-			want = hiddenZxids(in)
-		}
+		want := hiddenZxids(in)
 		if !bytes.HasPrefix(want, r.got) {
 			t.Fatalf("mode %#x: the reader got %d bytes that are not what the server sent", mode, len(r.got))
 		}

@@ -50,14 +50,12 @@ import (
 //
 // A reply counts when the wire reads it whole: ZooKeeper sends a watch's
 // event before any reply that follows the change on the connection, so
-// every event up to its zxid was handed on before it. Tests: TestLastZxidRace (against ZooKeeper, under -race;
-// with -race-repro=none, raw, it must report the race), zxid_test.go.
+// every event up to its zxid was handed on before it.
+//
+// Tests: TestLastZxidRace (against ZooKeeper, under -race; with
+// -race-repro=none it drives a bare zk.Conn the same way, which must report
+// the race), zxid_test.go.
 type zxidKeeper struct {
-	// raw turns the keeping off: replies reach go-zookeeper as the server
-	// sent them, requests the server as go-zookeeper wrote them. Only a
-	// test sets it (Options.rawZxid, race_repro_test.go), to show the race.
-	raw bool
-
 	mu   sync.Mutex
 	last lastZxid
 }
@@ -93,9 +91,6 @@ func (z *zxidKeeper) saw(session, zxid int64) {
 // argument). go-zookeeper writes each packet in one Write, the connect
 // request first (authenticate, Conn.sendData).
 func (z *zxidKeeper) out(c *wireConn, p []byte, connect bool) []byte {
-	if z.raw {
-		return p
-	}
 	switch {
 	case connect && len(p) >= connectBytes:
 		// length, protocol version, LastZxidSeen, timeout, session id
