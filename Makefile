@@ -99,7 +99,8 @@ check: mod-check vet vet-oldest fmt-check staticcheck docs-check setup-test
 setup-test:
 	scripts/setup_test.sh
 
-# Every relative link and anchor in the Markdown resolves, and every Go block
+# Every relative link and anchor in the Markdown resolves, every `make X` a page
+# gives names a target of this Makefile, and every Go block
 # a page marks as a copy of a source declaration matches it (tools/docscheck).
 docs-check:
 	$(GO) run ./tools/docscheck

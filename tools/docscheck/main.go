@@ -31,6 +31,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"go/ast"
@@ -64,6 +65,9 @@ func main() {
 // documentation of the project (hidden ones, testdata, node_modules).
 func check(root string) ([]string, error) {
 	var problems []string
+	if err := loadMakeTargets(root); err != nil {
+		return nil, err
+	}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -121,8 +125,10 @@ func checkPage(root, path string) ([]string, error) {
 	var problems []string
 	inFence := false
 	for i, l := range p.lines {
-		if msg := checkInstall(l); msg != "" {
-			problems = append(problems, fmt.Sprintf("%s:%d: %s", p.path, i+1, msg))
+		for _, msg := range []string{checkInstall(l), checkMake(l, inFence)} {
+			if msg != "" {
+				problems = append(problems, fmt.Sprintf("%s:%d: %s", p.path, i+1, msg))
+			}
 		}
 		if strings.HasPrefix(strings.TrimSpace(l), "```") {
 			inFence = !inFence
@@ -435,4 +441,52 @@ func checkInstallsIn(path string) ([]string, error) {
 		}
 	}
 	return problems, nil
+}
+
+// makeTargets are the targets the repository's Makefile defines, which a
+// page that says `make <target>` must name (a newcomer copies the command).
+var makeTargets map[string]bool
+
+var (
+	makeRuleRE = regexp.MustCompile(`(?m)^([A-Za-z0-9][A-Za-z0-9_.-]*)\s*:([^=]|$)`)
+	makeCmdRE  = regexp.MustCompile(`^make\s+([a-z][a-z0-9-]*)`)
+)
+
+// loadMakeTargets reads the targets of root's Makefile; none if it has none.
+func loadMakeTargets(root string) error {
+	data, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if errors.Is(err, fs.ErrNotExist) {
+		makeTargets = nil
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	makeTargets = map[string]bool{}
+	for _, m := range makeRuleRE.FindAllStringSubmatch(string(data), -1) {
+		makeTargets[m[1]] = true
+	}
+	return nil
+}
+
+// checkMake returns what is wrong with the make commands on line l, or "":
+// a command in a code fence (a line that starts with make) or in inline
+// code (`make demo`) must name a target the Makefile defines.
+func checkMake(l string, inFence bool) string {
+	if makeTargets == nil {
+		return ""
+	}
+	cmds := codeRE.FindAllString(l, -1)
+	for i, c := range cmds {
+		cmds[i] = strings.Trim(c, "`")
+	}
+	if inFence {
+		cmds = []string{strings.TrimSpace(l)}
+	}
+	for _, c := range cmds {
+		if m := makeCmdRE.FindStringSubmatch(c); m != nil && !makeTargets[m[1]] {
+			return fmt.Sprintf("make %s: the Makefile has no target %q", m[1], m[1])
+		}
+	}
+	return ""
 }
