@@ -4,9 +4,9 @@ go 1.25.0
 
 require (
 	github.com/prometheus/client_golang v1.23.2
-	github.com/zkrecipes/zklock v0.0.0-20261129081228-1725e963cfea
-	github.com/zkrecipes/zklock/zklockotel v0.0.0-20261129081228-1725e963cfea
-	github.com/zkrecipes/zklock/zktest v0.0.0-20261129081228-1725e963cfea
+	github.com/zkrecipes/zklock v0.0.0-20261129093923-a8e402211229
+	github.com/zkrecipes/zklock/zklockotel v0.0.0-20261129093923-a8e402211229
+	github.com/zkrecipes/zklock/zktest v0.0.0-20261129093923-a8e402211229
 	go.opentelemetry.io/otel/exporters/prometheus v0.66.0
 	go.opentelemetry.io/otel/sdk/metric v1.44.0
 )

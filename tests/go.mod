@@ -5,8 +5,8 @@ go 1.25.0
 require (
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/stretchr/testify v1.12.1
-	github.com/zkrecipes/zklock v0.0.0-20261129081228-1725e963cfea
-	github.com/zkrecipes/zklock/zktest v0.0.0-20261129081228-1725e963cfea
+	github.com/zkrecipes/zklock v0.0.0-20261129093923-a8e402211229
+	github.com/zkrecipes/zklock/zktest v0.0.0-20261129093923-a8e402211229
 	go.uber.org/goleak v1.3.0
 )
 

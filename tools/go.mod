@@ -7,8 +7,8 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/stretchr/testify v1.12.1
 	github.com/testcontainers/testcontainers-go v0.44.0
-	github.com/zkrecipes/zklock v0.0.0-20261129081228-1725e963cfea
-	github.com/zkrecipes/zklock/zktest v0.0.0-20261129081228-1725e963cfea
+	github.com/zkrecipes/zklock v0.0.0-20261129093923-a8e402211229
+	github.com/zkrecipes/zklock/zktest v0.0.0-20261129093923-a8e402211229
 )
 
 require (

@@ -4,8 +4,8 @@ go 1.25.0
 
 require (
 	github.com/stretchr/testify v1.12.1
-	github.com/zkrecipes/zklock v0.0.0-20261129081228-1725e963cfea
-	github.com/zkrecipes/zklock/zktest v0.0.0-20261129081228-1725e963cfea
+	github.com/zkrecipes/zklock v0.0.0-20261129093923-a8e402211229
+	github.com/zkrecipes/zklock/zktest v0.0.0-20261129093923-a8e402211229
 	go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/metric v1.44.0
 	go.opentelemetry.io/otel/sdk v1.44.0
