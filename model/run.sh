@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# run.sh model-checks zklock's lease deadline (model/lease.pml) with spin:
-# the real protocol must show no error in any state, and each known-broken
-# variant must show a counterexample, whose story is printed. It exits
-# non-zero otherwise. It installs nothing: scripts/setup.sh installs spin.
+# run.sh model-checks zklock's lease deadline (model/lease.pml) and the
+# mutex's grant handoff (model/handoff.pml, issue 37; its runs are named
+# handoff*) with spin: the real protocol must show no error in any state,
+# and each known-broken variant must show a counterexample, whose story is
+# printed. It exits non-zero otherwise. It installs nothing:
+# scripts/setup.sh installs spin.
 #
 #   model/run.sh            the runs below but the long one (make model)
 #   model/run.sh real       only the runs whose name contains "real"
+#   model/run.sh handoff    only the handoff model's runs
 #   MODEL_FULL=1 model/run.sh   also real-2faults: two faults per run, about
 #                           23 million states, 3 GB and a minute or more
 #
@@ -42,6 +45,13 @@ runs=(
 	# Outside the design's assumption: a client packet takes up to T/12 to
 	# reach its server, on top of the leader's ping's T/12.
 	"client-delay|broken|-DCDELAY=2|client packets delayed by T/12 as well as the pings|dfs"
+	# The grant handoff (model/handoff.pml): 3 participants, every session
+	# may expire and every waiter give up, notifications late.
+	"handoff|safe||the grant handoff as designed: never two holders, the queue drains"
+	"handoff-no-read|broken|-DNO_READ|(c) a waiter holds when its predecessor goes without a grant, no read"
+	"handoff-any-grant|broken|-DANY_GRANT|(b) a waiter takes any grant, not its predecessor's"
+	# Not a variant: the design leaves a grant behind when no one receives it.
+	"handoff-orphan|broken|-DORPHAN_CHECK -DMAXEXP=0 -DMAXGIVEUP=0|finding: a grant no one receives stays until its session ends"
 )
 
 failed=0
@@ -52,10 +62,12 @@ for run in "${runs[@]}"; do
 	[[ $name != real-2faults || -n ${MODEL_FULL:-} ]] || continue
 	dir=$tmp/$name
 	mkdir -p "$dir"
-	cp "$here/lease.pml" "$here/params.h" "$dir/"
+	model=lease.pml
+	[[ $name != handoff* ]] || model=handoff.pml
+	cp "$here/lease.pml" "$here/handoff.pml" "$here/params.h" "$dir/"
 	start=$SECONDS
 	# shellcheck disable=SC2086 # defs is a list of words
-	(cd "$dir" && spin -a $defs lease.pml >spin.out 2>&1) || {
+	(cd "$dir" && spin -a $defs "$model" >spin.out 2>&1) || {
 		cat "$dir/spin.out" >&2
 		echo "model: $name: spin -a failed" >&2
 		failed=1
@@ -96,7 +108,7 @@ for run in "${runs[@]}"; do
 		fi
 		;;
 	broken)
-		if [[ $errors != 0 && -f $dir/lease.pml.trail ]]; then
+		if [[ $errors != 0 && -f $dir/$model.trail ]]; then
 			printf 'model: %-13s ok: spin found the counterexample (%s states, %ds): %s\n' "$name" "$states" "$secs" "$what"
 		else
 			printf 'model: %-13s FAILED: no counterexample for a broken variant: %s\n' "$name" "$what" >&2
@@ -105,11 +117,12 @@ for run in "${runs[@]}"; do
 		fi
 		;;
 	esac
-	if [[ $errors != 0 && -f $dir/lease.pml.trail ]]; then
-		# The model's printf's tell the story; spin -t replays the trail.
+	if [[ $errors != 0 && -f $dir/$model.trail ]]; then
+		# The model's printf's tell the story (lease.pml's lines start
+		# t=, handoff.pml's h: ); spin -t replays the trail.
 		# The start (the phases), then the end.
 		# shellcheck disable=SC2086
-		(cd "$dir" && spin -t $defs lease.pml) | sed -n 's/^ *\(t=.*\)$/    \1/p' >"$dir/story"
+		(cd "$dir" && spin -t $defs "$model") | sed -n -e 's/^ *\(t=.*\)$/    \1/p' -e 's/^ *h: \(.*\)$/    \1/p' >"$dir/story"
 		head -n1 "$dir/story"
 		if (($(wc -l <"$dir/story") > 31)); then
 			echo "    ..."
