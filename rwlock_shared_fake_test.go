@@ -19,11 +19,13 @@ import (
 	"github.com/zkrecipes/zklock/internal/zkfake"
 )
 
-// fakeOps logs the ops the fake is asked for, and applies rules to them.
+// fakeOps logs the ops the fake is asked for, and those it has answered,
+// and applies rules to them.
 type fakeOps struct {
-	mu    sync.Mutex
-	rules []*opRule
-	ops   []zkfake.Op
+	mu       sync.Mutex
+	rules    []*opRule
+	ops      []zkfake.Op
+	answered []zkfake.Op
 }
 
 // opRule runs do before the nth op (from 1; 0: every one) that it
@@ -50,11 +52,19 @@ func (r *opRule) matches(op zkfake.Op) bool {
 	return op.Paths[0] == r.path
 }
 
-// watchOps installs f's hooks: every op is logged, and rules apply.
+// watchOps installs f's hooks: every op is logged, when asked for and when
+// answered, and rules apply.
 func watchOps(f *zkfake.Server, rules ...*opRule) *fakeOps {
 	o := &fakeOps{rules: rules}
-	f.SetHooks(zkfake.Hooks{Before: o.before})
+	f.SetHooks(zkfake.Hooks{Before: o.before, After: o.after})
 	return o
+}
+
+func (o *fakeOps) after(op zkfake.Op, err error) error {
+	o.mu.Lock()
+	o.answered = append(o.answered, op)
+	o.mu.Unlock()
+	return err
 }
 
 func (o *fakeOps) before(op zkfake.Op) error {
@@ -81,11 +91,27 @@ func (o *fakeOps) before(op zkfake.Op) error {
 // count returns how many ops named name conn has asked for on path (or,
 // with prefix, on a path that starts with it).
 func (o *fakeOps) count(conn *zkfake.Conn, name, path string, prefix ...bool) int {
-	r := opRule{conn: conn, name: name, path: path, prefix: len(prefix) > 0 && prefix[0]}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return countOps(o.ops, conn, name, path, prefix...)
+}
+
+// countAnswered is count for the ops the fake has answered (failed ones
+// too, but not those a rule failed before the fake saw them). An op asked
+// for is not yet done: its watch, if any, is set only as it is answered
+// (under the fake's mutex, before the reply), and a change made before
+// that fires nothing, the read shows it instead. So a test that needs a
+// change to fire a watch makes it only after this counts the op.
+func (o *fakeOps) countAnswered(conn *zkfake.Conn, name, path string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return countOps(o.answered, conn, name, path)
+}
+
+func countOps(ops []zkfake.Op, conn *zkfake.Conn, name, path string, prefix ...bool) int {
+	r := opRule{conn: conn, name: name, path: path, prefix: len(prefix) > 0 && prefix[0]}
 	n := 0
-	for _, op := range o.ops {
+	for _, op := range ops {
 		if r.matches(op) {
 			n++
 		}
@@ -302,7 +328,7 @@ func TestFakeSharedReadsWriterClosesTheNode(t *testing.T) {
 	ops := watchOps(f, &opRule{conn: conn, name: "ChildrenW", path: path, nth: 2, do: g.hold})
 	r1, err := rw.ReadLock().Acquire(ctxT(t))
 	must(t, err)
-	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
+	eventually(t, func() bool { return ops.countAnswered(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
 
 	w := async(writer.WriteLock().Acquire, ctxT(t))
 	fakeQueued(t, f, path, 2)
@@ -601,7 +627,7 @@ func TestFakeSharedReadsJoinWhileDisconnected(t *testing.T) {
 	ops := watchOps(f, &opRule{conn: conn, name: "ChildrenW", path: path, nth: 2, do: g.hold})
 	l1, err := rw.ReadLock().Acquire(ctxT(t))
 	must(t, err)
-	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
+	eventually(t, func() bool { return ops.countAnswered(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
 	other, err := newRW(t, fakeClient(t, f), path).ReadLock().Acquire(ctxT(t))
 	must(t, err)
 	defer release(t, other)
@@ -648,7 +674,7 @@ func TestFakeSharedReadsWatchSurvivesAConnectionLoss(t *testing.T) {
 	}})
 	l1, err := rw.ReadLock().Acquire(ctxT(t))
 	must(t, err)
-	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
+	eventually(t, func() bool { return ops.countAnswered(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
 	other, err := newRW(t, fakeClient(t, f), path).ReadLock().Acquire(ctxT(t))
 	must(t, err)
 	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 3 }, "the read after the failed one, waiting for the connection")
@@ -674,6 +700,7 @@ func TestFakeSharedReadsLastReleaseWaitsWhileCtxAllows(t *testing.T) {
 	ops := watchOps(f, &opRule{conn: conn, name: "ChildrenW", path: path, nth: 2, do: g.hold})
 	l, err := rw.ReadLock().Acquire(ctxT(t))
 	must(t, err)
+	eventually(t, func() bool { return ops.countAnswered(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
 	other, err := newRW(t, fakeClient(t, f), path).ReadLock().Acquire(ctxT(t))
 	must(t, err)
 	defer release(t, other)
@@ -731,7 +758,7 @@ func TestFakeSharedReadsDeletedNodeServesNoMore(t *testing.T) {
 	l1, err := rw.ReadLock().Acquire(ctxT(t))
 	must(t, err)
 	node := l1.Node()
-	eventually(t, func() bool { return ops.count(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
+	eventually(t, func() bool { return ops.countAnswered(conn, "ChildrenW", path) == 1 }, "the shared node watches the lock")
 	must(t, f.Delete(node), "delete the shared node")
 	// The deletion spends the children watches: the node's goroutine is
 	// held in the read that follows; the keeper finds the node gone, ends
