@@ -65,6 +65,8 @@ const (
 	OpExistsW                     // [Door.ExistsW]: Result.Exists, Watch
 	OpSync                        // [Door.Sync]
 	OpAddAuth                     // [Door.AddAuth]: Scheme, and the credentials in Data
+	OpHandOff                     // [Door.HandOff]: Paths are the node, then the grant
+	OpFire                        // [Door.Fire]: Paths are the guard, then the grant
 	opCount
 )
 
@@ -72,6 +74,7 @@ var opNames = [opCount]string{
 	"CreateEach", "CreateContainer", "CreatePersistent", "CreateEphemeral", "CreateEphemeralIf",
 	"Delete", "DeleteAll", "Children", "ChildrenStatW", "ChildrenStat", "ChildrenW",
 	"Get", "GetW", "GetDataW", "Check", "Set", "SetIf", "Exists", "ExistsW", "Sync", "AddAuth",
+	"HandOff", "Fire",
 }
 
 // String is the name of the [Door] method that makes the request.
@@ -256,6 +259,23 @@ func (d *Door) AddAuth(scheme string, auth []byte) error {
 	return d.run(Request{Op: OpAddAuth, Scheme: scheme, Data: auth})
 }
 
+// HandOff deletes node and fires grant, in one multi-operation: it
+// creates grant (an ephemeral) and deletes node, then grant (the
+// handoff's release, handoff.go in the zklock package). Nothing is left
+// of grant: a read of the path never lists it, and only the exists
+// watches on it fire (NodeCreated). It fails whole, with node's error,
+// if node is gone.
+func (d *Door) HandOff(node, grant string, acl []zk.ACL) error {
+	return d.run(Request{Op: OpHandOff, Paths: []string{node, grant}, ACL: [][]zk.ACL{acl}})
+}
+
+// Fire fires grant as HandOff does, if guard exists, in one
+// multi-operation: a check of guard, then grant created and deleted. It
+// fails whole, with an error [GoneAt] guard, if guard is gone.
+func (d *Door) Fire(guard, grant string, acl []zk.ACL) error {
+	return d.run(Request{Op: OpFire, Paths: []string{guard, grant}, ACL: [][]zk.ACL{acl}})
+}
+
 // SessionID is the current session's id, 0 while there is none.
 func (d *Door) SessionID() int64 { return d.b.SessionID() }
 
@@ -268,6 +288,7 @@ type Stat struct {
 	EphemeralOwner int64 // the session that owns an ephemeral node
 	Version        int32 // the data Version: a semaphore's hold announcement
 	Ctime          int64 // when the node was created, in ms since the epoch (the leader's clock)
+	Pzxid          int64 // the zxid of the latest create or delete of a child: a granted lease's token
 }
 
 // ParentStat is what zklock reads of a lock path's stat.
@@ -286,6 +307,9 @@ func NodeExists(err error) bool { return errors.Is(err, zk.ErrNodeExists) }
 
 // Deleted reports a watch Event that says the node is gone.
 func Deleted(ev Event) bool { return ev.Type == zk.EventNodeDeleted }
+
+// Created reports a watch's NodeCreated: an exists watch's node made.
+func Created(ev Event) bool { return ev.Type == zk.EventNodeCreated }
 
 // DataChanged reports a watch Event that says the node's data changed.
 func DataChanged(ev Event) bool { return ev.Type == zk.EventNodeDataChanged }
@@ -411,6 +435,32 @@ var zkOps = [opCount]func(c *zk.Conn, r Request) (Result, error){
 	OpAddAuth: func(c *zk.Conn, r Request) (Result, error) {
 		return Result{}, c.AddAuth(r.Scheme, r.Data)
 	},
+	OpHandOff: zkGrant,
+	OpFire:    zkGrant,
+}
+
+// zkGrant is HandOff's multi (a delete of the node first) or Fire's (a
+// check of the guard first), then the grant made and deleted. The first
+// op's error comes back as a [GoneNodeError] at its path when the node is
+// gone.
+func zkGrant(c *zk.Conn, r Request) (Result, error) {
+	node, grant := r.Paths[0], r.Paths[1]
+	var first any = &zk.DeleteRequest{Path: node, Version: -1}
+	ops := []any{&zk.CreateRequest{Path: grant, Acl: r.ACL[0], Flags: zk.FlagEphemeral}, first, &zk.DeleteRequest{Path: grant, Version: -1}}
+	at := 1
+	if r.Op == OpFire {
+		ops[0], ops[1] = &zk.CheckVersionRequest{Path: node, Version: -1}, ops[0]
+		at = 0
+	}
+	res, err := c.Multi(ops...)
+	if len(res) != len(ops) {
+		return Result{}, err
+	}
+	if errors.Is(res[at].Error, zk.ErrNoNode) {
+		return Result{}, &goneNode{path: node, err: res[at].Error}
+	}
+	_, err = multi(res, nil)
+	return Result{}, err
 }
 
 // existsFine is a create's error, where a node that exists is fine.
@@ -539,7 +589,7 @@ func GoneAt(err error, path string) bool {
 func GoneNodeError(path string, err error) error { return &goneNode{path: path, err: err} }
 
 func statOf(s *zk.Stat) Stat {
-	return Stat{Czxid: s.Czxid, EphemeralOwner: s.EphemeralOwner, Version: s.Version, Ctime: s.Ctime}
+	return Stat{Czxid: s.Czxid, EphemeralOwner: s.EphemeralOwner, Version: s.Version, Ctime: s.Ctime, Pzxid: s.Pzxid}
 }
 
 // zkLogger sends go-zookeeper's messages to slog at Debug.

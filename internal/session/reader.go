@@ -17,9 +17,9 @@ type reader struct {
 	len   [4]byte
 	left  int // bytes of the body still to come
 	nhdr  int
-	hdr   [replyHdrBytes]byte
-	shook bool  // the connect response has passed
-	bad   error // a frame no server sends was read: the connection closes (wireConn.Read)
+	hdr   [keptBytes]byte // the packet's start: its header, and a notification's event
+	shook bool            // the connect response has passed
+	bad   error           // a frame no server sends was read: the connection closes (wireConn.Read)
 }
 
 // follow follows b, just read, and calls packet with the header of each
@@ -35,7 +35,7 @@ func (r *reader) follow(b []byte, packet func(hdr []byte, connect bool)) {
 		if b, end = r.body(b); end {
 			connect := !r.shook
 			r.shook = true
-			packet(r.hdr[:], connect) // a whole header: length keeps shorter frames out
+			packet(r.hdr[:min(r.nhdr, len(r.hdr))], connect) // a whole header at least: length keeps shorter frames out
 		}
 	}
 }

@@ -50,6 +50,7 @@ type wire struct {
 	marks markers
 	zxid  zxidKeeper
 	creds credentials
+	made  createdZxids
 
 	mu  sync.Mutex
 	cur *wireConn // the connection go-zookeeper uses now, for drop
@@ -231,6 +232,8 @@ func (c *wireConn) packet(hdr []byte, connect bool) {
 		w.creds.reply(c, code, w.log)
 	case xid >= 0 && zxid > 0:
 		w.zxid.saw(c.session, zxid)
+	case xid == notificationXid && zxid > 0:
+		w.made.event(hdr[replyHdrBytes:], zxid)
 	}
 }
 
@@ -265,6 +268,9 @@ const (
 	opSetAuth     = 100
 	opSetWatches  = 101
 	replyHdrBytes = 16 // xid int32, zxid int64, err int32; or a connect response's protocol version, timeout and session id
+	// keptBytes is how much of a packet the reader keeps: the header, and
+	// a notification's event (type, state, path) for paths up to 500 bytes.
+	keptBytes = replyHdrBytes + 12 + 500
 )
 
 // tlsFailed records a failed TLS handshake: the last dial error, and

@@ -46,6 +46,33 @@ var ops = [...]func(c *Conn, r session.Request) (session.Result, error){
 	session.OpExistsW:           existsW,
 	session.OpSync:              nothing,
 	session.OpAddAuth:           nothing, // accepted, and not checked: the fake has no ACLs
+	session.OpHandOff:           grant,
+	session.OpFire:              grant,
+}
+
+// grant is HandOff's multi (delete the node) or Fire's (check the guard),
+// with the grant created and deleted in the same transaction: its exists
+// watches fire NodeCreated, then the node's watches NodeDeleted (HandOff),
+// then the grant's deletion fires nothing (its watches were spent).
+func grant(c *Conn, r session.Request) (session.Result, error) {
+	node, g := r.Paths[0], r.Paths[1]
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
+		return c.srv.txn(func(evs []firing) ([]firing, error) {
+			if c.srv.nodes[node] == nil {
+				return evs, session.GoneNodeError(node, zk.ErrNoNode)
+			}
+			_, evs, err := c.srv.createLocked(g, nil, se.id, true, false, evs)
+			if err != nil {
+				return evs, err
+			}
+			if r.Op == session.OpHandOff {
+				if evs, err = c.srv.deleteChecked(node, evs); err != nil {
+					return evs, err
+				}
+			}
+			return c.srv.deleteChecked(g, evs)
+		})
+	})
 }
 
 // createEach makes ephemeral-sequential nodes, one multi.
@@ -246,7 +273,7 @@ func get(c *Conn, r session.Request) (session.Result, error) {
 			return zk.ErrNoNode
 		}
 		res.Data = append([]byte(nil), n.data...)
-		res.Stat = session.Stat{Czxid: n.czxid, EphemeralOwner: n.owner, Version: n.version, Ctime: n.ctime}
+		res.Stat = session.Stat{Czxid: n.czxid, EphemeralOwner: n.owner, Version: n.version, Ctime: n.ctime, Pzxid: n.pzxid}
 		if r.Op != session.OpGet {
 			se.dataW[path] = true
 			res.Watch = c.addWatcherLocked(path, watchData)

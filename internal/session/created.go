@@ -1,0 +1,63 @@
+package session
+
+import (
+	"encoding/binary"
+	"sync"
+)
+
+// createdZxids keeps the zxid of each NodeCreated notification read, by
+// the node's path, until the engine takes it: a grant's (zklock's
+// handoff.go) is the zxid of the multi that fired it, and so the granted
+// lease's fencing token with no read. ZooKeeper 3.9 sends a notification's
+// zxid in its header (ZOOKEEPER-4655: NIOServerCnxn/NettyServerCnxn.process
+// write the WatchedEvent's zxid); 3.8 sends -1, nothing is kept, and the
+// engine reads the token instead. The reader hands on each notification
+// before go-zookeeper's recvLoop gives it to its watcher's channel, so the
+// zxid is here when the engine hears of the event. A notification nobody
+// takes (its waiter left) is dropped with the rest once maxCreated are
+// kept: the engine then reads the token, as on 3.8.
+type createdZxids struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+const (
+	maxCreated      = 1024
+	notificationXid = -1
+	eventCreated    = 1 // EventType.NodeCreated
+)
+
+// event takes the body of a notification (a WatcherEvent: type, state,
+// path), as far as the reader kept it, and its zxid.
+func (z *createdZxids) event(b []byte, zxid int64) {
+	if len(b) < 12 || int32(binary.BigEndian.Uint32(b[0:4])) != eventCreated {
+		return
+	}
+	n := int(int32(binary.BigEndian.Uint32(b[8:12])))
+	if n < 0 || 12+n > len(b) {
+		return // a path longer than the reader keeps
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.m == nil || len(z.m) >= maxCreated {
+		z.m = make(map[string]int64)
+	}
+	z.m[string(b[12:12+n])] = zxid
+}
+
+func (z *createdZxids) take(path string) int64 {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	zxid := z.m[path]
+	delete(z.m, path)
+	return zxid
+}
+
+// CreatedZxid returns the zxid of the NodeCreated notification last read
+// for path, once, or 0 if none was kept (ZooKeeper before 3.9 sends none).
+func (c *Session) CreatedZxid(path string) int64 {
+	if c.root.root != "" {
+		path = c.root.abs(path)
+	}
+	return c.wire.made.take(path)
+}
