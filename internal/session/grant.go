@@ -20,6 +20,15 @@ type Grant struct {
 	// Covers says, for each node in the order of Groups, what watch tells
 	// the Session if someone deletes it (see held.go).
 	Covers []Cover
+	// Handoffs, if set, names for each group the grant its release fires
+	// ([Door.HandOff]), "" for none: a group of one node whose successor
+	// may hold on that grant (handoff.go in the zklock package).
+	Handoffs []string
+	// Alone: the read that decided listed nobody behind our nodes. While
+	// its children watch is pending at the release, nobody has queued
+	// since, so no one can wait for the grant, and the release is a plain
+	// delete.
+	Alone bool
 }
 
 // Grant turns a participant's nodes into leases, one per group of nodes
@@ -51,6 +60,9 @@ func (c *Session) Grant(g Grant) ([]*Hold, error) {
 	now := time.Now()
 	for i, nodes := range g.Groups {
 		l := &Hold{s: c, nodes: nodes, token: g.Token, session: session, done: make(chan struct{}), Meta: g.Meta, granted: now}
+		if g.Handoffs != nil && len(nodes) == 1 {
+			l.handoff, l.alone = g.Handoffs[i], g.Alone
+		}
 		for _, node := range c.held.add(l, covers[:len(nodes)]) {
 			c.armLocked(l, node, now)
 		}

@@ -117,6 +117,11 @@ func (r *register) add(l *Hold, covers []Cover) (bare []string) {
 	return bare
 }
 
+// bareHas reports whether node is covered by a pending children watch.
+func (r *register) bareHas(node string) bool {
+	return slices.Contains(r.bare[path.Dir(node)], node)
+}
+
 func (r *register) remove(l *Hold) {
 	delete(r.leases, l)
 	for _, node := range l.nodes {

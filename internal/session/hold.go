@@ -18,7 +18,9 @@ type Hold struct {
 	Meta    any // the recipe's, for its traces
 
 	mu       sync.Mutex
-	err      error // set once, when the lease ends; never changes after
+	handoff  string // the grant its release fires, if any ([Grant].Handoffs)...
+	alone    bool   // ...unless nobody has queued behind it ([Grant].Alone)
+	err      error  // set once, when the lease ends; never changes after
 	until    time.Time
 	released bool
 	done     chan struct{}
@@ -104,8 +106,9 @@ func (l *Hold) Release(ctx context.Context) error {
 	if lost != nil {
 		return fmt.Errorf("lease %s was lost: %w", l.nodes[0], lost)
 	}
-	l.s.released(l)
-
+	if quiet := l.s.released(l); !(quiet && l.alone) && l.handOff() {
+		return nil
+	}
 	d := l.s.deleteReleased(ctx, l.nodes, l.session)
 	if d.left != nil && l.s.Classify(d.retry) != Closing {
 		l.s.Discard(Job{Nodes: d.left, Session: l.session})
@@ -113,11 +116,53 @@ func (l *Hold) Release(ctx context.Context) error {
 	return d.failed
 }
 
-func (c *Session) released(l *Hold) {
+// handOff deletes the node of a lease with a handoff and fires its grant,
+// in one request ([Door.HandOff]), and reports whether that settled it:
+// the node is deleted (by it, or before it). Otherwise (no handoff, or
+// the session's connection is not the lease's, or the request failed in
+// any other way) Release deletes the node as for any lease, with retries:
+// the successor, told of the deletion with no grant, then reads the queue
+// (zklock's handoff.go says why that is safe).
+//
+// Why a grant is safe to fire here: the lease held, so its node was
+// first in its queue (the handoff's policies hold only there), and
+// nothing ever queues ahead of a node; the multi fires the grant in the
+// transaction that deletes that node, so whoever the grant tells holds is
+// then first.
+func (l *Hold) handOff() bool {
+	l.mu.Lock()
+	grant := l.handoff
+	l.mu.Unlock()
+	if grant == "" {
+		return false
+	}
+	zc := l.s.Conn()
+	if zc.SessionID() != l.session {
+		return false
+	}
+	err := zc.HandOff(l.nodes[0], grant, l.s.ACL(grant))
+	return err == nil || GoneAt(err, l.nodes[0])
+}
+
+// NoHandOff makes the lease's release fire no grant: a downgrade's write
+// lease, whose node is no longer first once the read node at its place
+// sorts ahead of it (zklock's rwlock.go).
+func (l *Hold) NoHandOff() {
+	l.mu.Lock()
+	l.handoff = ""
+	l.mu.Unlock()
+}
+
+// released takes l out of the register; quiet reports that its first
+// node was still covered by the children watch of the read that granted
+// it: no child of its path was created or deleted since.
+func (c *Session) released(l *Hold) (quiet bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	quiet = c.held.bareHas(l.nodes[0])
 	c.held.remove(l)
 	c.hooks.Released(l)
+	return quiet
 }
 
 // end ends a held lease with err; deadline is the one it had. It reports

@@ -29,6 +29,11 @@ type Job struct {
 	// parent whose name starts with prefix. A create whose reply was lost
 	// leaves a node whose name nobody knows but its protected id.
 	Parent, Prefix string
+	// Grant, with one node, is a grant to fire as the node is deleted
+	// ([Door.HandOff]): the exists watch a waiter leaves on its
+	// predecessor's grant (handoff.go in the zklock package). If that
+	// request fails, the node is deleted as any other.
+	Grant string
 }
 
 func newJanitor(c *Session) *janitor {
@@ -173,6 +178,11 @@ func (j *janitor) delete(jb Job) deletion {
 		var d deletion
 		if nodes, d = j.find(zc, jb); nodes == nil {
 			return d
+		}
+	}
+	if jb.Grant != "" && len(nodes) == 1 && zc.SessionID() == jb.Session {
+		if err := zc.HandOff(nodes[0], jb.Grant, j.c.ACL(jb.Grant)); err == nil || GoneAt(err, nodes[0]) {
+			return deletion{}
 		}
 	}
 	return j.c.deleteOwned(zc, nodes, jb.Session)
