@@ -206,7 +206,7 @@ func (p *participant) abandon() {
 		case p.unsure:
 			p.claim.forget(p, w)
 		case w.nodes != nil:
-			p.c.s.Discard(session.Job{Nodes: w.nodes, Session: p.session})
+			p.c.s.Discard(session.Job{Nodes: w.nodes, Session: p.session, Grant: w.armed})
 		}
 		w.reset()
 	}

@@ -78,6 +78,10 @@ type exclusiveDriver struct{ kind Kind }
 
 func (d exclusiveDriver) Kind() Kind { return d.kind }
 
+// handsOff: a node holds exactly when it is first, and watches its
+// immediate predecessor otherwise (handoff.go).
+func (exclusiveDriver) handsOff() bool { return true }
+
 func (d exclusiveDriver) GetsTheLock(_ []Child, first, _ int) Decision {
 	if first == 0 {
 		return Decision{Holds: true}

@@ -45,13 +45,16 @@ func (o *opLog) len() int {
 // look (a children read that may leave a watch, and a semaphore's size
 // check); the read it makes when woken leaves no children watch, which
 // would cost a notification per handoff, and does not read the size again
-// (docs/design.md; participant.read). The session timeout is long, so the
-// keeper's own requests (a confirmation, a watch on the lease's node) do
-// not fall due during the test.
+// (docs/design.md; participant.read). A mutex's waiter released to with a
+// grant reads no children at all, only the path's stat for its token
+// (handoff.go); one whose predecessor goes with no grant reads them, and
+// fires its own grant watch so that it is not left behind. The session
+// timeout is long, so the keeper's own requests (a confirmation, a watch
+// on the lease's node) do not fall due during the test.
 func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
-	for _, semaphore := range []bool{false, true} {
-		semaphore := semaphore
-		t.Run(fmt.Sprint("semaphore=", semaphore), func(t *testing.T) {
+	for _, tc := range []string{"semaphore", "mutex granted", "mutex predecessor deleted"} {
+		t.Run(tc, func(t *testing.T) {
+			semaphore := tc == "semaphore"
 			f := zkfake.New()
 			ca := fakeClient(t, f)
 			cb := fakeClient(t, f, zklock.WithSessionTimeout(time.Minute))
@@ -72,15 +75,21 @@ func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
 			conn := connOf(t, f, cb)
 			var log opLog
 			watching := make(chan int, 1)
+			// The wait's watches: the holder's node, and a mutex's grant
+			// watch and own node too (sent together, in any order).
+			wants := 1
+			if !semaphore {
+				wants = 3
+			}
+			var set int
 			f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
 				if op.Conn != conn || len(op.Paths) == 0 || op.Name == "Check" {
 					return nil
 				}
 				log.add(op)
-				if op.Name == "GetW" && op.Paths[0] == la.Node() {
-					select {
-					case watching <- log.len():
-					default:
+				if op.Name == "GetW" || op.Name == "ExistsW" {
+					if set++; set == wants {
+						watching <- log.len()
 					}
 				}
 				return nil
@@ -92,12 +101,25 @@ func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
 			case <-time.After(long):
 				t.Fatal("the waiter never watched the holder")
 			}
-			release(t, la)
+			var want []string
+			switch tc {
+			case "semaphore":
+				release(t, la)
+				want = []string{"ChildrenStat /wr/lock"}
+			case "mutex granted":
+				release(t, la)
+				want = []string{"Get /wr/lock"}
+			default:
+				must(t, f.Delete(la.Node()))
+				want = []string{"ChildrenStat /wr/lock", "Fire"} // with the waiter's node, known below
+			}
 			lb := await(t, w)
 			after := log.since(waited)
-			want := []string{"ChildrenStat /wr/lock"}
 			if semaphore {
 				want = append(want, "SetIf "+lb.Node()) // it tells its successors that it holds
+			}
+			if tc == "mutex predecessor deleted" {
+				want[1] = "Fire " + lb.Node()
 			}
 			if fmt.Sprint(after) != fmt.Sprint(want) {
 				t.Fatalf("woken, the waiter made %v; want %v (first: %v)", after, want, log.since(0)[:waited])

@@ -26,6 +26,9 @@ func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease,
 		Token:   p.token(),
 		Meta:    p.leaseMeta(),
 		Covers:  p.covers(),
+		// A handoff's holder fires its grant as it releases (handoff.go).
+		Handoffs: p.handoffs(),
+		Alone:    p.alone(),
 	})
 	if errors.Is(err, session.ErrUnconfirmed) {
 		p.startWaiting() // the keeper confirms the session only for leases held or awaited

@@ -51,6 +51,10 @@ type policy interface {
 	// participants (a shared read node's lock: its sub-leases are traced
 	// instead, rwlock_shared.go).
 	traced() bool
+	// handsOff reports that a participant holds exactly when its one node
+	// is first, and otherwise watches its immediate predecessor alone: the
+	// handoff by grant then applies (handoff.go).
+	handsOff() bool
 }
 
 // question is what a policy decides on: the participant whose nodes are
@@ -127,6 +131,7 @@ func (nodes) refuses(string) bool           { return false }
 func (nodes) size(Child, []byte) int        { return 0 }
 func (nodes) live() liveSize                { return nil }
 func (nodes) traced() bool                  { return true }
+func (nodes) handsOff() bool                { return false }
 func (n nodes) String() string              { return "zklock " + n.k.String() + " policy" }
 
 // driverPolicy is the one adapter of a [Driver] onto the engine: zklock's
@@ -147,3 +152,11 @@ func (p driverPolicy) decide(q question) decision {
 }
 
 func (p driverPolicy) String() string { return fmt.Sprintf("driver %T", p.d) }
+
+// handsOff: zklock's exclusive drivers say so ([exclusiveDriver]); a
+// user's Driver never does, since the engine cannot know that it holds
+// only when first.
+func (p driverPolicy) handsOff() bool {
+	h, ok := p.d.(interface{ handsOff() bool })
+	return ok && h.handsOff()
+}

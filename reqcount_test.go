@@ -18,8 +18,9 @@ import (
 // handshake are not requests here. It also counts, by path, the getData
 // and exists requests that leave a watch.
 type reqCounter struct {
-	replies atomic.Int64
-	events  atomic.Int64 // watch notifications read
+	replies    atomic.Int64
+	events     atomic.Int64 // watch notifications read
+	zxidEvents atomic.Bool  // a notification carried its zxid
 
 	mu      sync.Mutex
 	ops     map[int32]int64
@@ -34,7 +35,7 @@ func (rc *reqCounter) dial(network, addr string, timeout time.Duration) (net.Con
 	}
 	cc := &countingConn{Conn: c}
 	cc.out = framer{keep: maxKept, fn: rc.request}
-	cc.in = framer{keep: 4, fn: rc.reply}
+	cc.in = framer{keep: 12, fn: rc.reply}
 	return cc, nil
 }
 
@@ -86,6 +87,9 @@ func (rc *reqCounter) reply(frame int, p []byte) {
 	case xidPing:
 	case xidWatchEvent:
 		rc.events.Add(1)
+		if len(p) >= 12 && int64(binary.BigEndian.Uint64(p[4:12])) > 0 {
+			rc.zxidEvents.Store(true) // ZooKeeper 3.9 and later: the event's zxid
+		}
 	default:
 		rc.replies.Add(1)
 	}

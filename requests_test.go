@@ -39,20 +39,21 @@ func TestUncontendedAcquireRequests(t *testing.T) {
 	}
 }
 
-// A handoff costs a waiter no more than go-zookeeper's zk.Lock makes it
-// send, with the fencing token and its lease's watch included: create,
-// getChildren (sent right behind the create), a watch on its predecessor,
-// getChildren when that goes (whose stat gives the token), delete. No
-// read of its own node, and one watch notification: no read leaves a
-// children watch that the next create or delete would fire.
+// A handoff by grant (handoff.go) costs a waiter what its one-delay
+// handoff needs and nothing that grows with the queue: create, getChildren
+// (its first look, sent right behind the create), then three watches set
+// together (its predecessor's node, its predecessor's grant, its own node,
+// which its lease keeps as its cover), and when the grant fires, on a
+// server that sends no zxid with its notifications (before 3.9), a read of
+// the lock path's stat alone for its token; no getChildren after the
+// wake. Its release is one multi (its own grant fired with its delete).
+// Three notifications: the grant, its predecessor's deletion, and its own
+// node's deletion at its release.
 func TestHandoffRequests(t *testing.T) {
 	t.Parallel()
 	path := lockPath(t)
 	holder := newMutex(t, connect(t), path)
 	var rc reqCounter
-	// A long session timeout: its lease, granted by a read that leaves no
-	// watch, gets a watch of the keeper's own (a getData) only once it is
-	// a twentieth of that old, and the test releases it long before.
 	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial), zklock.WithSessionTimeout(time.Minute)), path)
 	watcher := connect(t)
 	ctx := ctxT(t)
@@ -61,9 +62,9 @@ func TestHandoffRequests(t *testing.T) {
 		opCreate       = 1
 		opDelete       = 2
 		opGetChildren2 = 12
-		opMulti        = 14 // the keeper's confirmation, if one falls due
+		opMulti        = 14 // its release, and the keeper's confirmation if one falls due
 	)
-	want := map[int32]int64{opCreate: 1, opGetChildren2: 2, opGetData: 1, opDelete: 1}
+	want := map[int32]int64{opCreate: 1, opGetChildren2: 1, opGetData: 3, opExists: 1}
 	const cycles = 10
 	var prev int64
 	for i := 0; i < cycles; i++ {
@@ -80,29 +81,32 @@ func TestHandoffRequests(t *testing.T) {
 		if l.Token() <= prev {
 			t.Fatalf("cycle %d: token %d, not above the one before, %d", i, l.Token(), prev)
 		}
+		if l.Token() <= held.Token() {
+			t.Fatalf("cycle %d: token %d, not above its predecessor's, %d", i, l.Token(), held.Token())
+		}
 		prev = l.Token()
-		if n := rc.watches(l.Node()); n != 0 {
-			t.Fatalf("cycle %d: the waiter read its own node with a watch %d times", i, n)
+		if n := rc.watches(l.Node()); n != 1 {
+			t.Fatalf("cycle %d: the waiter read its own node with a watch %d times; want once", i, n)
 		}
 		release(t, l)
-		// One notification: its predecessor's deletion. The reads leave
-		// no children watch (the first look leaves one only while the
-		// lock has not yet looked contended: in the first cycle).
-		if n := rc.events.Load() - events; i > 0 && n != 1 {
-			t.Fatalf("cycle %d: the waiter got %d watch notifications; want 1 (its predecessor's deletion)", i, n)
+		if n := rc.events.Load() - events; i > 0 && n != 3 {
+			t.Fatalf("cycle %d: the waiter got %d watch notifications; want 3 (the grant, its predecessor's deletion, its own)", i, n)
 		}
 		got := rc.snapshot().minus(before)
+		want[opGetData] = 3
+		if rc.zxidEvents.Load() {
+			want[opGetData] = 2 // the token came with the grant
+		}
+		bad := got[opMulti] < 1 || got[opDelete] != 0
 		for op, n := range got {
-			if op != opMulti && n != want[op] {
-				t.Fatalf("cycle %d: a waiter's acquire and release made %s; want create, getChildren2 twice, getData once, delete",
-					i, got.per(1))
-			}
+			bad = bad || op != opMulti && op != opDelete && n != want[op]
 		}
 		for op, n := range want {
-			if got[op] != n {
-				t.Fatalf("cycle %d: a waiter's acquire and release made %s; want create, getChildren2 twice, getData once, delete",
-					i, got.per(1))
-			}
+			bad = bad || got[op] != n
+		}
+		if bad {
+			t.Fatalf("cycle %d: a waiter's acquire and release made %s; want create, getChildren2 once, getData %d times, exists once, its release a multi",
+				i, got.per(1), want[opGetData])
 		}
 	}
 }

@@ -110,6 +110,10 @@ func (rw *RWMutex) Downgrade(ctx context.Context, write *Lease) (*Lease, error) 
 		return fail(err)
 	}
 	c := rw.write.c
+	// The read node will sort ahead of the write node at its place: the
+	// write lease's release must not tell its successor that it holds
+	// (handoff.go), before that node exists.
+	write.h.NoHandOff()
 	seq := write.node[strings.LastIndex(write.node, lockNameWrite)+len(lockNameWrite):]
 	id, err := newID()
 	if err != nil {

@@ -33,6 +33,12 @@ type waiter struct {
 	announce bool                 // on the grant, tell successors waiting with awaitHold
 	marked   bool                 // our last node may carry the held-back mark (heldback.go)
 	look     session.Look         // the first look's children watch, while it may cover our nodes (look.go)
+
+	// A handoff's (handoff.go): the grant whose exists watch we set, for
+	// which predecessor, and the watch.
+	armed, armedFor string
+	grant           <-chan session.Event
+	alone           bool // the read that decided we hold listed nobody behind us
 }
 
 // reset forgets the nodes of an abandoned attempt.
@@ -81,6 +87,9 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	if v.first, v.last, ok = p.locate(w, v.kids); !ok {
 		return v, errRequeue
 	}
+	if err := p.disarmGone(w, v.kids); err != nil {
+		return v, err
+	}
 	if v.d, v.seen, err = p.decideIn(w, v); err != nil {
 		return v, err
 	}
@@ -88,7 +97,7 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 		w.l.queued.Store(!v.d.Holds) // how the next first look is sent ([participant.startLooks])
 	}
 	if v.d.Holds {
-		w.token = ps.Pzxid
+		w.token, w.alone = ps.Pzxid, v.last == len(v.kids)-1
 	}
 	if w.own == nil && w.guard {
 		_, err := p.watchOwn(w, epoch)
@@ -256,6 +265,9 @@ func (w *waiter) plan(v view) watchPlan {
 // again: a waiter takes the lock only on a read, whose pzxid is its token
 // ([participant.token]), never on a notification alone.
 func (p *participant) wait(ctx context.Context, w *waiter, st session.Snapshot, pl watchPlan) error {
+	if pred, ok := p.handoffPred(w, pl); ok {
+		return p.waitGrant(ctx, w, st, pred)
+	}
 	var buf [1]<-chan session.Event // the usual wait: no allocation
 	watches, done, err := p.watchAhead(w, pl, buf[:0])
 	if done || err != nil {

@@ -1,0 +1,277 @@
+package zklock
+
+import (
+	"context"
+	"slices"
+
+	"github.com/zkrecipes/zklock/internal/session"
+)
+
+// The handoff by grant: a waiter learns that it holds from its
+// predecessor's release itself, in one network delay, with no read of the
+// queue after it.
+//
+// Who takes part. A participant of one node on one path whose policy holds
+// exactly when its node is first and otherwise watches its immediate
+// predecessor ([policy].handsOff: zklock's Mutex, the write side of
+// RWMutex, Election). Every other participant waits and releases as
+// before, and so do Curator's and kazoo's on the same path.
+//
+// The grant of a node X is a path next to it, grantName(X), that never
+// exists outside one multi-operation: whoever fires it creates and deletes
+// it in one transaction ([session.Door.HandOff], [session.Door.Fire]). A
+// read of the path never lists it (ZooKeeper applies a multi as one
+// transaction, and its CommitProcessor never runs a read while a write is
+// applied), so no participant of any library ever counts it, and nothing of
+// it is left behind. What it does is fire the exists watches on it,
+// NodeCreated (DataTree.createNode triggers the path's data watches, which
+// exists on a missing node sets; a multi's sub-transactions are applied in
+// order by DataTree.processTxn, each triggering its own watches).
+//
+// The waiter S whose predecessor is X sets three watches, pipelined: an
+// exists watch on X's grant, a getData watch on X (as any waiter) and one
+// on its own node (which the lease then keeps as its cover, held.go).
+//
+//   - X's holder releases with one multi: create X's grant, delete X,
+//     delete the grant. S is told NodeCreated on the grant, then
+//     NodeDeleted on X, in that order (one session's notifications come in
+//     zxid order, and a multi's in the order of its operations).
+//   - S, told of the grant, in the connection it set its watches on, holds,
+//     unless its own node's watch fired first. It reads the lock path's
+//     stat for its token (its pzxid, at least the multi's zxid; see
+//     [participant.granted]).
+//   - S, told that X is gone with no grant before it (X gave up, its
+//     session ended, or it is another library's), reads the queue as any
+//     waiter does. Its exists watch on X's grant would never fire, so S
+//     fires it itself, on a read that no longer lists X
+//     ([participant.disarm]), or as it deletes its node if it gives up
+//     (session.Job.Grant), so that no watch is left behind.
+//
+// Why one holder. A grant of X fires in one of two ways:
+//
+//   - by X's holder, in the transaction that deletes X: X held, so it was
+//     first, and nothing ever queues ahead of a node (ZooKeeper names a
+//     sequential node after its parent's cversion at the leader's
+//     PrepRequestProcessor, and zklock orders by it); so the node right
+//     behind X is then first, and holds;
+//   - by a waiter S whose predecessor was X, in a transaction that checks
+//     or deletes S's own node: S's node exists then.
+//
+// Who is told: a session with an exists watch on X's grant, set by a waiter
+// whose read listed X right ahead of its node. Take a live waiter V told of
+// the grant, whose own node's watch has not fired; V's node existed at the
+// grant's zxid (a deletion of it, earlier, would have been told to V first,
+// since its session's notifications come in zxid order, and go-zookeeper
+// hands each to its channel before it reads the next). In the first case,
+// V's node was right behind X (nothing between them on V's read, and
+// nothing ever queues between): V is first. In the second, V is S: any other
+// live V would have S's node between X and V on its read (S's node was made
+// before V's read, if V is behind S, and lives until the grant), or V is
+// ahead of S, and then S's read would have listed V (V's node lived from
+// before S's read to the grant) between X and S. S ignores its own grant
+// (it no longer waits on it). A waiter whose connection changed since it
+// set its watches does not hold on a grant; it reads, as on any change of
+// the session's state. model/handoff.pml checks this in spin, with the
+// broken variants (no check of the own node's watch; a fire with no check
+// of the firer's node) refuted.
+//
+// The fencing token is the zxid of the multi that fired the grant, which
+// ZooKeeper 3.9 sends in the notification's header (ZOOKEEPER-4655), so
+// that the handoff costs no request after the release. ZooKeeper 3.8 sends
+// -1 there, and S reads the lock path's pzxid instead: the multi deleted
+// X, so that is at least the multi's zxid. Either is above X's token (X's
+// token was of a state before X's release), and S's next holder's token
+// is at least the zxid of S's own release or deletion, which comes after.
+// Tokens still strictly increase across holders (docs/design.md, "Tokens").
+
+// grantName is the name of the grant of the node named name: its sequence,
+// between "_g_" and "_", so that even if it were ever listed, no library
+// would count it (Curator sorts a name with no lock name in it whole, "_"
+// after every digit, so behind every participant; kazoo matches its own
+// names only; zklock, and go-zookeeper's zk.Lock, read only names that end
+// in a sequence).
+func grantName(name string) string {
+	return "_g_" + name[max(0, len(name)-seqLen):] + "_"
+}
+
+// handoffPred returns the predecessor a handoff waiter waits on, if w's
+// wait is a handoff's: one node on one path of a queue, a policy that
+// hands off, one node to watch and nothing else to follow.
+func (p *participant) handoffPred(w *waiter, pl watchPlan) (string, bool) {
+	ok := p.claim == claim(&p.queue) && len(p.ws) == 1 && len(w.nodes) == 1 &&
+		w.l.pol.handsOff() && len(pl.paths) == 1 && !pl.awaitHold && pl.marks == nil
+	if !ok {
+		return "", false
+	}
+	return pl.paths[0], true
+}
+
+// waitGrant is the wait of a handoff waiter on pred: it sets its watches
+// and sleeps until its predecessor grants it the lock (it then holds, see
+// [participant.granted]), anything else that concerns it happens (read
+// again), or ctx is done.
+func (p *participant) waitGrant(ctx context.Context, w *waiter, st session.Snapshot, pred string) error {
+	predCh, done, err := p.arm(w, st.Epoch, pred)
+	if done || err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-st.Changed:
+	case ev := <-w.own:
+		return w.ownChanged(ev)
+	case <-p.gone:
+		return errRequeue
+	case ev := <-w.grant:
+		return p.granted(w, st, ev)
+	case <-predCh:
+		// X changed or went: if with a grant, it came first.
+		select {
+		case ev := <-w.grant:
+			return p.granted(w, st, ev)
+		default:
+		}
+	}
+	return nil
+}
+
+// arm sets the three watches of a handoff wait, pipelined: our own node's
+// (once per epoch), pred's grant's (once per predecessor) and pred's.
+// done: decide again now (pred is gone already, or the session needs
+// sorting out).
+func (p *participant) arm(w *waiter, epoch uint64, pred string) (<-chan session.Event, bool, error) {
+	zc := p.c.s.Conn()
+	var own, armed chan error
+	if w.own == nil || w.ownAt != epoch {
+		own = make(chan error, 1)
+		go func() {
+			_, err := p.watchOwn(w, epoch)
+			own <- err
+		}()
+	}
+	if w.armedFor != pred {
+		if err := p.disarm(w); err != nil {
+			if own != nil {
+				<-own
+			}
+			return nil, true, err
+		}
+		armed = make(chan error, 1)
+		go func() {
+			grant := w.l.path + "/" + grantName(pred[len(w.l.path)+1:])
+			_, ch, err := zc.ExistsW(grant)
+			if err == nil {
+				w.armed, w.armedFor, w.grant = grant, pred, ch
+			}
+			armed <- err
+		}()
+	}
+	_, predCh, err := zc.GetW(pred)
+	for _, ch := range []chan error{own, armed} {
+		if ch != nil {
+			if e := <-ch; err == nil || e == errRequeue {
+				err = e
+			}
+		}
+	}
+	switch p.c.s.Classify(err) {
+	case session.Done:
+		return predCh, false, nil
+	case session.Permanent:
+		return nil, true, err
+	}
+	if err == errRequeue {
+		return nil, true, err
+	}
+	return nil, true, nil // pred gone already, or the loop sorts out the session
+}
+
+// granted acts on the event of w's grant watch: NodeCreated, in the
+// connection of st, is the grant, and w holds; anything else (the watch
+// ended with the connection) is read again. The own node's watch is
+// checked by the grant ([participant.quiet]), and the token read here: the
+// lock path's pzxid, which the multi that granted set to its zxid (the
+// proof is at the top of this file). A token read that fails leaves w to
+// read the queue, which finds it first.
+func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) error {
+	grant := w.armed
+	w.armed, w.armedFor, w.grant = "", "", nil
+	if !session.Created(ev) {
+		return nil
+	}
+	select {
+	case <-st.Changed:
+		return nil
+	default:
+	}
+	token := p.c.s.CreatedZxid(grant) // the multi's own zxid, from ZooKeeper 3.9 on
+	if token <= 0 {
+		_, s, err := p.c.s.Conn().Get(w.l.path)
+		if err != nil {
+			return nil
+		}
+		token = s.Pzxid
+	}
+	w.look.End()
+	w.token, w.alone = token, false
+	w.hold(st.Epoch, false)
+	return nil
+}
+
+// disarm fires w's grant watch for a predecessor gone with no grant (or
+// left for another), so that no watch of ours is left on the server: in
+// one multi with a check that our node exists (the proof at the top of this
+// file needs it there). If our node is gone, we queue again (and the
+// watch stays until the session ends: nobody else may fire it); any other
+// failure leaves it armed, to try again on the next read or as we go.
+func (p *participant) disarm(w *waiter) error {
+	if w.armed == "" {
+		return nil
+	}
+	own := w.nodes[len(w.nodes)-1]
+	err := p.c.s.Conn().Fire(own, w.armed, p.c.s.ACL(w.armed))
+	switch {
+	case err == nil:
+		w.armed, w.armedFor, w.grant = "", "", nil
+	case session.GoneAt(err, own):
+		return errRequeue
+	}
+	return nil
+}
+
+// disarmGone disarms w if kids, just read, no longer list the node its
+// grant watch is for.
+func (p *participant) disarmGone(w *waiter, kids []Child) error {
+	if w.armed == "" {
+		return nil
+	}
+	name := w.armedFor[len(w.l.path)+1:]
+	if slices.ContainsFunc(kids, func(k Child) bool { return k.Name == name }) {
+		return nil
+	}
+	return p.disarm(w)
+}
+
+// handoffs names, for a participant that hands off, the grant its lease
+// fires as it releases: it holds, so its node is first ([Hold] in
+// internal/session says why that makes the grant safe).
+func (p *participant) handoffs() []string {
+	w := p.ws[0]
+	if p.claim != claim(&p.queue) || len(p.ws) != 1 || len(w.nodes) != 1 || !w.l.pol.handsOff() {
+		return nil
+	}
+	node := w.nodes[0]
+	return []string{w.l.path + "/" + grantName(node[len(w.l.path)+1:])}
+}
+
+// alone reports that every read that decided we hold listed nobody behind
+// us ([session.Grant].Alone).
+func (p *participant) alone() bool {
+	for _, w := range p.ws {
+		if !w.alone {
+			return false
+		}
+	}
+	return true
+}
