@@ -890,6 +890,12 @@ func (p *schedPart) loop(wg *sync.WaitGroup, quit <-chan struct{}, out chan<- sc
 		p.cancel = cancel
 		p.mu.Unlock()
 		ls, err := p.acquire(ctx)
+		for _, l := range ls {
+			// A lease handed off reads its token when first asked
+			// (handoff.go), through the scheduler: here, in its own
+			// goroutine, not in the driver's, which only reads it back.
+			l.Token()
+		}
 		p.mu.Lock()
 		p.cancel = nil
 		p.holding = ls

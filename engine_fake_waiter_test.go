@@ -108,7 +108,6 @@ func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
 				want = []string{"ChildrenStat /wr/lock"}
 			case "mutex granted":
 				release(t, la)
-				want = []string{"Get /wr/lock"}
 			default:
 				must(t, f.Delete(la.Node()))
 				want = []string{"ChildrenStat /wr/lock", "Fire"} // with the waiter's node, known below
@@ -123,6 +122,16 @@ func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
 			}
 			if fmt.Sprint(after) != fmt.Sprint(want) {
 				t.Fatalf("woken, the waiter made %v; want %v (first: %v)", after, want, log.since(0)[:waited])
+			}
+			if tc == "mutex granted" {
+				// Its token, asked for, is read then: the path's stat, then
+				// its own node (the fake's notifications carry no zxid).
+				at := log.len()
+				lb.Token()
+				want = []string{"Get /wr/lock", "Get " + lb.Node()}
+				if got := log.since(at); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("asked for its token, the lease made %v; want %v", got, want)
+				}
 			}
 			release(t, lb)
 		})

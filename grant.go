@@ -24,8 +24,11 @@ func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease,
 		Session: p.session,
 		Groups:  p.groups(),
 		Token:   p.token(),
-		Meta:    p.leaseMeta(),
-		Covers:  p.covers(),
+		// A grant's token from a server before 3.9 is read when first
+		// asked for (handoff.go).
+		TokenPath: p.tokenPath(),
+		Meta:      p.leaseMeta(),
+		Covers:    p.covers(),
 		// A handoff's holder fires its grant as it releases (handoff.go).
 		Handoffs: p.handoffs(),
 		Alone:    p.alone(),

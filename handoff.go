@@ -78,11 +78,13 @@ import (
 // The fencing token is the zxid of the multi that fired the grant, which
 // ZooKeeper 3.9 sends in the notification's header (ZOOKEEPER-4655), so
 // that the handoff costs no request after the release. ZooKeeper 3.8 sends
-// -1 there, and S reads the lock path's pzxid instead: the multi deleted
-// X, so that is at least the multi's zxid. Either is above X's token (X's
-// token was of a state before X's release), and S's next holder's token
-// is at least the zxid of S's own release or deletion, which comes after.
-// Tokens still strictly increase across holders (docs/design.md, "Tokens").
+// -1 there, and the lease reads the lock path's pzxid when its token is
+// first asked for, while its node is still there (session.Hold.Token):
+// the multi deleted X, so that is at least the multi's zxid. Either is
+// above X's token (X's token was of a state before X's release), and S's
+// next holder's token is at least the zxid of S's own release or
+// deletion, which comes after. Tokens still strictly increase across
+// holders (docs/design.md, "Tokens").
 
 // grantName is the name of the grant of the node named name: its sequence,
 // between "_g_" and "_", so that even if it were ever listed, no library
@@ -137,63 +139,72 @@ func (p *participant) waitGrant(ctx context.Context, w *waiter, st session.Snaps
 }
 
 // arm sets the three watches of a handoff wait, pipelined: our own node's
-// (once per epoch), pred's grant's (once per predecessor) and pred's.
-// done: decide again now (pred is gone already, or the session needs
-// sorting out).
+// (once per epoch), pred's grant's (once per predecessor; a grant watch
+// left for an earlier one is fired first) and pred's. done: decide again
+// now (pred is gone already, or the session needs sorting out).
 func (p *participant) arm(w *waiter, epoch uint64, pred string) (<-chan session.Event, bool, error) {
-	zc := p.c.s.Conn()
-	var own, armed chan error
-	if w.own == nil || w.ownAt != epoch {
-		own = make(chan error, 1)
-		go func() {
-			_, err := p.watchOwn(w, epoch)
-			own <- err
-		}()
-	}
 	if w.armedFor != pred {
 		if err := p.disarm(w); err != nil {
-			if own != nil {
-				<-own
-			}
 			return nil, true, err
 		}
-		armed = make(chan error, 1)
-		go func() {
-			grant := w.l.path + "/" + grantName(pred[len(w.l.path)+1:])
-			_, ch, err := zc.ExistsW(grant)
-			if err == nil {
-				w.armed, w.armedFor, w.grant = grant, pred, ch
-			}
-			armed <- err
-		}()
 	}
-	_, predCh, err := zc.GetW(pred)
+	own := background(w.own == nil || w.ownAt != epoch, func() error {
+		_, err := p.watchOwn(w, epoch)
+		return err
+	})
+	armed := background(w.armedFor != pred, func() error { return p.watchGrant(w, pred) })
+	_, predCh, err := p.c.s.Conn().GetW(pred)
 	for _, ch := range []chan error{own, armed} {
-		if ch != nil {
-			if e := <-ch; err == nil || e == errRequeue {
-				err = e
-			}
+		if e := joined(ch); err == nil || e == errRequeue {
+			err = e // errRequeue (our node went with another session) comes first
 		}
 	}
-	switch p.c.s.Classify(err) {
-	case session.Done:
-		return predCh, false, nil
-	case session.Permanent:
+	switch {
+	case err == errRequeue:
 		return nil, true, err
-	}
-	if err == errRequeue {
+	case p.c.s.Classify(err) == session.Done:
+		return predCh, false, nil
+	case p.c.s.Classify(err) == session.Permanent:
 		return nil, true, err
 	}
 	return nil, true, nil // pred gone already, or the loop sorts out the session
 }
 
+// watchGrant sets the exists watch on pred's grant.
+func (p *participant) watchGrant(w *waiter, pred string) error {
+	grant := w.l.path + "/" + grantName(pred[len(w.l.path)+1:])
+	_, ch, err := p.c.s.Conn().ExistsW(grant)
+	if err == nil {
+		w.armed, w.armedFor, w.grant = grant, pred, ch
+	}
+	return err
+}
+
+// background runs f in a goroutine if run, and returns the channel of its
+// error (nil if not run).
+func background(run bool, f func() error) chan error {
+	if !run {
+		return nil
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+// joined waits for the error of a background run, nil if none was run.
+func joined(ch chan error) error {
+	if ch == nil {
+		return nil
+	}
+	return <-ch
+}
+
 // granted acts on the event of w's grant watch: NodeCreated, in the
 // connection of st, is the grant, and w holds; anything else (the watch
 // ended with the connection) is read again. The own node's watch is
-// checked by the grant ([participant.quiet]), and the token read here: the
-// lock path's pzxid, which the multi that granted set to its zxid (the
-// proof is at the top of this file). A token read that fails leaves w to
-// read the queue, which finds it first.
+// checked by the grant ([participant.quiet]); the token is the grant's
+// zxid if the notification carried it, else read later (see the top of
+// this file).
 func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) error {
 	grant := w.armed
 	w.armed, w.armedFor, w.grant = "", "", nil
@@ -205,16 +216,10 @@ func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) 
 		return nil
 	default:
 	}
-	token := p.c.s.CreatedZxid(grant) // the multi's own zxid, from ZooKeeper 3.9 on
-	if token <= 0 {
-		_, s, err := p.c.s.Conn().Get(w.l.path)
-		if err != nil {
-			return nil
-		}
-		token = s.Pzxid
-	}
 	w.look.End()
-	w.token, w.alone = token, false
+	// The multi's own zxid, from ZooKeeper 3.9 on; else the lease reads
+	// its token when first asked (session.Hold.Token).
+	w.token, w.alone = max(p.c.s.CreatedZxid(grant), 0), false
 	w.hold(st.Epoch, false)
 	return nil
 }
@@ -263,6 +268,16 @@ func (p *participant) handoffs() []string {
 	}
 	node := w.nodes[0]
 	return []string{w.l.path + "/" + grantName(node[len(w.l.path)+1:])}
+}
+
+// tokenPath is the lock path whose pzxid is the lease's token, read on its
+// first use, when the grant's notification did not carry the token: ""
+// otherwise (session.Hold.Token).
+func (p *participant) tokenPath() string {
+	if len(p.ws) == 1 && p.ws[0].held && p.ws[0].token == 0 {
+		return p.ws[0].l.path
+	}
+	return ""
 }
 
 // alone reports that every read that decided we hold listed nobody behind

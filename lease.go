@@ -34,7 +34,7 @@ type Lease struct {
 
 // newLease wraps a hold the session granted.
 func newLease(c *Client, h *session.Hold) *Lease {
-	return &Lease{c: c, h: h, node: h.Nodes()[0], token: h.Token(), meta: h.Meta.(leaseMeta)}
+	return &Lease{c: c, h: h, node: h.Nodes()[0], meta: h.Meta.(leaseMeta)}
 }
 
 // Node returns the full path of the lease's znode. A [MultiLock]'s lease
@@ -67,9 +67,22 @@ func (l *Lease) Node() string { return l.node }
 //     fenced by these tokens must refuse writes that come without one, or
 //     those holders write past the fencing.
 //
+// A lease that its predecessor handed off (a [Mutex]'s, a write lease's,
+// an [Election] leader's: docs/design.md, "The handoff") has the zxid of
+// the release that granted it, which ZooKeeper 3.9 sends with the grant.
+// From a server before 3.9, which does not, its token is read on the first
+// call, while the lease is held (a request, and a wait for its reply):
+// then a lease that has ended first has the token 0, which a fenced
+// resource must refuse as it refuses a missing one.
+//
 // Under [Do] and [Election.Lead], fn reaches its lease, and so its token,
 // with [LeaseFrom]. The docs/semantics.md section "Fencing" says more.
-func (l *Lease) Token() int64 { return l.token }
+func (l *Lease) Token() int64 {
+	if l.h != nil {
+		return l.h.Token()
+	}
+	return l.token
+}
 
 // Done returns a channel that is closed when the lease ends: released, or
 // lost. [Lease.Err] says why, and says the same from then on.

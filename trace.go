@@ -152,7 +152,7 @@ func (p *participant) acquired(leases []*Lease) {
 	now := time.Now()
 	for i, l := range leases {
 		info := p.info(l.node, now)
-		info.Token, info.Queued = l.token, p.waited && i == 0
+		info.Token, info.Queued = l.Token(), p.waited && i == 0
 		f(info)
 	}
 }
@@ -172,7 +172,7 @@ func (p *participant) failed(op string, err error) error {
 // leaseInfo is the LeaseInfo of a lease that ended with err at now.
 func leaseInfo(h *session.Hold, err error, now time.Time) LeaseInfo {
 	m, _ := h.Meta.(leaseMeta)
-	return LeaseInfo{Path: m.path, Node: h.Nodes()[0], Kind: m.kind, Token: h.Token(), Held: now.Sub(h.Granted()), Err: err}
+	return LeaseInfo{Path: m.path, Node: h.Nodes()[0], Kind: m.kind, Token: h.KnownToken(), Held: now.Sub(h.Granted()), Err: err}
 }
 
 // hooks connects the session's events to the Client's Trace, and logs a

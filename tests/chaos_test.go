@@ -133,6 +133,9 @@ const (
 	// (chaosShared) read through its shared RWMutex at once: its RWMutex
 	// worker and chaosSharedReaders-1 that only read.
 	chaosSharedReaders = 3
+	// chaosDepth is how many workers of each client take the mutex, and
+	// the RWMutex: 8 clients make queues of up to 24 on each.
+	chaosDepth = 3
 )
 
 // chaosShared reports whether client i takes the RWMutex through one made
@@ -655,8 +658,14 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	var workers sync.WaitGroup
 	for _, cl := range clients {
 		for j, lock := range []string{"mutex", "rw"} {
-			rng := rand.New(rand.NewPCG(plan.seed, uint64(100+2*cl.i+j)))
-			workers.Go(func() { cl.work(work, rec, lock, rng) })
+			// chaosDepth workers of each client on each: deep queues, where
+			// the mutex's and the write side's successors hold by their
+			// predecessors' grants (handoff.go), and one Client has many
+			// waiters on one path (CURATOR-716's case).
+			for d := range chaosDepth {
+				rng := rand.New(rand.NewPCG(plan.seed, uint64(100+2*cl.i+j+1000*d)))
+				workers.Go(func() { cl.work(work, rec, lock, rng) })
+			}
 		}
 		if chaosShared(cl.i) {
 			for k := range chaosSharedReaders - 1 {

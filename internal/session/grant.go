@@ -15,8 +15,11 @@ type Grant struct {
 	Epoch   uint64     // the epoch of the reads that decided it holds
 	Session int64      // the session of its nodes
 	Groups  [][]string // the nodes of each lease, its Node first
-	Token   int64      // the leases' fencing token
-	Meta    any        // the recipe's, kept with each lease ([Hold.Meta])
+	Token   int64      // the leases' fencing token, or 0 and...
+	// TokenPath: ...the lock path whose pzxid is the token, read on its
+	// first use (token.go).
+	TokenPath string
+	Meta      any // the recipe's, kept with each lease ([Hold.Meta])
 	// Covers says, for each node in the order of Groups, what watch tells
 	// the Session if someone deletes it (see held.go).
 	Covers []Cover
@@ -59,7 +62,8 @@ func (c *Session) Grant(g Grant) ([]*Hold, error) {
 	leases := make([]*Hold, len(g.Groups))
 	now := time.Now()
 	for i, nodes := range g.Groups {
-		l := &Hold{s: c, nodes: nodes, token: g.Token, session: session, done: make(chan struct{}), Meta: g.Meta, granted: now}
+		l := &Hold{s: c, nodes: nodes, lazy: g.TokenPath, session: session, done: make(chan struct{}), Meta: g.Meta, granted: now}
+		l.token.Store(g.Token)
 		if g.Handoffs != nil && len(nodes) == 1 {
 			l.handoff, l.alone = g.Handoffs[i], g.Alone
 		}

@@ -4,15 +4,20 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Hold is the session's side of one lease: its nodes, held in one session,
 // and how it ended. The zklock package's Lease wraps it.
 type Hold struct {
-	s       *Session
-	nodes   []string // the first is the lease's Node
-	token   int64
+	s     *Session
+	nodes []string // the first is the lease's Node
+
+	tok   sync.Mutex   // held while the token is read (token.go)
+	token atomic.Int64 // the fencing token...
+	lazy  string       // ...or, until read, the lock path whose pzxid it is
+
 	session int64
 	granted time.Time
 	Meta    any // the recipe's, for its traces
@@ -28,9 +33,6 @@ type Hold struct {
 
 // Nodes returns the lease's nodes, Node first.
 func (l *Hold) Nodes() []string { return l.nodes }
-
-// Token returns the lease's fencing token.
-func (l *Hold) Token() int64 { return l.token }
 
 // Session returns the id of the session that holds the lease.
 func (l *Hold) Session() int64 { return l.session }

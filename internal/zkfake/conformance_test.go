@@ -283,6 +283,40 @@ func script(t *testing.T, w world, root string) []string {
 	tr.add("B childrenW P: %v %s", sorted(names), errName(err))
 	tr.add("A sync: %s", errName(a.conn.Sync(R)))
 
+	// The handoff's grant (zklock's handoff.go): B watches the grant and
+	// the node; A hands off. B hears the grant made, then the node gone;
+	// the grant never stays. Fire: only while its guard exists.
+	made, err = a.conn.CreateEach([]string{R + "/h-"}, nil, aclf)
+	tr.add("A createEach h-: %v %s", made, errName(err))
+	hnode, grant := R+"/h-0000000000", R+"/_g_0000000000_"
+	if len(made) == 1 {
+		hnode = made[0]
+	}
+	ok, ch, err = b.conn.ExistsW(grant)
+	b.watch("existsW grant", ch)
+	tr.add("B existsW grant: %v %s", ok, errName(err))
+	_, ch, err = b.conn.GetW(hnode)
+	b.watch("getW h", ch)
+	tr.add("B getW h: %s", errName(err))
+	_, ch, err = b.conn.ChildrenW(R)
+	b.watch("childrenW R", ch)
+	tr.add("B childrenW R: %s", errName(err))
+	tr.add("A handOff h: %s", errName(a.conn.HandOff(hnode, grant, acl)))
+	settle(false)
+	ok, err = b.conn.Exists(grant)
+	tr.add("B exists grant: %v %s", ok, errName(err))
+	err = a.conn.HandOff(hnode, grant, acl)
+	tr.add("A handOff h again: %s gone-at-h=%v", errName(err), session.GoneAt(err, hnode))
+	ok, ch, err = b.conn.ExistsW(grant)
+	b.watch("existsW grant again", ch)
+	tr.add("B existsW grant again: %v %s", ok, errName(err))
+	err = a.conn.Fire(hnode, grant, acl)
+	tr.add("A fire, guard gone: %s gone-at-h=%v", errName(err), session.GoneAt(err, hnode))
+	tr.add("A fire, guard e: %s", errName(a.conn.Fire(R+"/e", grant, acl)))
+	settle(false)
+	ok, err = b.conn.Exists(grant)
+	tr.add("B exists grant: %v %s", ok, errName(err))
+
 	// A's session ends: its ephemerals go, in one transaction.
 	a.conn.Close()
 	settle(true)

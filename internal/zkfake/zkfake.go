@@ -333,6 +333,30 @@ func (s *Server) Czxid(path string) int64 {
 	return 0
 }
 
+// Watched returns the paths the live sessions watch (data, exists or
+// children), sorted, a path once per session watching it: what ZooKeeper's
+// wchp lists.
+func (s *Server) Watched() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, se := range s.sessions {
+		if se.expired {
+			continue
+		}
+		for p := range se.dataW {
+			out = append(out, p)
+		}
+		for p := range se.childW {
+			if !se.dataW[p] {
+				out = append(out, p)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Nodes returns every path in the tree, sorted.
 func (s *Server) Nodes() []string {
 	s.mu.Lock()

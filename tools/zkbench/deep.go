@@ -547,14 +547,21 @@ func newZklockDrain(ctx context.Context, servers []string, path string, c deepCa
 		if err != nil {
 			return held{}, err
 		}
-		token := l.Token()
-		if c.Recipe != recipeMutex {
-			token = 0 // only the mutex's tokens are checked in order
+		var token int64
+		if deepTokens && c.Recipe == recipeMutex { // only the mutex's tokens are checked in order
+			token = l.Token()
 		}
 		return held{token: token, release: func() error { return l.Release(context.Background()) }}, nil
 	}
 	return newGoDrain(c, acquire, shut), nil
 }
+
+// deepTokens: zklock's deep waiters read their lease's token and the
+// drain checks them in order (-deep-tokens). Off by default: CURATOR-716's
+// user, and zk.Lock and Curator, use none, and on ZooKeeper 3.8 a lease
+// handed over by a grant reads its token when asked (a round trip per
+// acquisition).
+var deepTokens bool
 
 // zklockLocker is the case's lock on one Client, with the defaults, as a
 // user would make it.

@@ -1,0 +1,196 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/internal/zkfake"
+)
+
+// grantWatches returns the paths of grants (handoff.go) some session of f
+// watches.
+func grantWatches(f *zkfake.Server) []string {
+	var out []string
+	for _, p := range f.Watched() {
+		if strings.Contains(p, "/_g_") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestFakeHandoffTokens: a lease handed off by a grant holds with no read
+// of the queue, and reads its token when first asked (the fake's
+// notifications carry no zxid, as ZooKeeper 3.8's): above its
+// predecessor's, and the same on every call.
+func TestFakeHandoffTokens(t *testing.T) {
+	f := zkfake.New()
+	_, _, ma, mb := fakeMutexes(t, f, "/ht/lock")
+	prev, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	for i := 0; i < 5; i++ {
+		m := mb
+		if i%2 == 1 {
+			m = ma
+		}
+		ch := async(m.Acquire, ctxT(t))
+		fakeQueued(t, f, "/ht/lock", 2)
+		eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+		release(t, prev)
+		l := await(t, ch)
+		tok := l.Token()
+		if tok <= prev.Token() {
+			t.Fatalf("handoff %d: token %d, not above its predecessor's %d", i, tok, prev.Token())
+		}
+		if again := l.Token(); again != tok {
+			t.Fatalf("handoff %d: token %d, then %d", i, tok, again)
+		}
+		prev = l
+	}
+	release(t, prev)
+	if w := grantWatches(f); len(w) != 0 {
+		t.Fatalf("grant watches left: %v", w)
+	}
+}
+
+// TestFakeHandoffTokenOfALostLease: a lease handed off whose node is gone
+// before its token was read has the token 0 (a read then could name a
+// state after its node's deletion: a token as high as the next holder's).
+func TestFakeHandoffTokenOfALostLease(t *testing.T) {
+	f := zkfake.New()
+	_, _, ma, mb := fakeMutexes(t, f, "/hl/lock")
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	ch := async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, "/hl/lock", 2)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	release(t, la)
+	lb := await(t, ch)
+	must(t, f.Delete(lb.Node()))
+	select {
+	case <-lb.Done():
+	case <-time.After(long):
+		t.Fatal("the lease whose node was deleted did not end")
+	}
+	if tok := lb.Token(); tok != 0 {
+		t.Fatalf("a lease lost before its token was read has token %d; want 0", tok)
+	}
+}
+
+// TestFakeHandoffDeletedWaiterNeverHolds: a waiter whose node someone else
+// deleted may still be told of its predecessor's grant, beside the waiter
+// behind it, which now has the same predecessor. Only the live one holds:
+// the deleted one's own node's watch fired first, and the grant checks it
+// (participant.quiet). The deletion and the release come together, so that
+// both notifications wait in the deleted waiter's channels.
+func TestFakeHandoffDeletedWaiterNeverHolds(t *testing.T) {
+	for round := 0; round < 30; round++ {
+		f := zkfake.New()
+		path := "/hd/lock"
+		ca, cb, cc := fakeClient(t, f), fakeClient(t, f), fakeClient(t, f)
+		var ms []*zklock.Mutex
+		for _, c := range []*zklock.Client{ca, cb, cc} {
+			m, err := zklock.NewMutex(c, path)
+			must(t, err)
+			ms = append(ms, m)
+		}
+		lx, err := ms[0].Acquire(ctxT(t))
+		must(t, err)
+		var holders, most, gone atomic.Int32
+		take := func(m *zklock.Mutex) func(context.Context) (*zklock.Lease, error) {
+			return func(ctx context.Context) (*zklock.Lease, error) {
+				l, err := m.Acquire(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if !f.Exists(l.Node()) {
+					gone.Add(1) // granted on a node that was gone: it is no one's place
+				}
+				n := holders.Add(1)
+				for {
+					if old := most.Load(); n <= old || most.CompareAndSwap(old, n) {
+						break
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+				holders.Add(-1)
+				return l, nil
+			}
+		}
+		chS := async(take(ms[1]), ctxT(t))
+		fakeQueued(t, f, path, 2)
+		chT := async(take(ms[2]), ctxT(t))
+		fakeQueued(t, f, path, 3)
+		kids := f.Children(path)
+		slices.SortFunc(kids, func(a, b string) int { return strings.Compare(a[len(a)-10:], b[len(b)-10:]) })
+		s := path + "/" + kids[1]
+		eventually(t, func() bool { return len(grantWatches(f)) == 2 }, "both waiters watch their grants")
+		// S's node, then X's release at once: S may find both its own
+		// node's deletion and X's grant waiting.
+		must(t, f.Delete(s))
+		release(t, lx)
+		lt := await(t, chT)
+		release(t, lt)
+		ls := await(t, chS) // S queued again, behind T
+		release(t, ls)
+		if n := most.Load(); n > 1 {
+			t.Fatalf("round %d: %d holders at once", round, n)
+		}
+		if n := gone.Load(); n > 0 {
+			t.Fatalf("round %d: %d lease(s) granted on a deleted node", round, n)
+		}
+	}
+}
+
+// TestFakeHandoffLeavesNoWatch: whatever way a handoff waiter stops
+// waiting, its grant watch does not stay on the server: granted (the
+// grant fired it), its predecessor deleted with no grant (it fires the
+// watch itself, on its next read), or giving up (it fires it as it
+// deletes its node), and the predecessor then handing off to nobody.
+func TestFakeHandoffLeavesNoWatch(t *testing.T) {
+	f := zkfake.New()
+	_, _, ma, mb := fakeMutexes(t, f, "/hw/lock")
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	queue := func() <-chan result {
+		ch := async(mb.Acquire, ctxT(t))
+		eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+		return ch
+	}
+	noWatch := func(what string) {
+		t.Helper()
+		eventually(t, func() bool { return len(grantWatches(f)) == 0 }, "no grant watch left after %s", what)
+	}
+
+	// Granted.
+	ch := queue()
+	release(t, la)
+	lb := await(t, ch)
+	noWatch("a grant")
+
+	// Its predecessor deleted by someone else: lb holds, a waiter of ma
+	// queues behind it and is told of lb's deletion, with no grant.
+	ch = async(ma.Acquire, ctxT(t))
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	must(t, f.Delete(lb.Node()))
+	l2 := await(t, ch)
+	noWatch("a predecessor deleted with no grant")
+
+	// Giving up.
+	ctx, cancel := context.WithCancel(context.Background())
+	gave := async(mb.Acquire, ctx)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	cancel()
+	if r := <-gave; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a cancelled acquire returned %v", r.err)
+	}
+	noWatch("giving up")
+	release(t, l2)
+	noWatch("a release with nobody waiting")
+}
