@@ -24,7 +24,7 @@ type Lease struct {
 	c     *Client
 	h     *session.Hold // the session's side: nodes, deadline, end
 	node  string
-	token int64
+	token int64     // the token known at the grant (a shared read's sub-leases copy it)
 	meta  leaseMeta // path and kind, for traces
 	sub   *subLease // a lease on a shared read node (rwlock_shared.go); h is nil then
 
@@ -34,7 +34,9 @@ type Lease struct {
 
 // newLease wraps a hold the session granted.
 func newLease(c *Client, h *session.Hold) *Lease {
-	return &Lease{c: c, h: h, node: h.Nodes()[0], meta: h.Meta.(leaseMeta)}
+	// token: known at the grant, except a handed-over lease's from a
+	// server before 3.9, which Token reads through h when asked.
+	return &Lease{c: c, h: h, node: h.Nodes()[0], token: h.KnownToken(), meta: h.Meta.(leaseMeta)}
 }
 
 // Node returns the full path of the lease's znode. A [MultiLock]'s lease

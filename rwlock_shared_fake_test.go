@@ -212,6 +212,10 @@ func TestFakeSharedReadsOneNode(t *testing.T) {
 	}
 	for _, l := range held {
 		mustLive(t, l)
+		// A lease on the shared node has the node's token, a zxid.
+		if l.Token() != first.Token() || l.Token() <= 0 {
+			t.Fatalf("a shared lease's token is %d; the node's lease's is %d", l.Token(), first.Token())
+		}
 		release(t, l)
 	}
 	fakeQueued(t, f, path, 1)
