@@ -19,6 +19,7 @@ func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease,
 	if quiet, err := p.quiet(); !quiet {
 		return nil, err
 	}
+	p.disarmHeld()
 	holds, err := p.c.s.Grant(session.Grant{
 		Epoch:   st.Epoch,
 		Session: p.session,

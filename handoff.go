@@ -144,8 +144,8 @@ func (p *participant) waitGrant(ctx context.Context, w *waiter, st session.Snaps
 // now (pred is gone already, or the session needs sorting out).
 func (p *participant) arm(w *waiter, epoch uint64, pred string) (<-chan session.Event, bool, error) {
 	if w.armedFor != pred {
-		if err := p.disarm(w); err != nil {
-			return nil, true, err
+		if err := p.disarm(w); err != nil || w.armed != "" {
+			return nil, true, err // not fired yet: read again, and try again, rather than forget it
 		}
 	}
 	own := background(w.own == nil || w.ownAt != epoch, func() error {
@@ -243,6 +243,19 @@ func (p *participant) disarm(w *waiter) error {
 		return errRequeue
 	}
 	return nil
+}
+
+// disarmHeld fires, before w's nodes are granted, a grant watch still
+// armed (a fire that failed on an earlier read): the lease cannot fire it
+// later. It is safe then as on any read (our node is checked in the same
+// transaction). If it fails again, the watch stays until its predecessor's
+// grant fires or the session ends.
+func (p *participant) disarmHeld() {
+	for _, w := range p.ws {
+		if w.armed != "" {
+			_ = p.disarm(w)
+		}
+	}
 }
 
 // disarmGone disarms w if kids, just read, no longer list the node its
