@@ -1,91 +1,150 @@
 /*
- * zklock's mutex handoff by grant (issue 37), modelled before it is built.
- * There is no code yet: the code must follow this model, and
- * docs/model.md ("The handoff model") maps every variable to the design.
+ * zklock's mutex handoff by a transient grant (issue 37), the design the
+ * code is built to. docs/model.md ("The handoff model") maps every
+ * variable to the design and to ZooKeeper.
  *
  * N participants (one session each) join one queue once: each creates an
  * ephemeral-sequential node (sequence numbers only grow), reads the
- * children, holds if first, else exists-watches g(P) and getData-watches
- * P, P its immediate predecessor. A holder releases with one multi:
- * create g(own) (ephemeral, of its session), delete its node, and delete
- * g(P) if it held by P's grant. A waiter notified that g(P) was created
- * holds at once, with no read; notified that P was deleted (no grant
- * before it), it reads the children again. Each session's notifications
- * are queued (zxid order) and read whenever the participant next runs:
- * late, as ZooKeeper delivers them.
+ * children, holds if first. Else, with X its immediate predecessor, it
+ * sets three watches, in any order, each before or after X changes:
+ * getData(X), exists(g(X)) and getData(own node), the "own watch". g(X)
+ * is the grant path named after X's sequence number; it never exists
+ * outside a multi.
  *
- * Faults: up to MAXEXP sessions expire, at any step: their ephemerals
- * (node and grants) vanish at once, with no grant, and a hold ends then
- * (the lease deadline ends it before the session's nodes can vanish).
- * Up to MAXGIVEUP waiters give up: they delete their node, with no grant.
+ *   release by holder H   one multi: create g(H), delete H, delete g(H).
+ *                         The exists-watchers of g(H) are told NodeCreated
+ *                         (one-shot: consumed), then the getData-watchers of
+ *                         H NodeDeleted; g(H) never persists.
+ *   grant                 a waiter told NodeCreated(g(X)), X its current
+ *                         predecessor, holds with no read, unless its own
+ *                         watch has fired (a non-blocking look: that
+ *                         notification has a lower zxid, so it is there
+ *                         already); then it requeues (here: ends).
+ *   slow path             told NodeDeleted(X) (or getData(X) found X gone)
+ *                         with no grant on X before it: it reads the
+ *                         children again, and cleans its exists-watch on
+ *                         g(X), armed and never to fire by itself, with the
+ *                         "fire": one multi [check(own node), create g(X),
+ *                         delete g(X)], which fails whole if its node is
+ *                         gone. The fire goes at any step from then until
+ *                         the waiter's next request after the read (its
+ *                         watches, its release): a session's requests are
+ *                         processed in order.
+ *   give-up               a waiter that gives up deletes its node with one
+ *                         multi [create g(X), delete own, delete g(X)], which
+ *                         fires its own exists-watch while its node still
+ *                         exists; if its node is gone the multi fails and it
+ *                         ends with no write.
+ *
+ * Notifications are put in the waiter's mailboxes (gmail: grants, dmail:
+ * predecessor deleted, omail: own node deleted) when the write triggers
+ * them, in zxid order, and read late, in any order (a select over the
+ * watches' channels); a deletion of X counts as "no grant" only if no grant
+ * on X has arrived by then.
+ *
+ * Faults, at any step: up to MAXEXP sessions expire (their node vanishes,
+ * their watches vanish, their notifications stop; a hold ends first, by
+ * the lease deadline); up to MAXGIVEUP waiters give up; a Deleter (an
+ * operator) deletes up to MAXDEL nodes that are not first in the queue (a
+ * waiter's: deleting the first node, the holder's, decided or not, is a
+ * lease loss, which the lease model covers).
+ *
+ * Symmetry: the participants are alike, so Pi is the one that creates
+ * node i+1 (the (i+1)-th to join, at any step after Pi-1 joined); the
+ * other join orders are the same runs with the names swapped.
  *
  * Safety: never two holders (nholders <= 1, asserted at every decision).
+ * Why: g(X) is created only (a) by X's holder, X first, deleted in the
+ * same transaction, so only X's waiters are told, or (b) by a waiter W
+ * whose own node exists in that transaction and that had X as its
+ * immediate predecessor. In (b) no other waiter V with a live node can be
+ * exists-watching g(X): V watched g(X) only with X its immediate
+ * predecessor, and W's node sat between X and V from before V's read (or V
+ * between X and W from before W's read), so V's node is gone, and V's own
+ * watch, with a lower zxid, is there before the grant: only W (who ignores
+ * it: X is no longer its predecessor) and such dead waiters (who refuse)
+ * receive it. Asserted at each (b) grant too.
+ * No grant is left: once everyone has finished no g(*) exists (asserted).
  * Progress: every participant ends (holds and releases, gives up, or
- * expires); a waiter blocked while everyone ahead has left is an invalid
- * end state, which spin reports (a waiter that does not give up cannot
- * leave a wait by giving up, see quitter).
+ * expires); a waiter blocked for ever is an invalid end state, which spin
+ * reports. A waiter that will give up says so when it joins (quitter).
  *
  * Broken variants (-D), which must be refuted:
- *   NO_READ     a waiter holds when P is deleted without a grant, with no
- *               read (a predecessor that gave up is not a release)
- *   ANY_GRANT   a waiter takes any grant it sees or is told of, not only
- *               g(P) of its immediate predecessor at its watch
- * Variants that model/run.sh does not run, because they are safe here
- * (docs/model.md says why):
- *   SPLIT_GRANT the grant is a separate write after the delete
- *   PERSISTENT  the grant is persistent and never deleted by its receiver
+ *   NO_READ        a waiter holds when X is deleted with no grant, no read
+ *   NO_OWN_CHECK   a waiter holds on NodeCreated(g(X)) without looking at
+ *                  its own watch
+ *   UNCHECKED_FIRE the fire has no check of the own node (needs N=4)
+ *   ANY_GRANT      a waiter takes any grant it is told of, not only its
+ *                  current predecessor's (its own fire's, say)
  * A finding, not a variant:
- *   ORPHAN_CHECK  asserts that no grant is left once everyone has finished:
- *                 the design as modelled fails it (docs/model.md)
+ *   WATCH_CHECK    asserts that once everyone has finished no live session
+ *                  exists-watches a g(*); a waiter whose node an operator
+ *                  deleted fails it (docs/model.md)
  */
 
 #ifndef N
 #define N 3
 #endif
-/* Faults per run: two expiries and two give-ups (3 and 3: 0 errors too,
- * 14.7 million states, 21 s; too long for make model). */
+/* Faults per run: by default every one N allows (the operator can delete
+ * only the N-1 nodes that are ever behind another). */
 #ifndef MAXEXP
-#define MAXEXP 2
+#define MAXEXP N
 #endif
 #ifndef MAXGIVEUP
-#define MAXGIVEUP 2
+#define MAXGIVEUP N
+#endif
+#ifndef MAXDEL
+#define MAXDEL (N - 1)
 #endif
 
-/* Expiry and the orphan check name each participant: N is 3. */
-#if N != 3
-#error "handoff.pml: N must be 3"
+/* Bit masks of sequence numbers 1..N and the choices below name each. */
+#if N != 3 && N != 4
+#error "handoff.pml: N must be 3 or 4"
 #endif
 
+#define BIT(i) (1 << (i))
 #define GRANT 1 /* NodeCreated on g(s) */
 #define DEL   2 /* NodeDeleted on node s */
-#define EVQ   (2 * N)
 
-/* The server: indexed by sequence number, 1..N (0: none). */
+/* The server, by sequence number 1..N (0: none); node s is P(s-1)'s. */
 byte nseq;              /* the last sequence number given */
 bool node[N + 1];       /* queue node s exists */
-byte nowner[N + 1];     /* its participant */
-bool grant[N + 1];      /* g(s) exists */
-byte gowner[N + 1];     /* the session that created g(s) */
+bool grant[N + 1];      /* g(s) exists: only inside a multi */
 byte wg[N + 1];         /* participants (bits) exists-watching g(s) */
 byte wn[N + 1];         /* participants (bits) getData-watching node s */
 
-/* Participants. */
-chan ev[N] = [EVQ] of { byte, byte };  /* each session's notifications, zxid order */
+/* Participants, by index 0..N-1. */
+byte me[N];             /* its node */
+byte cur[N];            /* X: its immediate predecessor at its watches */
+byte gmail[N];          /* NodeCreated(g(s)) arrived (bits of s) */
+byte dmail[N];          /* NodeDeleted(s) of its predecessor arrived, or getData found it gone */
+bool omail[N];          /* its own node's deletion arrived, or getData found it gone */
 bool expired[N];
 bool holding[N];
 bool fin[N];
 byte nholders;
-byte nexp, ngiveup;
+byte nexp, ngiveup, ndel;  /* faults planned (expiries, give-ups), done (deletes) */
 
-#define BIT(i) (1 << (i))
-
-/* Fire the watches of a write: a one-shot watch is queued to its session. */
-inline fire(w, kind, s) {
+/* A write triggers watches w (one-shot: consumed) on s: each notification
+ * goes to its session's mailbox, unless the session expired or finished.
+ * Only notifications about a participant's current X or its own node are
+ * kept: the code drops the channels of watches it no longer waits on. */
+inline notify(w, kind, s) {
 	j = 0;
 	do
 	:: j < N ->
 		if
-		:: (w & BIT(j)) && !expired[j] -> assert(len(ev[j]) < EVQ); ev[j]!kind, s
+		:: (w & BIT(j)) && !expired[j] && !fin[j] ->
+			if
+			:: kind == DEL && s == me[j] -> omail[j] = true
+			:: kind == DEL && s != me[j] && s == cur[j] -> dmail[j] = dmail[j] | BIT(s)
+#ifdef ANY_GRANT
+			:: kind == GRANT -> gmail[j] = gmail[j] | BIT(s)
+#else
+			:: kind == GRANT && s == cur[j] -> gmail[j] = gmail[j] | BIT(s)
+#endif
+			:: else -> skip
+			fi
 		:: else -> skip
 		fi;
 		j++
@@ -96,23 +155,39 @@ inline fire(w, kind, s) {
 
 inline delnode(s) {
 	node[s] = false;
-	fire(wn[s], DEL, s)
+	notify(wn[s], DEL, s)
 }
 
-inline delgrant(s) {
-	grant[s] = false
-}
-
-inline mkgrant(s, who) {
+/* Create g(s) within a multi of who's; the caller deletes it in the same
+ * multi. In case (b), a waiter's multi, no one else with a live node may be
+ * exists-watching g(s). */
+inline mkgrant(s, who, waiters) {
 	grant[s] = true;
-	gowner[s] = who;
-	fire(wg[s], GRANT, s)
+#ifndef UNCHECKED_FIRE
+	if
+	:: waiters ->
+		j = 0;
+		do
+		:: j < N ->
+			if
+			:: j != who && (wg[s] & BIT(j)) && !expired[j] && node[me[j]] ->
+				printf("h: CLAIM: P%d's g(%d) reaches P%d, whose node is there\n", who, s, j);
+				assert(false)
+			:: else -> skip
+			fi;
+			j++
+		:: else -> break
+		od
+	:: else -> skip
+	fi;
+#endif
+	notify(wg[s], GRANT, s)
 }
 
-inline decide(i) {
+inline decide() {
 	holding[i] = true;
 	nholders++;
-	printf("h: P%d holds (node %d)\n", i, me);
+	printf("h: P%d holds (node %d)\n", i, me[i]);
 	if
 	:: nholders > 1 -> printf("h: VIOLATION: %d holders at once\n", nholders)
 	:: else -> skip
@@ -120,207 +195,284 @@ inline decide(i) {
 	assert(nholders <= 1)
 }
 
-proctype Participant(byte i) {
-	byte me, pred, s, k, es, j;
-	bool bygrant, quitter;
+/* The fire: one multi [check(own node), create g(dirty), delete g(dirty)]. */
+inline fire() {
+#ifndef UNCHECKED_FIRE
+	if
+	:: !node[me[i]] -> printf("h: P%d fires g(%d): fails, its node is gone\n", i, dirty)
+	:: else ->
+#endif
+		printf("h: P%d fires g(%d): one multi, create and delete it\n", i, dirty);
+		mkgrant(dirty, i, true);
+		grant[dirty] = false
+#ifndef UNCHECKED_FIRE
+	fi;
+#endif
+	dirty = 0
+}
 
-	/* A waiter that will give up says so at its start, so that one that
-	 * will not and waits forever is a deadlock spin reports, not a state
-	 * it could leave by giving up. */
+/* The session expires, at any step of the participant's from its join:
+ * its node vanishes in one transaction, its watches vanish, its
+ * notifications stop; a hold ends first (lease deadline). The participant
+ * does nothing more. */
+inline expire() {
+	expired[i] = true;
+	printf("h: FAULT: P%d's session expires\n", i);
+	if
+	:: holding[i] -> holding[i] = false; nholders--; printf("h:   P%d's hold ends (its lease deadline)\n", i)
+	:: else -> skip
+	fi;
+	s = 1;
+	do
+	:: s <= N ->
+		wg[s] = wg[s] & ~BIT(i);
+		wn[s] = wn[s] & ~BIT(i);
+		s++
+	:: else -> break
+	od;
+	if
+	:: node[me[i]] -> delnode(me[i])
+	:: else -> skip
+	fi
+}
+
+proctype Participant(byte i) {
+	byte s, j, dirty, done;
+	bool quitter, doomed;
+
+	/* A waiter that will give up, or whose session may expire, says so
+	 * when it joins, so that one that will not and waits for ever is a
+	 * deadlock spin reports, not a state it could leave by giving up or
+	 * expiring. */
 	atomic {
-		if
-		:: expired[i] -> goto gone
-		:: else -> skip
-		fi;
+		nseq == i ->  /* symmetry: Pi creates node i+1 */
 		if
 		:: ngiveup < MAXGIVEUP -> ngiveup++; quitter = true
 		:: true -> skip
 		fi;
+		if
+		:: nexp < MAXEXP -> nexp++; doomed = true
+		:: true -> skip
+		fi;
 		nseq++;
-		me = nseq;
-		node[me] = true;
-		nowner[me] = i;
-		
-		printf("h: P%d creates node %d\n", i, me)
+		me[i] = nseq;
+		node[nseq] = true;
+		printf("h: P%d creates node %d\n", i, nseq)
 	}
 read:
-	atomic {
-		if
-		:: expired[i] -> goto gone
-		:: else -> skip
-		fi;
-		
-		pred = 0;
+	do
+	:: atomic { doomed -> expire(); goto gone }
+	:: atomic { dirty != 0 -> fire() }
+	:: atomic {
+		!node[me[i]] ->
+		/* Its pending fire would fail too: its node is gone. */
+		printf("h: P%d reads the children: its node is gone, requeues (ends)\n", i);
+		goto gone
+	   }
+	:: atomic {
+		node[me[i]] ->
+		cur[i] = 0;
 		s = 1;
 		do
-		:: s < me -> if
-			:: node[s] -> pred = s
+		:: s < me[i] -> if
+			:: node[s] -> cur[i] = s
 			:: else -> skip
 			fi;
 			s++
 		:: else -> break
 		od;
+		dmail[i] = 0;
+#ifndef ANY_GRANT
+		gmail[i] = 0;
+#endif
+		if
+		:: cur[i] == 0 -> printf("h: P%d reads the children: first\n", i); decide(); goto hold
+		:: else -> printf("h: P%d reads the children: predecessor %d\n", i, cur[i]); done = 0; goto setup
+		fi
+	   }
+	od;
+setup:
+	/* The three watches, in any order. A pending fire went before them. */
+	do
+	:: atomic { doomed -> expire(); goto gone }
+	:: atomic { dirty != 0 && done == 0 -> fire() }
+	:: atomic {
+		dirty == 0 && !(done & 1) ->
+		printf("h: P%d exists g(%d), watch: no\n", i, cur[i]);
+		wg[cur[i]] = wg[cur[i]] | BIT(i);
+		done = done | 1;
+		if
+		:: done == 7 -> goto wait
+		:: else -> skip
+		fi
+	   }
+	:: atomic {
+		dirty == 0 && !(done & 2) ->
+		if
+		:: node[cur[i]] -> printf("h: P%d getData %d, watch\n", i, cur[i]); wn[cur[i]] = wn[cur[i]] | BIT(i)
+		:: else -> printf("h: P%d getData %d: gone\n", i, cur[i]); dmail[i] = dmail[i] | BIT(cur[i])
+		fi;
+		done = done | 2;
+		if
+		:: done == 7 -> goto wait
+		:: else -> skip
+		fi
+	   }
+	:: atomic {
+		dirty == 0 && !(done & 4) ->
+		if
+		:: node[me[i]] -> printf("h: P%d getData own %d, watch\n", i, me[i]); wn[me[i]] = wn[me[i]] | BIT(i)
+		:: else -> printf("h: P%d getData own %d: gone\n", i, me[i]); omail[i] = true
+		fi;
+		done = done | 4;
+		if
+		:: done == 7 -> goto wait
+		:: else -> skip
+		fi
+	   }
+	od;
+wait:
+	do
+	:: atomic { doomed -> expire(); goto gone }
 #ifdef ANY_GRANT
+	:: atomic {
+		gmail[i] != 0 ->
 		s = 1;
 		do
-		:: s <= N && grant[s] -> printf("h: P%d reads the children: g(%d) is there\n", i, s); bygrant = true; pred = s; goto hold
-		:: s <= N && !grant[s] -> s++
+		:: !(gmail[i] & BIT(s)) -> s++
 		:: else -> break
 		od;
-#endif
-		if
-		:: pred == 0 -> printf("h: P%d reads the children: first\n", i); bygrant = false; goto hold
-		:: else -> printf("h: P%d reads the children: predecessor %d\n", i, pred)
-		fi
-	}
-	/* exists(g(P), watch), then getData(P, watch): two requests. */
-	atomic {
-		if
-		:: expired[i] -> goto gone
-		:: grant[pred] ->  printf("h: P%d exists g(%d): yes\n", i, pred); bygrant = true; goto hold
-		:: else -> wg[pred] = wg[pred] | BIT(i)
-		fi
-	}
-	atomic {
-		if
-		:: expired[i] -> goto gone
-		:: !node[pred] ->  printf("h: P%d getData %d: gone, reads again\n", i, pred); goto read
-		:: else -> wn[pred] = wn[pred] | BIT(i)
-		fi
-	}
-	do
+#else
 	:: atomic {
-		ev[i]?k, es ->
-		
+		(gmail[i] & BIT(cur[i])) ->
+		s = cur[i];
+#endif
 		if
-		:: expired[i] -> goto gone
-#ifdef ANY_GRANT
-		:: k == GRANT -> printf("h: P%d told g(%d) created\n", i, es); bygrant = true; pred = es; goto hold
-#else
-		:: k == GRANT && es == pred -> printf("h: P%d told g(%d) created\n", i, es); bygrant = true; goto hold
+#ifndef NO_OWN_CHECK
+		:: omail[i] -> printf("h: P%d told g(%d) created, but its own watch fired: requeues (ends)\n", i, s); goto gone
 #endif
-#ifdef NO_READ
-		:: k == DEL && es == pred -> printf("h: P%d told %d deleted: holds with no read\n", i, es); bygrant = false; goto hold
-#else
-		:: k == DEL && es == pred -> printf("h: P%d told %d deleted, no grant: reads again\n", i, es); goto read
-#endif
-		:: else -> printf("h: P%d ignores a stale notification (%d on %d)\n", i, k, es)
+		:: else -> printf("h: P%d told g(%d) created: holds, no read\n", i, s); decide(); goto hold
 		fi
 	   }
 	:: atomic {
-		quitter && !expired[i] ->
-		
-		printf("h: FAULT: P%d gives up: deletes node %d, no grant\n", i, me);
-		delnode(me);
+		(dmail[i] & BIT(cur[i])) && !(gmail[i] & BIT(cur[i])) ->
+#ifdef NO_READ
+		printf("h: P%d told %d deleted: holds with no read\n", i, cur[i]);
+		decide();
+		goto hold
+#else
+		printf("h: P%d told %d deleted, no grant: reads again, fires g(%d)\n", i, cur[i], cur[i]);
+		dirty = cur[i];
+		goto read
+#endif
+	   }
+	:: atomic {
+		omail[i] ->
+		printf("h: P%d told its node %d deleted: requeues (ends)\n", i, me[i]);
 		goto gone
 	   }
-	:: expired[i] -> goto gone
+	:: atomic {
+		quitter ->
+		if
+		:: node[me[i]] ->
+			printf("h: P%d gives up: one multi, create g(%d), delete node %d, delete g(%d)\n", i, cur[i], me[i], cur[i]);
+			mkgrant(cur[i], i, true);
+			delnode(me[i]);
+			grant[cur[i]] = false
+		:: else ->
+			printf("h: P%d gives up: its node is gone, no write\n", i)
+		fi;
+		goto gone
+	   }
 	od;
 hold:
-	atomic {
-		if
-		:: expired[i] -> goto gone
-		:: else -> decide(i)
-		fi
-	}
-	/* Release: one multi, unless SPLIT_GRANT. */
-	atomic {
-		if
-		:: expired[i] -> goto gone  /* the expiry ended the hold */
-		:: else -> skip
-		fi;
+	do
+	:: atomic { doomed -> expire(); goto gone }  /* the hold ends first */
+	:: atomic { dirty != 0 -> fire() }
+	:: atomic {
+		dirty == 0 ->
 		holding[i] = false;
 		nholders--;
-		
-#ifdef SPLIT_GRANT
-		printf("h: P%d releases: deletes node %d (the grant to follow)\n", i, me);
-		delnode(me);
-#else
-		printf("h: P%d releases: one multi, create g(%d), delete node %d\n", i, me, me);
-		mkgrant(me, i);
-		delnode(me);
-#endif
-#ifndef PERSISTENT
-		if
-		:: bygrant && grant[pred] -> delgrant(pred)
-		:: else -> skip  /* held by a read; or the granting session expired: its grant vanished (the multi fails, the release retries without it) */
-		fi
-#endif
-	}
-#ifdef SPLIT_GRANT
-	atomic {
-		if
-		:: expired[i] -> goto gone
-		:: else ->  printf("h: P%d creates g(%d)\n", i, me); mkgrant(me, i)
-		fi
-	}
-#endif
+		printf("h: P%d releases: one multi, create g(%d), delete node %d, delete g(%d)\n", i, me[i], me[i], me[i]);
+		mkgrant(me[i], i, false);
+		delnode(me[i]);
+		grant[me[i]] = false;
+		goto gone
+	   }
+	od;
 gone:
-	fin[i] = true
+	atomic {
+		fin[i] = true;
+		gmail[i] = 0;
+		dmail[i] = 0;
+		omail[i] = false;
+		s = 0;
+		j = 0;
+		done = 0;
+		quitter = false;
+		doomed = false
+	}
 }
 
-/* A session expires at any step: its ephemerals vanish at once, no grant. */
-proctype Expiry() {
-	byte i, s, j;
+/* An operator deletes a node that is not first in the queue. */
+#define AHEAD(s) ((node[1] && 1 < s) || (node[2] && 2 < s) || (node[3] && 3 < s))
+inline opdelete(t) {
+	ndel++;
+	printf("h: FAULT: an operator deletes node %d (P%d's)\n", t, t - 1);
+	delnode(t)
+}
+
+proctype Deleter() {
+	byte j;
+end:	/* it may delete fewer, or none */
 	do
-	:: nexp < MAXEXP ->
-		atomic {
-			/* a finished participant's session too: its grant vanishes */
-			if
-			:: !expired[0] -> i = 0
-			:: !expired[1] -> i = 1
-			:: !expired[2] -> i = 2
-			fi;
-			nexp++;
-			expired[i] = true;
-			
-			printf("h: FAULT: P%d's session expires\n", i);
-			if
-			:: holding[i] -> holding[i] = false; nholders--; printf("h:   P%d's hold ends (its lease deadline)\n", i)
-			:: else -> skip
-			fi;
-			s = 1;
-			do
-			:: s <= N ->
-#ifndef PERSISTENT
-				if
-				:: grant[s] && gowner[s] == i -> delgrant(s)
-				:: else -> skip
-				fi;
+	:: atomic { ndel < MAXDEL && node[2] && AHEAD(2) -> opdelete(2) }
+	:: atomic { ndel < MAXDEL && node[3] && AHEAD(3) -> opdelete(3) }
+#if N > 3
+	:: atomic { ndel < MAXDEL && node[4] && AHEAD(4) -> opdelete(4) }
 #endif
-				if
-				:: node[s] && nowner[s] == i -> delnode(s)
-				:: else -> skip
-				fi;
-				s++
-			:: else -> break
-			od
-		}
-	:: break
 	od
 }
 
 init {
-	byte p = 0;
+	byte p = 0, j, s;
 	atomic {
 		do
 		:: p < N -> run Participant(p); p++
 		:: else -> break
 		od;
-		run Expiry()
+		run Deleter()
 	}
-#ifdef ORPHAN_CHECK
-	/* When everyone has finished, no grant is left behind. */
+	/* When everyone has finished: no node, no grant left. */
+#if N > 3
+	(fin[0] && fin[1] && fin[2] && fin[3]);
+#else
 	(fin[0] && fin[1] && fin[2]);
-	p = 1;
+#endif
+	s = 1;
 	do
-	:: p <= N ->
+	:: s <= N ->
+		assert(!node[s]);
 		if
-		:: grant[p] -> printf("h: ORPHAN: g(%d) of P%d stays, no one will delete it\n", p, gowner[p]); assert(false)
+		:: grant[s] -> printf("h: ORPHAN: g(%d) stays\n", s); assert(false)
 		:: else -> skip
 		fi;
-		p++
+#ifdef WATCH_CHECK
+		/* No live session is left exists-watching a g(*). */
+		j = 0;
+		do
+		:: j < N ->
+			if
+			:: (wg[s] & BIT(j)) && !expired[j] ->
+				printf("h: WATCH LEFT: P%d's exists-watch on g(%d) stays, its session live\n", j, s);
+				assert(false)
+			:: else -> skip
+			fi;
+			j++
+		:: else -> break
+		od;
+#endif
+		s++
 	:: else -> break
 	od
-#endif
 }

@@ -45,13 +45,19 @@ runs=(
 	# Outside the design's assumption: a client packet takes up to T/12 to
 	# reach its server, on top of the leader's ping's T/12.
 	"client-delay|broken|-DCDELAY=2|client packets delayed by T/12 as well as the pings|dfs"
-	# The grant handoff (model/handoff.pml): 3 participants, every session
-	# may expire and every waiter give up, notifications late.
-	"handoff|safe||the grant handoff as designed: never two holders, the queue drains"
-	"handoff-no-read|broken|-DNO_READ|(c) a waiter holds when its predecessor goes without a grant, no read"
-	"handoff-any-grant|broken|-DANY_GRANT|(b) a waiter takes any grant, not its predecessor's"
-	# Not a variant: the design leaves a grant behind when no one receives it.
-	"handoff-orphan|broken|-DORPHAN_CHECK -DMAXEXP=0 -DMAXGIVEUP=0|finding: a grant no one receives stays until its session ends"
+	# The grant handoff (model/handoff.pml): late notifications, read in any
+	# order; every session may expire, every waiter give up, an operator
+	# delete a waiter's node. The broken runs need fewer faults than that.
+	"handoff|safe||the transient-grant handoff, 3 participants, every fault: one holder, no grant left, the queue drains"
+	"handoff-4|safe|-DN=4 -DMAXEXP=0 -DMAXGIVEUP=1 -DMAXDEL=2|4 participants, a give-up and two operator deletes: dead waiters behind a predecessor"
+	"handoff-watches|safe|-DWATCH_CHECK -DMAXDEL=0|no live session is left watching a g(*), with no operator deletes"
+	"handoff-no-read|broken|-DNO_READ -DMAXEXP=0 -DMAXDEL=0|a waiter holds when its predecessor goes without a grant, no read"
+	"handoff-no-own-check|broken|-DNO_OWN_CHECK -DMAXEXP=0 -DMAXGIVEUP=0|a waiter holds on a grant without looking at its own watch"
+	"handoff-unchecked-fire|broken|-DUNCHECKED_FIRE -DN=4 -DMAXEXP=0 -DMAXGIVEUP=1 -DMAXDEL=1|the cleanup fire does not check the own node"
+	"handoff-any-grant|broken|-DANY_GRANT -DMAXEXP=0 -DMAXGIVEUP=0|a waiter takes any grant it is told of, not its predecessor's"
+	# Not a variant: a waiter whose node an operator deleted can be left
+	# with an exists-watch on a g(X) that no one will create again.
+	"handoff-watch-left|broken|-DWATCH_CHECK -DMAXEXP=0 -DMAXGIVEUP=0|finding: an operator's delete leaves a watch until the session ends"
 )
 
 failed=0
