@@ -107,6 +107,7 @@ func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
 				release(t, la)
 				want = []string{"ChildrenStat /wr/lock"}
 			case "mutex granted":
+				heard(t, ca, "/wr/lock")
 				release(t, la)
 			default:
 				must(t, f.Delete(la.Node()))

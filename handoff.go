@@ -216,10 +216,20 @@ func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) 
 		return nil
 	default:
 	}
+	// The multi's own zxid, from ZooKeeper 3.9 on; else, if the lock's
+	// tokens are asked for, the path's pzxid now (our own node's watch,
+	// checked at the grant, proves the node was there at this read's
+	// state); else the lease reads it when first asked (session.Hold.Token).
+	token := p.c.s.CreatedZxid(grant)
+	if token <= 0 && w.l.tokens.Load() {
+		_, s, err := p.c.s.Conn().Get(w.l.path)
+		if err != nil {
+			return nil // read the queue instead, which finds us first
+		}
+		token = s.Pzxid
+	}
 	w.look.End()
-	// The multi's own zxid, from ZooKeeper 3.9 on; else the lease reads
-	// its token when first asked (session.Hold.Token).
-	w.token, w.alone = max(p.c.s.CreatedZxid(grant), 0), false
+	w.token, w.alone = max(token, 0), false
 	w.hold(st.Epoch, false)
 	return nil
 }

@@ -3,6 +3,7 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -193,4 +194,62 @@ func TestFakeHandoffLeavesNoWatch(t *testing.T) {
 	noWatch("giving up")
 	release(t, l2)
 	noWatch("a release with nobody waiting")
+}
+
+// TestFakeHandoffTokenReadOnceAsked: once a lease of a lock has been asked
+// for its token, that lock's next handed-over lease reads its token before
+// it is granted (the fake's notifications carry no zxid, as 3.8's), one
+// read of the lock path, so that Token then sends nothing.
+func TestFakeHandoffTokenReadOnceAsked(t *testing.T) {
+	f := zkfake.New()
+	ca, cb, ma, mb := fakeMutexes(t, f, "/ho/lock")
+	first, err := mb.Acquire(ctxT(t))
+	must(t, err)
+	if first.Token() <= 0 {
+		t.Fatalf("a lease held at once has token %d", first.Token())
+	}
+	release(t, first)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, cb)
+	var log opLog
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && len(op.Paths) > 0 && op.Name != "Check" {
+			log.add(op)
+		}
+		return nil
+	}})
+	ch := async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, "/ho/lock", 2)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	heard(t, ca, "/ho/lock")
+	at := log.len()
+	release(t, la)
+	lb := await(t, ch)
+	woken := log.since(at)
+	if want := []string{"Get /ho/lock"}; fmt.Sprint(woken) != fmt.Sprint(want) {
+		t.Fatalf("woken, the waiter made %v; want %v", woken, want)
+	}
+	at = log.len()
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token %d, not above its predecessor's %d", lb.Token(), la.Token())
+	}
+	if sent := log.since(at); len(sent) != 0 {
+		t.Fatalf("Token sent %v; its token was read before the grant", sent)
+	}
+	release(t, lb)
+}
+
+// heard makes a read on c's session and returns once it is answered: by
+// then c has heard every notification the server sent it before (a
+// session's notifications come before its later replies), among them a
+// waiter's create behind its lease, without which it releases with a plain
+// delete (nobody queued behind it, as far as it knows) and its successor
+// takes the slow path.
+func heard(t testing.TB, c *zklock.Client, path string) {
+	t.Helper()
+	m, err := zklock.NewMutex(c, path)
+	must(t, err)
+	_, err = m.Participants(ctxT(t))
+	must(t, err)
 }

@@ -72,14 +72,19 @@ func (l *Lease) Node() string { return l.node }
 // A lease that its predecessor handed off (a [Mutex]'s, a write lease's,
 // an [Election] leader's: docs/design.md, "The handoff") has the zxid of
 // the release that granted it, which ZooKeeper 3.9 sends with the grant.
-// From a server before 3.9, which does not, its token is read on the first
-// call, while the lease is held (a request, and a wait for its reply):
-// then a lease that has ended first has the token 0, which a fenced
-// resource must refuse as it refuses a missing one.
+// From a server before 3.9, which does not, the first lease of a lock
+// whose token is asked for reads it on that call, while it is held (two
+// reads, and a wait for their replies); a lease that has ended first has
+// the token 0, which a fenced resource must refuse as it refuses a missing
+// one. From then on, that lock's handed-over leases read their tokens
+// before they are granted (one read: the cost every handoff had before).
 //
 // Under [Do] and [Election.Lead], fn reaches its lease, and so its token,
 // with [LeaseFrom]. The docs/semantics.md section "Fencing" says more.
 func (l *Lease) Token() int64 {
+	if t := l.meta.tokens; t != nil && !t.Load() {
+		t.Store(true) // its lock's next handed-over leases read theirs at once
+	}
 	if l.h != nil {
 		return l.h.Token()
 	}

@@ -33,6 +33,13 @@ type Lock struct {
 	// queued behind others, so the next first look is sent without a
 	// children watch ([participant.startLooks]).
 	queued atomic.Bool
+
+	// tokens: a lease of this lock was asked for its token. A lease
+	// handed over by a grant whose notification carries no zxid
+	// (ZooKeeper before 3.9) then reads its token before it is granted, a
+	// round trip, as every lease did before the handoff; until then it
+	// reads it only if asked ([Lease.Token], handoff.go).
+	tokens atomic.Bool
 }
 
 // lockConfig is what a Lock is made of. Every Lock is built from one, by

@@ -3,6 +3,7 @@ package zklock
 import (
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/zkrecipes/zklock/internal/session"
@@ -120,10 +121,14 @@ type leaseMeta struct {
 	path     string // the lock path (a MultiLock's paths, joined by commas)
 	kind     Kind
 	untraced bool // a shared read node's lease: its sub-leases are traced instead
+	// tokens: the lock's record that its leases' tokens are asked for
+	// (Lease.Token sets it): a handed-over lease then reads its token
+	// before it is granted, rather than when asked (handoff.go).
+	tokens *atomic.Bool
 }
 
 func (p *participant) leaseMeta() leaseMeta {
-	return leaseMeta{path: p.what, kind: p.ws[0].l.pol.kind(), untraced: !p.ws[0].l.pol.traced()}
+	return leaseMeta{path: p.what, kind: p.ws[0].l.pol.kind(), untraced: !p.ws[0].l.pol.traced(), tokens: &p.ws[0].l.tokens}
 }
 
 // info is the AcquireInfo of the participant as it stands.

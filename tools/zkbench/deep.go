@@ -556,6 +556,13 @@ func newZklockDrain(ctx context.Context, servers []string, path string, c deepCa
 	return newGoDrain(c, acquire, shut), nil
 }
 
+// checkTokens: zklock's W1-W6 holders read their lease's token, and the
+// workloads check tokens in order (-tokens, on by default). A lease handed
+// over on ZooKeeper 3.8 reads its token before its grant once its lock's
+// tokens are asked for (a round trip, as every handoff did before the
+// grant): -tokens=false measures a user who fences nothing.
+var checkTokens = true
+
 // deepTokens: zklock's deep waiters read their lease's token and the
 // drain checks them in order (-deep-tokens). Off by default: CURATOR-716's
 // user, and zk.Lock and Curator, use none, and on ZooKeeper 3.8 a lease

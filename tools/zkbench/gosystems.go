@@ -332,9 +332,9 @@ func (h *zklockHandle) acquire(ctx context.Context, kind byte) (held, error) {
 	if err != nil {
 		return held{}, err
 	}
-	token := lease.Token()
-	if kind != kindMutex {
-		token = 0 // only the mutex's tokens are checked in order
+	var token int64
+	if checkTokens && kind == kindMutex { // only the mutex's tokens are checked in order
+		token = lease.Token()
 	}
 	return held{token: token, release: func() error { return lease.Release(context.Background()) }}, nil
 }

@@ -165,6 +165,7 @@ func run() int {
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench to this file")
 	flag.StringVar(&cfg.from, "from", "", "run nothing: print the report of this results JSON and redraw its chart (-chart)")
 	flag.StringVar(&cfg.python, "python", "/usr/bin/python3", "the Python with kazoo 2.8, for the kazoo peer")
+	flag.BoolVar(&checkTokens, "tokens", true, "W1-W6: zklock's mutex holders read their lease's token, which the workload checks in order (on ZooKeeper 3.8 a read per handoff)")
 	flag.BoolVar(&deepTokens, "deep-tokens", false, "deep: zklock's mutex waiters read their lease's token, and the drain checks tokens in order (on ZooKeeper 3.8 a read per acquisition)")
 	flag.DurationVar(&cfg.delayRTT, "delay-rtt", 3*time.Millisecond, "the round trip W1d and W2d add between the clients and the server (half each way)")
 	deep.define()
