@@ -219,14 +219,14 @@ func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) 
 	// The multi's own zxid, from ZooKeeper 3.9 on; else, if the lock's
 	// tokens are asked for, the path's pzxid now (our own node's watch,
 	// checked at the grant, proves the node was there at this read's
-	// state); else the lease reads it when first asked (session.Hold.Token).
+	// state); else, or if that read fails, the lease reads it when first
+	// asked (session.Hold.Token).
 	token := p.c.s.CreatedZxid(grant)
 	if token <= 0 && w.l.tokens.Load() {
-		_, s, err := p.c.s.Conn().Get(w.l.path)
-		if err != nil {
-			return nil // read the queue instead, which finds us first
+		// A read that fails leaves the lease to read it when asked.
+		if _, s, err := p.c.s.Conn().Get(w.l.path); err == nil {
+			token = s.Pzxid
 		}
-		token = s.Pzxid
 	}
 	w.look.End()
 	w.token, w.alone = max(token, 0), false

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/zkrecipes/zklock"
 	"github.com/zkrecipes/zklock/internal/zkfake"
 )
@@ -252,4 +254,40 @@ func heard(t testing.TB, c *zklock.Client, path string) {
 	must(t, err)
 	_, err = m.Participants(ctxT(t))
 	must(t, err)
+}
+
+// TestFakeHandoffTokenReadFails: a handed-over lease whose lock's tokens
+// are asked for reads its token before its grant; if that read fails, the
+// lease reads it when asked, as if its lock's tokens had never been: a
+// token all the same, never none.
+func TestFakeHandoffTokenReadFails(t *testing.T) {
+	f := zkfake.New()
+	ca, cb, ma, mb := fakeMutexes(t, f, "/hf/lock")
+	first, err := mb.Acquire(ctxT(t))
+	must(t, err)
+	first.Token() // the lock's tokens are asked for
+	release(t, first)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, cb)
+	var failed atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && op.Name == "Get" && op.Paths[0] == "/hf/lock" && failed.Add(1) == 1 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	ch := async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, "/hf/lock", 2)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	heard(t, ca, "/hf/lock")
+	release(t, la)
+	lb := await(t, ch)
+	if failed.Load() == 0 {
+		t.Fatal("the waiter did not read its token before the grant")
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token %d after a failed token read; want above its predecessor's %d", lb.Token(), la.Token())
+	}
+	release(t, lb)
 }
