@@ -86,14 +86,14 @@ import (
 // deletion, which comes after. Tokens still strictly increase across
 // holders (docs/design.md, "Tokens").
 
-// grantName is the name of the grant of the node named name: its sequence,
-// between "_g_" and "_", so that even if it were ever listed, no library
+// grantName is the name of the grant of the node named (or at the path)
+// name: its sequence (the last ten characters), between "_g_" and "_", so that even if it were ever listed, no library
 // would count it (Curator sorts a name with no lock name in it whole, "_"
 // after every digit, so behind every participant; kazoo matches its own
 // names only; zklock, and go-zookeeper's zk.Lock, read only names that end
 // in a sequence).
 func grantName(name string) string {
-	return "_g_" + name[max(0, len(name)-seqLen):] + "_"
+	return "_g_" + name[len(name)-seqLen:] + "_"
 }
 
 // handoffPred returns the predecessor a handoff waiter waits on, if w's
@@ -172,7 +172,7 @@ func (p *participant) arm(w *waiter, epoch uint64, pred string) (<-chan session.
 
 // watchGrant sets the exists watch on pred's grant.
 func (p *participant) watchGrant(w *waiter, pred string) error {
-	grant := w.l.path + "/" + grantName(pred[len(w.l.path)+1:])
+	grant := w.l.path + "/" + grantName(pred)
 	_, ch, err := p.c.s.Conn().ExistsW(grant)
 	if err == nil {
 		w.armed, w.armedFor, w.grant = grant, pred, ch
@@ -290,7 +290,7 @@ func (p *participant) handoffs() []string {
 		return nil
 	}
 	node := w.nodes[0]
-	return []string{w.l.path + "/" + grantName(node[len(w.l.path)+1:])}
+	return []string{w.l.path + "/" + grantName(node)}
 }
 
 // tokenPath is the lock path whose pzxid is the lease's token, read on its

@@ -291,3 +291,68 @@ func TestFakeHandoffTokenReadFails(t *testing.T) {
 	}
 	release(t, lb)
 }
+
+// TestFakeHandoffRewaitKeepsItsWatches: a waiter woken by a change of its
+// predecessor's data (a revocation request) that waits on it again sets
+// only its watch on the predecessor again: its grant watch and its own
+// node's, set in this connection and not fired, still stand; then it
+// holds on the predecessor's grant.
+func TestFakeHandoffRewaitKeepsItsWatches(t *testing.T) {
+	f := zkfake.New()
+	ca, cb, ma, mb := fakeMutexes(t, f, "/hr/lock")
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, cb)
+	var log opLog
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && len(op.Paths) > 0 && op.Name != "Check" {
+			log.add(op)
+		}
+		return nil
+	}})
+	ch := async(mb.Acquire, ctxT(t))
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	eventually(t, func() bool { return strings.Count(strings.Join(log.since(0), "\n"), "GetW ") == 2 }, "the waiter watches its predecessor and its own node")
+	at := log.len()
+	must(t, zklock.Revoke(ctxT(t), ca, la.Node()))
+	want := []string{"ChildrenStat /hr/lock", "GetW " + la.Node()}
+	eventually(t, func() bool { return log.len() >= at+len(want) }, "the waiter reads and watches again")
+	time.Sleep(50 * time.Millisecond) // room for any request it should not make
+	if got := log.since(at); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("woken by a data change, the waiter made %v; want %v", got, want)
+	}
+	heard(t, ca, "/hr/lock")
+	at = log.len()
+	release(t, la)
+	lb := await(t, ch)
+	if got := log.since(at); len(got) != 0 {
+		t.Fatalf("handed over, the waiter made %v; want nothing", got)
+	}
+	release(t, lb)
+}
+
+// TestFakeHandoffOwnWatchFails: a waiter whose watch on its own node could
+// not be set (a connection error) does not sleep without it: it reads and
+// sets it again, so that a grant finds it (the grant checks it).
+func TestFakeHandoffOwnWatchFails(t *testing.T) {
+	f := zkfake.New()
+	_, cb, ma, mb := fakeMutexes(t, f, "/hw2/lock")
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, cb)
+	var ownWatches, failed atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn != conn || op.Name != "GetW" || op.Paths[0] == la.Node() {
+			return nil
+		}
+		ownWatches.Add(1)
+		if failed.Add(1) == 1 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	ch := async(mb.Acquire, ctxT(t))
+	eventually(t, func() bool { return ownWatches.Load() >= 2 }, "the waiter sets its own node's watch again")
+	release(t, la)
+	release(t, await(t, ch))
+}
