@@ -96,13 +96,17 @@ func grantName(name string) string {
 	return "_g_" + name[len(name)-seqLen:] + "_"
 }
 
+// handsOff reports whether p takes part in the handoff: one node on one
+// path of a queue, under a policy that hands off ([policy].handsOff).
+func (p *participant) handsOff() bool {
+	return p.claim == claim(&p.queue) && len(p.ws) == 1 && len(p.ws[0].nodes) == 1 && p.ws[0].l.pol.handsOff()
+}
+
 // handoffPred returns the predecessor a handoff waiter waits on, if w's
-// wait is a handoff's: one node on one path of a queue, a policy that
-// hands off, one node to watch and nothing else to follow.
-func (p *participant) handoffPred(w *waiter, pl watchPlan) (string, bool) {
-	ok := p.claim == claim(&p.queue) && len(p.ws) == 1 && len(w.nodes) == 1 &&
-		w.l.pol.handsOff() && len(pl.paths) == 1 && !pl.awaitHold && pl.marks == nil
-	if !ok {
+// wait is a handoff's: p hands off, and the plan watches one node and
+// follows nothing else.
+func (p *participant) handoffPred(pl watchPlan) (string, bool) {
+	if !p.handsOff() || len(pl.paths) != 1 || pl.awaitHold || pl.marks != nil {
 		return "", false
 	}
 	return pl.paths[0], true
@@ -228,7 +232,6 @@ func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) 
 			token = s.Pzxid
 		}
 	}
-	w.look.End()
 	w.token, w.alone = max(token, 0), false
 	w.hold(st.Epoch, false)
 	return nil
@@ -262,9 +265,7 @@ func (p *participant) disarm(w *waiter) error {
 // grant fires or the session ends.
 func (p *participant) disarmHeld() {
 	for _, w := range p.ws {
-		if w.armed != "" {
-			_ = p.disarm(w)
-		}
+		_ = p.disarm(w) // nothing if nothing is armed
 	}
 }
 
@@ -285,12 +286,11 @@ func (p *participant) disarmGone(w *waiter, kids []Child) error {
 // fires as it releases: it holds, so its node is first ([Hold] in
 // internal/session says why that makes the grant safe).
 func (p *participant) handoffs() []string {
-	w := p.ws[0]
-	if p.claim != claim(&p.queue) || len(p.ws) != 1 || len(w.nodes) != 1 || !w.l.pol.handsOff() {
+	if !p.handsOff() {
 		return nil
 	}
-	node := w.nodes[0]
-	return []string{w.l.path + "/" + grantName(node)}
+	w := p.ws[0]
+	return []string{w.l.path + "/" + grantName(w.nodes[0])}
 }
 
 // tokenPath is the lock path whose pzxid is the lease's token, read on its

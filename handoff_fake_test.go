@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -313,6 +314,11 @@ func TestFakeHandoffRewaitKeepsItsWatches(t *testing.T) {
 	ch := async(mb.Acquire, ctxT(t))
 	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
 	eventually(t, func() bool { return strings.Count(strings.Join(log.since(0), "\n"), "GetW ") == 2 }, "the waiter watches its predecessor and its own node")
+	// Its create, its first look and its three watches; no fire, with
+	// nothing armed before.
+	if first := log.since(0); len(first) != 5 || strings.Contains(fmt.Sprint(first), "Fire") {
+		t.Fatalf("queueing, the waiter made %v; want its create, its look and three watches", first)
+	}
 	at := log.len()
 	must(t, zklock.Revoke(ctxT(t), ca, la.Node()))
 	want := []string{"ChildrenStat /hr/lock", "GetW " + la.Node()}
@@ -355,4 +361,107 @@ func TestFakeHandoffOwnWatchFails(t *testing.T) {
 	eventually(t, func() bool { return ownWatches.Load() >= 2 }, "the waiter sets its own node's watch again")
 	release(t, la)
 	release(t, await(t, ch))
+}
+
+// TestFakeHandoffGrantWatchFails: a waiter whose watch on its
+// predecessor's grant could not be set (a connection error) reads and
+// sets it again, and so still holds on the grant, with no read after the
+// release.
+func TestFakeHandoffGrantWatchFails(t *testing.T) {
+	f := zkfake.New()
+	ca, cb, ma, mb := fakeMutexes(t, f, "/hg/lock")
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, cb)
+	var log opLog
+	var failed atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn != conn || len(op.Paths) == 0 || op.Name == "Check" {
+			return nil
+		}
+		log.add(op)
+		if op.Name == "ExistsW" && failed.Add(1) == 1 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	ch := async(mb.Acquire, ctxT(t))
+	eventually(t, func() bool { return failed.Load() >= 2 && len(grantWatches(f)) == 1 }, "the waiter sets its grant watch again")
+	heard(t, ca, "/hg/lock")
+	at := log.len()
+	release(t, la)
+	lb := await(t, ch)
+	if got := log.since(at); len(got) != 0 {
+		t.Fatalf("handed over, the waiter made %v; want nothing", got)
+	}
+	release(t, lb)
+}
+
+// TestFakeUncontendedReleaseIsAPlainDelete: a lease held at once, with
+// nobody queued behind it since, is released with a plain delete: no
+// grant, which nobody can be waiting for.
+func TestFakeUncontendedReleaseIsAPlainDelete(t *testing.T) {
+	f := zkfake.New()
+	c := fakeClient(t, f)
+	m, err := zklock.NewMutex(c, "/hu/lock")
+	must(t, err)
+	conn := connOf(t, f, c)
+	var log opLog
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && len(op.Paths) > 0 && op.Name != "Check" {
+			log.add(op)
+		}
+		return nil
+	}})
+	for i := 0; i < 3; i++ {
+		l, err := m.Acquire(ctxT(t))
+		must(t, err)
+		at := log.len()
+		release(t, l)
+		if got, want := log.since(at), []string{"Delete " + l.Node()}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("round %d: the release made %v; want %v", i, got, want)
+		}
+	}
+}
+
+// TestFakeHandoffHolderSawItsSuccessor: a lease held at once whose first
+// look already listed a waiter behind it (the waiter queued between its
+// create and its look) fires its grant as it releases, although nobody
+// queued since that look: the waiter holds with no read.
+func TestFakeHandoffHolderSawItsSuccessor(t *testing.T) {
+	f := zkfake.New()
+	ca, cb, ma, mb := fakeMutexes(t, f, "/hs/lock")
+	conna, connb := connOf(t, f, ca), connOf(t, f, cb)
+	waiterCreated := make(chan struct{})
+	var once sync.Once
+	var log opLog
+	f.SetHooks(zkfake.Hooks{
+		Before: func(op zkfake.Op) error {
+			switch {
+			case op.Conn == conna && op.Name == "ChildrenStatW":
+				<-waiterCreated // the holder's look waits for the waiter's create
+			case op.Conn == connb && len(op.Paths) > 0 && op.Name != "Check":
+				log.add(op)
+			}
+			return nil
+		},
+		After: func(op zkfake.Op, err error) error {
+			if op.Conn == connb && op.Name == "CreateEach" && err == nil {
+				once.Do(func() { close(waiterCreated) })
+			}
+			return err
+		},
+	})
+	cha := async(ma.Acquire, ctxT(t))
+	fakeQueued(t, f, "/hs/lock", 1)
+	chb := async(mb.Acquire, ctxT(t))
+	la := await(t, cha)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	at := log.len()
+	release(t, la)
+	lb := await(t, chb)
+	if got := log.since(at); len(got) != 0 {
+		t.Fatalf("handed over, the waiter made %v; want nothing", got)
+	}
+	release(t, lb)
 }

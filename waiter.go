@@ -265,7 +265,7 @@ func (w *waiter) plan(v view) watchPlan {
 // again: a waiter takes the lock only on a read, whose pzxid is its token
 // ([participant.token]), never on a notification alone.
 func (p *participant) wait(ctx context.Context, w *waiter, st session.Snapshot, pl watchPlan) error {
-	if pred, ok := p.handoffPred(w, pl); ok {
+	if pred, ok := p.handoffPred(pl); ok {
 		return p.waitGrant(ctx, w, st, pred)
 	}
 	var buf [1]<-chan session.Event // the usual wait: no allocation
