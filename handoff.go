@@ -121,25 +121,7 @@ func (p *participant) waitGrant(ctx context.Context, w *waiter, st session.Snaps
 	if done || err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-st.Changed:
-	case ev := <-w.own:
-		return w.ownChanged(ev)
-	case <-p.gone:
-		return errRequeue
-	case ev := <-w.grant:
-		return p.granted(w, st, ev)
-	case <-predCh:
-		// X changed or went: if with a grant, it came first.
-		select {
-		case ev := <-w.grant:
-			return p.granted(w, st, ev)
-		default:
-		}
-	}
-	return nil
+	return p.sleep(ctx, w, st, p.gone, predCh, nil)
 }
 
 // arm sets the three watches of a handoff wait, pipelined: our own node's

@@ -214,14 +214,7 @@ func TestFakeHandoffTokenReadOnceAsked(t *testing.T) {
 	release(t, first)
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
-	conn := connOf(t, f, cb)
-	var log opLog
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Conn == conn && len(op.Paths) > 0 && op.Name != "Check" {
-			log.add(op)
-		}
-		return nil
-	}})
+	log := logOps(f, connOf(t, f, cb), nil)
 	ch := async(mb.Acquire, ctxT(t))
 	fakeQueued(t, f, "/ho/lock", 2)
 	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
@@ -303,14 +296,7 @@ func TestFakeHandoffRewaitKeepsItsWatches(t *testing.T) {
 	ca, cb, ma, mb := fakeMutexes(t, f, "/hr/lock")
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
-	conn := connOf(t, f, cb)
-	var log opLog
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Conn == conn && len(op.Paths) > 0 && op.Name != "Check" {
-			log.add(op)
-		}
-		return nil
-	}})
+	log := logOps(f, connOf(t, f, cb), nil)
 	ch := async(mb.Acquire, ctxT(t))
 	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
 	eventually(t, func() bool { return strings.Count(strings.Join(log.since(0), "\n"), "GetW ") == 2 }, "the waiter watches its predecessor and its own node")
@@ -327,14 +313,7 @@ func TestFakeHandoffRewaitKeepsItsWatches(t *testing.T) {
 	if got := log.since(at); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("woken by a data change, the waiter made %v; want %v", got, want)
 	}
-	heard(t, ca, "/hr/lock")
-	at = log.len()
-	release(t, la)
-	lb := await(t, ch)
-	if got := log.since(at); len(got) != 0 {
-		t.Fatalf("handed over, the waiter made %v; want nothing", got)
-	}
-	release(t, lb)
+	release(t, handOver(t, ca, "/hr/lock", la, ch, log))
 }
 
 // TestFakeHandoffOwnWatchFails: a waiter whose watch on its own node could
@@ -372,29 +351,16 @@ func TestFakeHandoffGrantWatchFails(t *testing.T) {
 	ca, cb, ma, mb := fakeMutexes(t, f, "/hg/lock")
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
-	conn := connOf(t, f, cb)
-	var log opLog
 	var failed atomic.Int32
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Conn != conn || len(op.Paths) == 0 || op.Name == "Check" {
-			return nil
-		}
-		log.add(op)
+	log := logOps(f, connOf(t, f, cb), func(op zkfake.Op) error {
 		if op.Name == "ExistsW" && failed.Add(1) == 1 {
 			return zk.ErrConnectionClosed
 		}
 		return nil
-	}})
+	})
 	ch := async(mb.Acquire, ctxT(t))
 	eventually(t, func() bool { return failed.Load() >= 2 && len(grantWatches(f)) == 1 }, "the waiter sets its grant watch again")
-	heard(t, ca, "/hg/lock")
-	at := log.len()
-	release(t, la)
-	lb := await(t, ch)
-	if got := log.since(at); len(got) != 0 {
-		t.Fatalf("handed over, the waiter made %v; want nothing", got)
-	}
-	release(t, lb)
+	release(t, handOver(t, ca, "/hg/lock", la, ch, log))
 }
 
 // TestFakeUncontendedReleaseIsAPlainDelete: a lease held at once, with
@@ -405,14 +371,7 @@ func TestFakeUncontendedReleaseIsAPlainDelete(t *testing.T) {
 	c := fakeClient(t, f)
 	m, err := zklock.NewMutex(c, "/hu/lock")
 	must(t, err)
-	conn := connOf(t, f, c)
-	var log opLog
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Conn == conn && len(op.Paths) > 0 && op.Name != "Check" {
-			log.add(op)
-		}
-		return nil
-	}})
+	log := logOps(f, connOf(t, f, c), nil)
 	for i := 0; i < 3; i++ {
 		l, err := m.Acquire(ctxT(t))
 		must(t, err)
@@ -464,4 +423,36 @@ func TestFakeHandoffHolderSawItsSuccessor(t *testing.T) {
 		t.Fatalf("handed over, the waiter made %v; want nothing", got)
 	}
 	release(t, lb)
+}
+
+// logOps logs the operations (but Checks) of conn's session on f, and
+// runs extra, if set, on each before it goes.
+func logOps(f *zkfake.Server, conn *zkfake.Conn, extra func(zkfake.Op) error) *opLog {
+	var log opLog
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn != conn || len(op.Paths) == 0 || op.Name == "Check" {
+			return nil
+		}
+		log.add(op)
+		if extra != nil {
+			return extra(op)
+		}
+		return nil
+	}})
+	return &log
+}
+
+// handOver releases la, held through ca on path, once ca has heard of the
+// waiter behind it, and returns the waiter's lease (from ch), failing if
+// the waiter made any request after the release: it held on the grant.
+func handOver(t *testing.T, ca *zklock.Client, path string, la *zklock.Lease, ch <-chan result, log *opLog) *zklock.Lease {
+	t.Helper()
+	heard(t, ca, path)
+	at := log.len()
+	release(t, la)
+	lb := await(t, ch)
+	if got := log.since(at); len(got) != 0 {
+		t.Fatalf("handed over, the waiter made %v; want nothing", got)
+	}
+	return lb
 }

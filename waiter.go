@@ -288,20 +288,7 @@ func (p *participant) wait(ctx context.Context, w *waiter, st session.Snapshot, 
 		gone = nil
 	}
 	if len(watches) == 1 {
-		// The usual wait, on one node ahead: a plain select, which the
-		// waiter wakes from on every handoff (reflect.Select allocates).
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-st.Changed:
-		case ev := <-w.own:
-			return w.ownChanged(ev)
-		case <-gone:
-			return errRequeue
-		case <-watches[0]:
-		case <-counted: // the count changed: decide again
-		}
-		return nil
+		return p.sleep(ctx, w, st, gone, watches[0], counted)
 	}
 	return waitAny(ctx, w, st, gone, counted, watches)
 }
@@ -333,6 +320,33 @@ func (p *participant) watchAhead(w *waiter, pl watchPlan, watches []<-chan sessi
 		}
 	}
 	return watches, false, nil
+}
+
+// sleep is the usual wait, on one node ahead: a plain select, which the
+// waiter wakes from on every handoff (reflect.Select allocates). A
+// handoff's waiter hears its grant too (w.grant; nil for others, which
+// never fires): told the node ahead changed, it looks for the grant first,
+// which came first if there was one (handoff.go).
+func (p *participant) sleep(ctx context.Context, w *waiter, st session.Snapshot, gone <-chan struct{}, ahead, counted <-chan session.Event) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-st.Changed:
+	case ev := <-w.own:
+		return w.ownChanged(ev)
+	case <-gone:
+		return errRequeue
+	case ev := <-w.grant:
+		return p.granted(w, st, ev)
+	case <-ahead:
+		select {
+		case ev := <-w.grant:
+			return p.granted(w, st, ev)
+		default:
+		}
+	case <-counted: // the count changed: decide again
+	}
+	return nil
 }
 
 // waitAny is wait's select over any number of watches.
