@@ -209,10 +209,10 @@ func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) 
 	// asked (session.Hold.Token).
 	token := p.c.s.CreatedZxid(grant)
 	if token <= 0 && w.l.tokens.Load() {
-		// A read that fails leaves the lease to read it when asked.
-		if _, s, err := p.c.s.Conn().Get(w.l.path); err == nil {
-			token = s.Pzxid
-		}
+		// A read that fails returns the zero Stat: its Pzxid, 0, leaves
+		// the lease to read its token when asked.
+		_, s, _ := p.c.s.Conn().Get(w.l.path)
+		token = s.Pzxid
 	}
 	w.token, w.alone = max(token, 0), false
 	w.hold(st.Epoch, false)

@@ -456,3 +456,37 @@ func handOver(t *testing.T, ca *zklock.Client, path string, la *zklock.Lease, ch
 	}
 	return lb
 }
+
+// TestFakeHandoffFireFails: a waiter whose predecessor went with no grant
+// fires its grant watch before it arms another; if that fire fails (twice
+// here: on its read, and again before arming), it reads again rather than
+// forget the watch, so that none is left on its predecessor's grant.
+func TestFakeHandoffFireFails(t *testing.T) {
+	f := zkfake.New()
+	path := "/hx/lock"
+	ca, cb, ma, mb := fakeMutexes(t, f, path)
+	mx, err := zklock.NewMutex(fakeClient(t, f), path)
+	must(t, err)
+	lh, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	_ = async(mx.Acquire, ctxT(t)) // X, between the holder and the waiter
+	fakeQueued(t, f, path, 2)
+	var fires atomic.Int32
+	log := logOps(f, connOf(t, f, cb), func(op zkfake.Op) error {
+		if op.Name == "Fire" && fires.Add(1) <= 2 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	})
+	ch := async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, path, 3)
+	eventually(t, func() bool { return len(grantWatches(f)) == 2 }, "X and the waiter watch their grants")
+	kids := f.Children(path)
+	slices.SortFunc(kids, func(a, b string) int { return strings.Compare(a[len(a)-10:], b[len(b)-10:]) })
+	x := path + "/" + kids[1]
+	gx := path + "/" + "_g_" + x[len(x)-10:] + "_"
+	must(t, f.Delete(x)) // X goes with no grant: the waiter now waits on the holder
+	eventually(t, func() bool { return fires.Load() >= 3 }, "the waiter fires X's grant watch at last")
+	eventually(t, func() bool { return !slices.Contains(grantWatches(f), gx) }, "no watch left on X's grant")
+	release(t, handOver(t, ca, path, lh, ch, log))
+}
