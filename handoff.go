@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"slices"
 
 	"github.com/zkrecipes/zklock/internal/session"
 )
@@ -38,14 +37,14 @@ import (
 //     zxid order, and a multi's in the order of its operations).
 //   - S, told of the grant, in the connection it set its watches on, holds,
 //     unless its own node's watch fired first. It reads the lock path's
-//     stat for its token (its pzxid, at least the multi's zxid; see
-//     [participant.granted]).
+//     token from the grant's notification, or later (see the token's
+//     paragraph below, and [participant.granted]).
 //   - S, told that X is gone with no grant before it (X gave up, its
 //     session ended, or it is another library's), reads the queue as any
 //     waiter does. Its exists watch on X's grant would never fire, so S
-//     fires it itself, on a read that no longer lists X
-//     ([participant.disarm]), or as it deletes its node if it gives up
-//     (session.Job.Grant), so that no watch is left behind.
+//     fires it itself ([participant.disarm]) before it watches another
+//     predecessor's grant or holds, or as it deletes its node if it gives
+//     up (session.Job.Grant), so that no watch is left behind.
 //
 // Why one holder. A grant of X fires in one of two ways:
 //
@@ -249,19 +248,6 @@ func (p *participant) disarmHeld() {
 	for _, w := range p.ws {
 		_ = p.disarm(w) // nothing if nothing is armed
 	}
-}
-
-// disarmGone disarms w if kids, just read, no longer list the node its
-// grant watch is for.
-func (p *participant) disarmGone(w *waiter, kids []Child) error {
-	if w.armed == "" {
-		return nil
-	}
-	name := w.armedFor[len(w.l.path)+1:]
-	if slices.ContainsFunc(kids, func(k Child) bool { return k.Name == name }) {
-		return nil
-	}
-	return p.disarm(w)
 }
 
 // handoffs names, for a participant that hands off, the grant its lease

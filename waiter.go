@@ -87,9 +87,6 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	if v.first, v.last, ok = p.locate(w, v.kids); !ok {
 		return v, errRequeue
 	}
-	if err := p.disarmGone(w, v.kids); err != nil {
-		return v, err
-	}
 	if v.d, v.seen, err = p.decideIn(w, v); err != nil {
 		return v, err
 	}
