@@ -36,9 +36,9 @@ import (
 //     NodeDeleted on X, in that order (one session's notifications come in
 //     zxid order, and a multi's in the order of its operations).
 //   - S, told of the grant, in the connection it set its watches on, holds,
-//     unless its own node's watch fired first. It reads the lock path's
-//     token from the grant's notification, or later (see the token's
-//     paragraph below, and [participant.granted]).
+//     unless its own node's watch fired first. It takes its token from
+//     the grant's notification, or reads it (see the paragraph on tokens
+//     below, and [participant.granted]).
 //   - S, told that X is gone with no grant before it (X gave up, its
 //     session ended, or it is another library's), reads the queue as any
 //     waiter does. Its exists watch on X's grant would never fire, so S
