@@ -19,7 +19,14 @@ func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease,
 	if quiet, err := p.quiet(); !quiet {
 		return nil, err
 	}
-	p.disarmHeld()
+	if ready, err := p.disarmHeld(); !ready {
+		if err == nil {
+			// A fire that failed (a connection error): decide again after
+			// a pause, as after any read that failed.
+			err = session.Sleep(ctx, p.c.s.NewBackOff().NextBackOff())
+		}
+		return nil, err
+	}
 	holds, err := p.c.s.Grant(session.Grant{
 		Epoch:   st.Epoch,
 		Session: p.session,

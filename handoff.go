@@ -240,14 +240,21 @@ func (p *participant) disarm(w *waiter) error {
 }
 
 // disarmHeld fires, before w's nodes are granted, a grant watch still
-// armed (a fire that failed on an earlier read): the lease cannot fire it
+// armed (a fire that failed on an earlier try): the lease cannot fire it
 // later. It is safe then as on any read (our node is checked in the same
-// transaction). If it fails again, the watch stays until its predecessor's
-// grant fires or the session ends.
-func (p *participant) disarmHeld() {
+// transaction). ready: nothing is left armed; if a fire failed again, the
+// grant waits (the loop decides again once the connection is back), and a
+// node of ours found gone queues again.
+func (p *participant) disarmHeld() (ready bool, err error) {
 	for _, w := range p.ws {
-		_ = p.disarm(w) // nothing if nothing is armed
+		if err := p.disarm(w); err != nil {
+			return false, err
+		}
+		if w.armed != "" {
+			return false, nil
+		}
 	}
+	return true, nil
 }
 
 // handoffs names, for a participant that hands off, the grant its lease

@@ -55,7 +55,7 @@ func (j *janitor) discard(jb Job) {
 			return // what failed for good was logged
 		}
 		if d.left != nil {
-			jb = Job{Nodes: d.left, Session: jb.Session}
+			jb = Job{Nodes: d.left, Session: jb.Session, Grant: jb.Grant}
 		}
 	}
 	j.enqueue(jb)
@@ -159,7 +159,7 @@ func (j *janitor) settle(d deletion) bool {
 		return true
 	}
 	if d.left != nil { // else a prefix job whose listing failed: as it was
-		j.jobs[0] = Job{Nodes: d.left, Session: j.jobs[0].Session}
+		j.jobs[0] = Job{Nodes: d.left, Session: j.jobs[0].Session, Grant: j.jobs[0].Grant}
 	}
 	return false
 }
@@ -181,8 +181,16 @@ func (j *janitor) delete(jb Job) deletion {
 		}
 	}
 	if jb.Grant != "" && len(nodes) == 1 && zc.SessionID() == jb.Session {
-		if err := zc.HandOff(nodes[0], jb.Grant, j.c.ACL(jb.Grant)); err == nil || GoneAt(err, nodes[0]) {
+		err := zc.HandOff(nodes[0], jb.Grant, j.c.ACL(jb.Grant))
+		switch {
+		case err == nil || GoneAt(err, nodes[0]):
 			return deletion{}
+		case classify(err) == Retry || classify(err) == Closing:
+			// Try the handoff again, grant and all: a plain delete now
+			// would leave the watch on the grant for the session's life.
+			var d deletion
+			d.later(err, nodes...)
+			return d
 		}
 	}
 	return j.c.deleteOwned(zc, nodes, jb.Session)
