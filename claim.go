@@ -206,6 +206,7 @@ func (p *participant) abandon() {
 		case p.unsure:
 			p.claim.forget(p, w)
 		case w.nodes != nil:
+			_ = p.disarm(w) // if that fails, the janitor fires it with the delete
 			p.c.s.Discard(session.Job{Nodes: w.nodes, Session: p.session, Grant: w.armed})
 		}
 		w.reset()

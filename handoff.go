@@ -232,7 +232,16 @@ func (p *participant) disarm(w *waiter) error {
 	err := p.c.s.Conn().Fire(own, w.armed, p.c.s.ACL(w.armed))
 	switch {
 	case err == nil:
-		w.armed, w.armedFor, w.grant = "", "", nil
+		// Fired only if our own watch heard it (a notification comes
+		// before the reply): after a reconnect, go-zookeeper sets its
+		// watches again with a request of its own, which a fire can
+		// overtake; then the watch is set after it, and must be fired
+		// again later.
+		select {
+		case <-w.grant:
+			w.armed, w.armedFor, w.grant = "", "", nil
+		default:
+		}
 	case session.GoneAt(err, own):
 		return errRequeue
 	}
