@@ -81,15 +81,19 @@ func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
 			if !semaphore {
 				wants = 3
 			}
+			// The hook runs on whichever goroutine sends: the three watches
+			// are pipelined, so the count is kept under the log's lock.
 			var set int
 			f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
 				if op.Conn != conn || len(op.Paths) == 0 || op.Name == "Check" {
 					return nil
 				}
-				log.add(op)
+				log.mu.Lock()
+				defer log.mu.Unlock()
+				log.ops = append(log.ops, op.Name+" "+op.Paths[0])
 				if op.Name == "GetW" || op.Name == "ExistsW" {
 					if set++; set == wants {
-						watching <- log.len()
+						watching <- len(log.ops)
 					}
 				}
 				return nil
