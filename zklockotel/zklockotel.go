@@ -14,8 +14,9 @@
 //   - zklock.lease.duration (histogram, s): how long each lease was held;
 //     zklock.kind and zklock.end (released, lost).
 //   - zklock.lease.lost (counter): leases that ended without Release;
-//     zklock.kind and zklock.cause (session_expired, connection_suspended,
-//     client_closed, lease_expired, node_deleted, other).
+//     zklock.kind and zklock.cause (session_expired, session_replaced,
+//     connection_suspended, client_closed, lease_expired, node_deleted,
+//     other).
 //   - zklock.leases.held (up-down counter): leases held now; zklock.kind.
 //   - zklock.acquires.waiting (up-down counter): acquires queued behind
 //     others now; zklock.kind.
@@ -152,6 +153,7 @@ func kindIndex(k zklock.Kind) int {
 // The causes of a lost lease, as zklock.cause says them.
 const (
 	causeSessionExpired = iota
+	causeSessionReplaced
 	causeConnectionSuspended
 	causeClientClosed
 	causeLeaseExpired
@@ -160,14 +162,17 @@ const (
 	causes
 )
 
-var causeNames = [causes]string{"session_expired", "connection_suspended", "client_closed", "lease_expired", "node_deleted", "other"}
+var causeNames = [causes]string{"session_expired", "session_replaced", "connection_suspended", "client_closed", "lease_expired", "node_deleted", "other"}
 
 // causeOf names the cause of a lost lease. ErrNodeDeleted comes before
-// ErrLeaseExpired, which a deleted node's error also wraps.
+// ErrLeaseExpired, which a deleted node's error also wraps, and
+// ErrSessionReplaced before ErrSessionExpired, which it also wraps.
 func causeOf(err error) int {
 	switch {
 	case errors.Is(err, zklock.ErrNodeDeleted):
 		return causeNodeDeleted
+	case errors.Is(err, zklock.ErrSessionReplaced):
+		return causeSessionReplaced
 	case errors.Is(err, zklock.ErrSessionExpired):
 		return causeSessionExpired
 	case errors.Is(err, zklock.ErrConnectionSuspended):

@@ -384,6 +384,34 @@ func TestLostNodeDeleted(t *testing.T) {
 	require.Equal(t, int64(0), o.sum(t, "zklock.leases.held", kindMutex))
 }
 
+// A server that hands out a new session on reconnect (zktest's Forwarder
+// plays one): the lease is lost with cause session_replaced, not
+// session_expired, though its error is an ErrSessionExpired too.
+func TestLostSessionReplaced(t *testing.T) {
+	o := newOtel(t)
+	fw := zktest.Forward(t, zktest.Servers(t)[0])
+	ctx := ctxT(t)
+	c, err := zklock.Connect(ctx, []string{fw.Addr()}, zklock.WithTrace(o.trace))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	l, err := newMutex(t, c, lockPath(t)).Acquire(ctx)
+	require.NoError(t, err)
+	fw.SwapSessions(true)
+	fw.Drop()
+	select {
+	case <-l.Done():
+	case <-time.After(long):
+		t.Fatal("the lease did not end")
+	}
+	require.ErrorIs(t, l.Err(), zklock.ErrSessionReplaced)
+
+	cause := attribute.String("zklock.cause", "session_replaced")
+	eventually(t, func() bool { return o.sum(t, "zklock.lease.lost", kindMutex, cause) == 1 }, "lease.lost with cause session_replaced")
+	lostMetric, ok := o.metrics(t)["zklock.lease.lost"].(metricdata.Sum[int64])
+	require.True(t, ok)
+	require.Len(t, lostMetric.DataPoints, 1, "no loss of any other cause")
+}
+
 // Session changes are counted by state, exactly as the Client reports
 // them: connected, a dropped connection and its reconnect, an expiry and
 // the new session, and the close. An acquire waiting across the expiry
