@@ -122,6 +122,7 @@ func TestFakeTransientReadErrorIsRetried(t *testing.T) {
 	must(t, err)
 	w := async(mb.Acquire, ctxT(t))
 	fakeQueued(t, f, "/tr/lock", 2)
+	asleep(t, 1) // its first look made: the read counted below is on waking
 	conn := connOf(t, f, cb)
 	queuedAt := f.Children("/tr/lock")
 	var failed, creates atomic.Int32

@@ -217,7 +217,7 @@ func TestFakeHandoffTokenReadOnceAsked(t *testing.T) {
 	log := logOps(f, connOf(t, f, cb), nil)
 	ch := async(mb.Acquire, ctxT(t))
 	fakeQueued(t, f, "/ho/lock", 2)
-	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	asleep(t, 1)
 	heard(t, ca, "/ho/lock")
 	at := log.len()
 	release(t, la)
@@ -248,6 +248,16 @@ func heard(t testing.TB, c *zklock.Client, path string) {
 	must(t, err)
 	_, err = m.Participants(ctxT(t))
 	must(t, err)
+}
+
+// asleep waits until n acquires sleep in their wait (participant.sleep):
+// a handoff waiter goes to sleep only once its three watches are answered
+// (participant.arm), so every request it makes before its grant has been
+// made. No test of this file is parallel, so the acquires are this test's.
+func asleep(t testing.TB, n int) {
+	t.Helper()
+	count := func() int { return strings.Count(goroutines(), "zklock.(*participant).sleep(") }
+	eventually(t, func() bool { return count() == n }, "want %d acquires asleep, have %d", n, count())
 }
 
 // TestFakeHandoffTokenReadFails: a handed-over lease whose lock's tokens
@@ -313,7 +323,7 @@ func TestFakeHandoffRewaitKeepsItsWatches(t *testing.T) {
 	if got := log.since(at); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("woken by a data change, the waiter made %v; want %v", got, want)
 	}
-	release(t, handOver(t, ca, "/hr/lock", la, ch, log))
+	release(t, handOver(t, ca, "/hr/lock", la, ch, log, 1))
 }
 
 // TestFakeHandoffOwnWatchFails: a waiter whose watch on its own node could
@@ -360,7 +370,7 @@ func TestFakeHandoffGrantWatchFails(t *testing.T) {
 	})
 	ch := async(mb.Acquire, ctxT(t))
 	eventually(t, func() bool { return failed.Load() >= 2 && len(grantWatches(f)) == 1 }, "the waiter sets its grant watch again")
-	release(t, handOver(t, ca, "/hg/lock", la, ch, log))
+	release(t, handOver(t, ca, "/hg/lock", la, ch, log, 1))
 }
 
 // TestFakeUncontendedReleaseIsAPlainDelete: a lease held at once, with
@@ -415,7 +425,7 @@ func TestFakeHandoffHolderSawItsSuccessor(t *testing.T) {
 	fakeQueued(t, f, "/hs/lock", 1)
 	chb := async(mb.Acquire, ctxT(t))
 	la := await(t, cha)
-	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	asleep(t, 1)
 	at := log.len()
 	release(t, la)
 	lb := await(t, chb)
@@ -442,11 +452,14 @@ func logOps(f *zkfake.Server, conn *zkfake.Conn, extra func(zkfake.Op) error) *o
 	return &log
 }
 
-// handOver releases la, held through ca on path, once ca has heard of the
-// waiter behind it, and returns the waiter's lease (from ch), failing if
-// the waiter made any request after the release: it held on the grant.
-func handOver(t *testing.T, ca *zklock.Client, path string, la *zklock.Lease, ch <-chan result, log *opLog) *zklock.Lease {
+// handOver releases la, held through ca on path, once sleepers acquires
+// (the waiter among them) sleep with their watches set and ca has heard
+// of the waiter behind it, and returns the waiter's lease (from ch),
+// failing if the waiter made any request after the release: it held on
+// the grant.
+func handOver(t *testing.T, ca *zklock.Client, path string, la *zklock.Lease, ch <-chan result, log *opLog, sleepers int) *zklock.Lease {
 	t.Helper()
+	asleep(t, sleepers)
 	heard(t, ca, path)
 	at := log.len()
 	release(t, la)
@@ -488,5 +501,5 @@ func TestFakeHandoffFireFails(t *testing.T) {
 	must(t, f.Delete(x)) // X goes with no grant: the waiter now waits on the holder
 	eventually(t, func() bool { return fires.Load() >= 3 }, "the waiter fires X's grant watch at last")
 	eventually(t, func() bool { return !slices.Contains(grantWatches(f), gx) }, "no watch left on X's grant")
-	release(t, handOver(t, ca, path, lh, ch, log))
+	release(t, handOver(t, ca, path, lh, ch, log, 2)) // X queued again, behind the waiter
 }

@@ -611,8 +611,12 @@ func (z zkLogger) Printf(format string, args ...any) {
 //     lease deadline from the calls, by the same rule as on a socket, and
 //     a call made before a reconnect says nothing of the new connection
 //     ([sendClock.sentByOn]).
-//   - [Session.Sent] sees the paths of each call as the packet's bytes,
-//     so the engine's prefetch starts once the create is made.
+//   - [Session.Sent] sees the paths of each call that succeeded as the
+//     packet's bytes, once it has: a read the engine sends on it (the
+//     prefetched first look) then follows the create, as on a socket,
+//     where it is written behind it and ZooKeeper answers it after. Seen
+//     before the call was made, the read could overtake it, and after a
+//     call that failed it would be a read nobody waits for.
 //   - The wire's keeping of lastZxid fixes a race inside go-zookeeper's
 //     reader, which is not there; the handshake bound has no dial to
 //     bound, and [wire.drop] has no socket to close.
@@ -642,13 +646,17 @@ type sentConn struct {
 	w *wire
 }
 
-// Do records the call, carrying its paths, and makes it.
+// Do records the call as sent, makes it, and, if it succeeded, shows its
+// paths to the markers.
 func (s sentConn) Do(r Request) (Result, error) {
 	if rec := s.w.clock.current(); rec != nil {
 		s.w.clock.record(rec, time.Now(), s.w.hs.timeout())
 	}
-	s.w.marks.sawWrite([]byte(strings.Join(r.Paths, "\x00")))
-	return s.Backend.Do(r)
+	res, err := s.Backend.Do(r)
+	if err == nil {
+		s.w.marks.sawWrite([]byte(strings.Join(r.Paths, "\x00")))
+	}
+	return res, err
 }
 
 // Dial opens a go-zookeeper connection with no Session around it, and reports
