@@ -365,18 +365,7 @@ func TestLostNodeDeleted(t *testing.T) {
 	l, err := newMutex(t, c, lockPath(t)).Acquire(ctx)
 	require.NoError(t, err)
 	require.NoError(t, other.Conn().Delete(l.Node(), -1))
-	select {
-	case <-l.Done():
-	case <-time.After(long):
-		t.Fatal("the lease did not end")
-	}
-	require.ErrorIs(t, l.Err(), zklock.ErrNodeDeleted)
-
-	cause := attribute.String("zklock.cause", "node_deleted")
-	eventually(t, func() bool { return o.sum(t, "zklock.lease.lost", kindMutex, cause) == 1 }, "lease.lost with cause node_deleted")
-	lostMetric, ok := o.metrics(t)["zklock.lease.lost"].(metricdata.Sum[int64])
-	require.True(t, ok)
-	require.Len(t, lostMetric.DataPoints, 1, "no loss of any other cause")
+	requireLost(t, o, l, zklock.ErrNodeDeleted, "node_deleted")
 	n, _ := o.hist(t, "zklock.lease.duration", kindMutex, lost)
 	require.Equal(t, uint64(1), n)
 	n, _ = o.hist(t, "zklock.lease.duration", kindMutex, released)
@@ -398,15 +387,21 @@ func TestLostSessionReplaced(t *testing.T) {
 	require.NoError(t, err)
 	fw.SwapSessions(true)
 	fw.Drop()
+	requireLost(t, o, l, zklock.ErrSessionReplaced, "session_replaced")
+}
+
+// requireLost waits for mutex lease l to end with an error that is
+// sentinel, and for lease.lost to count it, once, under cause and no other.
+func requireLost(t *testing.T, o *otelT, l *zklock.Lease, sentinel error, cause string) {
+	t.Helper()
 	select {
 	case <-l.Done():
 	case <-time.After(long):
 		t.Fatal("the lease did not end")
 	}
-	require.ErrorIs(t, l.Err(), zklock.ErrSessionReplaced)
-
-	cause := attribute.String("zklock.cause", "session_replaced")
-	eventually(t, func() bool { return o.sum(t, "zklock.lease.lost", kindMutex, cause) == 1 }, "lease.lost with cause session_replaced")
+	require.ErrorIs(t, l.Err(), sentinel)
+	kv := attribute.String("zklock.cause", cause)
+	eventually(t, func() bool { return o.sum(t, "zklock.lease.lost", kindMutex, kv) == 1 }, "lease.lost with cause "+cause)
 	lostMetric, ok := o.metrics(t)["zklock.lease.lost"].(metricdata.Sum[int64])
 	require.True(t, ok)
 	require.Len(t, lostMetric.DataPoints, 1, "no loss of any other cause")
