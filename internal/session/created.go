@@ -5,17 +5,16 @@ import (
 	"sync"
 )
 
-// createdZxids keeps the zxid of each NodeCreated notification read, by
-// the node's path, until the engine takes it: a grant's (zklock's
-// handoff.go) is the zxid of the multi that fired it, and so the granted
-// lease's fencing token with no read. ZooKeeper 3.9 sends a notification's
-// zxid in its header (ZOOKEEPER-4655: NIOServerCnxn/NettyServerCnxn.process
-// write the WatchedEvent's zxid); 3.8 sends -1, nothing is kept, and the
-// engine reads the token instead. The reader hands on each notification
-// before go-zookeeper's recvLoop gives it to its watcher's channel, so the
-// zxid is here when the engine hears of the event. A notification nobody
-// takes (its waiter left) is dropped with the rest once maxCreated are
-// kept: the engine then reads the token, as on 3.8.
+// createdZxids keeps each NodeCreated notification's zxid by path until
+// the engine takes it: a grant's (zklock's handoff.go) is the zxid of the
+// multi that fired it, so the lease's fencing token with no read.
+// ZooKeeper 3.9 sends a notification's zxid in its header (ZOOKEEPER-4655:
+// NIOServerCnxn/NettyServerCnxn.process write the WatchedEvent's zxid);
+// 3.8 sends -1, and the engine reads the token. The reader hands on each
+// notification before recvLoop gives it to its watcher's channel, so the
+// zxid is here when the engine hears of it. Ones nobody takes (the waiter
+// left) are dropped with the rest once maxCreated are kept: the engine
+// then reads the token, as on 3.8.
 type createdZxids struct {
 	mu sync.Mutex
 	m  map[string]int64
@@ -27,8 +26,8 @@ const (
 	eventCreated    = 1 // EventType.NodeCreated
 )
 
-// event takes the body of a notification (a WatcherEvent: type, state,
-// path), as far as the reader kept it, and its zxid.
+// event takes a notification's body (a WatcherEvent: type, state, path),
+// as far as the reader kept it, and its zxid.
 func (z *createdZxids) event(b []byte, zxid int64) {
 	if len(b) < 12 || int32(binary.BigEndian.Uint32(b[0:4])) != eventCreated {
 		return

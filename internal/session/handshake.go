@@ -9,17 +9,16 @@ import (
 	"time"
 )
 
-// handshakes is what the wire knows of its connections' handshakes: the
-// session timeout asked for and the one the last connect response granted,
-// from which each handshake's bound is made; and the connections a server
-// closed before it answered the connect request.
+// handshakes is what the wire knows of its handshakes: the session timeout
+// asked for and granted, which make each one's bound, and the connections
+// servers closed unanswered.
 type handshakes struct {
 	requested time.Duration // zero: no bound (a wire made in a test)
 
 	mu      sync.Mutex
 	granted time.Duration // by the last connect response that granted one
-	// Connections closed by their server before a connect response came,
-	// since one last came, and the last such server.
+	// Connections closed unanswered since a connect response last came, and
+	// the last such server.
 	closed     int
 	closedAddr string
 }
@@ -28,30 +27,27 @@ type handshakes struct {
 // dial alone a second (zk.WithConnectTimeout's default).
 const minHandshake = time.Second
 
-// bound is how long a connection's handshake may take, from when its dial
-// returned (the dial has go-zookeeper's own timeout, and a TLS dialer's
-// handshake is the dialer's): the session timeout (granted, else asked
-// for) over the number of servers (the addresses their names resolved to
-// when last dialed, hosts.servers), and at least minHandshake; as
-// ZooKeeper's Java client does (ClientCnxn: connectTimeout =
-// sessionTimeout / hostProvider.size(), after which its SendThread moves
-// to the next server). Zero: no bound.
+// bound is how long a handshake may take from when its dial returned (the
+// dial has go-zookeeper's timeout; a TLS dialer's handshake is its own):
+// the session timeout (granted, else asked for) over the servers (the
+// addresses names last resolved to, hosts.servers), at least minHandshake,
+// as in ZooKeeper's Java client (ClientCnxn: connectTimeout =
+// sessionTimeout / hostProvider.size(), then SendThread moves on). Zero:
+// no bound.
 //
 // go-zookeeper waits ten times two-thirds of the session timeout for a
-// connect response (Conn.authenticate), and a server can keep a connection
-// open without ever answering it: ZooKeeper 3.8 and 3.9 refuse a connect
-// request that comes while they start ("ZooKeeperServer not running"),
-// and the close then throws before it closes the socket
-// (ZooKeeperServer.removeCnxn reads a zkDb that startdata has not made
+// connect response (Conn.authenticate), but a server may never answer:
+// ZooKeeper 3.8 and 3.9 refuse a connect request while starting
+// ("ZooKeeperServer not running") and the close throws before closing the
+// socket (ZooKeeperServer.removeCnxn reads a zkDb startdata has not made
 // yet; ZOOKEEPER-5051); a paused server's kernel accepts connections its
-// process will not read. Waiting that out loses the session while other
-// servers could take it: a client that reconnects during a rolling
-// restart, to the server that just restarted, did.
+// process will not read. Waiting that out lost, in a rolling restart, the
+// session of a client reconnecting to the just-restarted server, though
+// other servers could take it.
 //
-// Giving a handshake up is safe: it only closes a connection on which no
-// session was granted (or none go-zookeeper heard of), and nothing is
-// held on it; go-zookeeper moves to the next server, where the session
-// is taken up or found expired as after any other dropped connection.
+// Giving up is safe: the connection has no session go-zookeeper heard of,
+// and nothing held on it; go-zookeeper moves to the next server, where the
+// session is taken up or found expired as after any dropped connection.
 func (h *handshakes) bound(servers int) time.Duration {
 	if h.requested <= 0 {
 		return 0
@@ -70,16 +66,16 @@ func (h *handshakes) timeout() time.Duration {
 	return h.granted
 }
 
-// grant records t as the granted timeout (a connection with no connect
-// response to read it from: [Session.openConnect]).
+// grant records t as granted, for a connection with no connect response
+// ([Session.openConnect]).
 func (h *handshakes) grant(t time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.granted = t
 }
 
-// answered records a connect response that granted ms milliseconds; one
-// of 0 or less leaves the granted timeout as it was.
+// answered records a connect response that granted ms milliseconds (if
+// positive).
 func (h *handshakes) answered(ms int32) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -89,13 +85,11 @@ func (h *handshakes) answered(ms int32) {
 	h.closed, h.closedAddr = 0, ""
 }
 
-// closedUnanswered records that the server named addr closed a connection
-// before it answered the connect request. A TLS port does that to a
-// plaintext client: it reads the connect request as a TLS record that is
-// none, and closes (Netty's SslHandler: NotSslRecordException); so do a
-// server over its connection limit (maxClientCnxns), one shutting down,
-// and Docker's port proxy when the container behind it does not accept
-// (seen under heavy load, in TestLastZxidRace's runs).
+// closedUnanswered records that server addr closed a connection before
+// answering the connect request, as a TLS port does to a plaintext client
+// (Netty's SslHandler: NotSslRecordException), a server over maxClientCnxns
+// or shutting down, and Docker's port proxy when its container does not
+// accept (seen under heavy load, in TestLastZxidRace's runs).
 func (h *handshakes) closedUnanswered(addr string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -103,29 +97,25 @@ func (h *handshakes) closedUnanswered(addr string) {
 	h.closedAddr = addr
 }
 
-// unanswered is how many connections servers closed before a connect
-// response since one was last read, and the last such server.
 func (h *handshakes) unanswered() (int, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.closed, h.closedAddr
 }
 
-// closedByServer reports a read error that is the server's close: the
-// end of the stream, or a reset.
+// closedByServer reports a read error that is the server's close.
 func closedByServer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// bound is one connection's handshake bound: zero, or when the dial returned
-// plus [handshakes.bound], until the connect response has been read (shaken).
+// bound is one connection's handshake bound: zero, or when the dial
+// returned plus [handshakes.bound], until the connect response is read.
 type bound struct {
 	by     time.Time
 	shaken atomic.Bool
 }
 
-// deadline is t, or the bound if that comes first (a zero t, no
-// deadline, comes last).
+// deadline is t, or the bound if that comes first (a zero t comes last).
 func (b *bound) deadline(t time.Time) time.Time {
 	if by := b.by; !by.IsZero() && !b.shaken.Load() && (t.IsZero() || t.After(by)) {
 		return by
@@ -134,9 +124,9 @@ func (b *bound) deadline(t time.Time) time.Time {
 }
 
 // SetDeadline, SetReadDeadline and SetWriteDeadline bound the handshake
-// (see handshakes.bound): go-zookeeper sets each deadline it wants before
-// it reads or writes, and clears the read deadline before it reads the
-// connect response's body (Conn.authenticate).
+// (handshakes.bound): go-zookeeper sets each deadline before it reads or
+// writes, and clears the read one before the connect response's body
+// (Conn.authenticate).
 func (c *wireConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(c.bound.deadline(t))
 }

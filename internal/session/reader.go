@@ -7,11 +7,10 @@ import (
 	"math"
 )
 
-// reader follows the packets a connection reads, as go-zookeeper reads them
-// (a 4-byte length, then the body: Conn.authenticate for the connect
-// response, then Conn.recvLoop), without reading ahead: it only looks at the
-// bytes as they pass, whatever the reads split. On the way it zeroes each
-// reply's zxid (see hideZxid). It is go-zookeeper's reader goroutine's own.
+// reader follows the packets go-zookeeper reads (a 4-byte length, then the
+// body: Conn.authenticate for the connect response, then Conn.recvLoop) as
+// the bytes pass, however the reads split them, zeroing replies' zxids
+// (hideZxid). It is go-zookeeper's reader goroutine's own.
 type reader struct {
 	nlen  int // bytes of the length read
 	len   [4]byte
@@ -23,8 +22,7 @@ type reader struct {
 }
 
 // follow follows b, just read, and calls packet with the header of each
-// packet read whole: the connect response first (connect), then replies.
-// It stops at a bad frame (r.bad).
+// packet read whole, the connect response first; it stops at a bad frame.
 func (r *reader) follow(b []byte, packet func(hdr []byte, connect bool)) {
 	for len(b) > 0 && r.bad == nil {
 		if r.nlen < 4 {
@@ -40,13 +38,13 @@ func (r *reader) follow(b []byte, packet func(hdr []byte, connect bool)) {
 	}
 }
 
-// length takes what b has of a packet's 4-byte length, and returns the rest.
-// A length no server sends sets r.bad: every reply and the connect response
-// start with a 16-byte header (ReplyHeader; the protocol version, timeout and
-// session), and the length is a jute int, so never negative (the Java client
-// refuses both: ClientCnxnSocket.readLength). go-zookeeper would decode a
-// shorter packet's header from the bytes of an earlier one (Conn.recvLoop),
-// out of the reader's sight, and allocate a longer one whole.
+// length takes what b has of a packet's 4-byte length, and returns the
+// rest. A length no server sends sets r.bad: replies and the connect
+// response start with a 16-byte header (ReplyHeader; protocol version,
+// timeout, session), and a jute int length is never negative (the Java
+// client refuses both: ClientCnxnSocket.readLength). go-zookeeper would
+// decode a shorter packet's header from an earlier one's bytes
+// (Conn.recvLoop), out of the reader's sight, and allocate a longer one.
 func (r *reader) length(b []byte) []byte {
 	k := copy(r.len[r.nlen:], b)
 	r.nlen += k
@@ -76,10 +74,9 @@ func (r *reader) body(b []byte) ([]byte, bool) {
 	return b[k:], true
 }
 
-// hideZxid zeroes, in b (the bytes of a packet's body from header offset
-// from on, as they go to go-zookeeper), the zxid of a reply whose xid is
-// not negative, so that go-zookeeper's recvLoop never writes its lastZxid
-// (zxid.go). The xid comes before it, so it is known.
+// hideZxid zeroes, in b (a packet's body from header offset from on, as it
+// goes to go-zookeeper), the zxid of a reply with xid >= 0 (read before
+// it), so that recvLoop never writes its lastZxid (zxid.go).
 func (r *reader) hideZxid(b []byte, from int) {
 	if !r.shook || r.nhdr < 4 || int32(binary.BigEndian.Uint32(r.hdr[0:4])) < 0 {
 		return
@@ -89,7 +86,6 @@ func (r *reader) hideZxid(b []byte, from int) {
 	}
 }
 
-// errBadFrame is what go-zookeeper's reader gets from a connection on
-// which the server sent a frame no ZooKeeper server sends (reader.length);
-// the wire closes it, and go-zookeeper reconnects.
+// errBadFrame is what go-zookeeper gets on a frame no server sends
+// (reader.length): the wire closes the connection; go-zookeeper reconnects.
 var errBadFrame = errors.New("zklock: closing a connection that read a malformed ZooKeeper frame")

@@ -8,9 +8,9 @@ import (
 )
 
 // sendClock records when packets went out on each connection, for the
-// lease deadline: [Session.Confirm] takes the latest packet that went out
-// no later than a third of the timeout before an acknowledged write, on
-// the connection the write went out on (sentByOn).
+// lease deadline: [Session.Confirm] takes the latest packet sent a third
+// of the timeout before an acknowledged write, or earlier, on the write's
+// connection (sentByOn).
 type sendClock struct {
 	mu  sync.Mutex
 	cur *sendRecord // the current connection's
@@ -22,13 +22,12 @@ type sendRecord struct {
 	sent  []time.Time // when packets went out, thinned to one per sendGrain, oldest first
 }
 
-// sendGrain thins the record of sent packets: one per sendGrain of the
-// session timeout is kept, and what is kept errs early, which only makes
-// deadlines earlier.
+// sendGrain thins the record: one packet per sendGrain of the session
+// timeout is kept, erring early, which only makes deadlines earlier.
 const sendGrain = 24
 
-// begin starts the record of a new connection, the current one: what
-// went out before says nothing of it.
+// begin starts the record of a new current connection: what went out
+// before says nothing of it.
 func (s *sendClock) begin() *sendRecord {
 	r := &sendRecord{}
 	s.mu.Lock()
@@ -43,8 +42,8 @@ func (s *sendClock) current() *sendRecord {
 	return s.cur
 }
 
-// record records on r that a packet went out at now, with a session timeout
-// of timeout, and reports whether it was r's first (the connect request).
+// record records on r a packet sent at now, and reports whether it was
+// r's first (the connect request).
 func (s *sendClock) record(r *sendRecord, now time.Time, timeout time.Duration) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -64,15 +63,14 @@ func (s *sendClock) record(r *sendRecord, now time.Time, timeout time.Duration) 
 	return first
 }
 
-// sentByOn returns when the latest packet that went out no later than t on
-// the current connection went out (errs early by up to a grain), or, if none
-// did, when the connection's connect request went out; if the current
-// connection is the one a request sent at sent went out on (its connect
-// request went out no later); else zero. A write acknowledged on an earlier
-// connection says nothing of this one's packets, whose touches may never have
-// reached the quorum: a process paused between a write's answer and Confirm,
-// while a reconnect sent its connect request, would otherwise take that
-// request as w (found by make model's authors, reading the code).
+// sentByOn returns, if a request sent at sent went out on the current
+// connection (its connect request went out no later), when its latest
+// packet sent by t went out (early by up to a grain), else its connect
+// request; otherwise zero. A write acknowledged on an earlier connection
+// says nothing of this one's packets, whose touches may never have reached
+// the quorum: a process paused between a write's answer and Confirm, while
+// a reconnect sent its connect request, would otherwise take that request
+// as w (found by make model's authors, reading the code).
 func (s *sendClock) sentByOn(sent, t time.Time) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,40 +88,35 @@ func (s *sendClock) sentByOn(sent, t time.Time) time.Time {
 	return at
 }
 
-// markers are waits for a packet that carries a marker (a create's path)
-// to go out, for the engine's prefetch ([Session.Sent]): a read made once
-// the create's packet is written goes out behind it. go-zookeeper writes
-// each request in one Write, in the order the requests were made, from
-// one goroutine (Conn.sendLoop, sendData), so a request made after the
-// channel is closed goes out after that packet.
+// markers are waits for a packet carrying a marker (a create's path) to go
+// out, for the engine's prefetch ([Session.Sent]). go-zookeeper writes each
+// request in one Write, in the order made, from one goroutine
+// (Conn.sendLoop, sendData), so a read made once the channel is closed goes
+// out behind the create.
 type markers struct {
 	mu    sync.Mutex
 	waits []expectation
 }
 
-// expectation is a wait for the packet that carries marker to go out.
 type expectation struct {
 	marker []byte
 	sent   chan struct{}
 }
 
-// expect returns a channel that is closed once a packet that carries marker
-// has been written to a connection, and a function that stops the wait.
+// expect returns a channel closed once a packet carrying marker has been
+// written, and a function that stops the wait.
 func (m *markers) expect(marker string) (sent <-chan struct{}, stop func()) {
 	e := expectation{marker: []byte(marker), sent: make(chan struct{})}
 	m.mu.Lock()
 	m.waits = append(m.waits, e)
 	m.mu.Unlock()
-	return e.sent, func() { m.forget(e.sent) }
+	return e.sent, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.waits = slices.DeleteFunc(m.waits, func(x expectation) bool { return x.sent == e.sent })
+	}
 }
 
-func (m *markers) forget(sent chan struct{}) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.waits = slices.DeleteFunc(m.waits, func(e expectation) bool { return e.sent == sent })
-}
-
-// sawWrite closes the expectations that packet p meets.
 func (m *markers) sawWrite(p []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

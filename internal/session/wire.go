@@ -14,30 +14,15 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// wire sits between go-zookeeper and the socket: go-zookeeper is handed
-// [wire.dialer], and every byte of every connection goes through a
-// [wireConn]. It sees what go-zookeeper does not tell, and does what it
-// does not do. Each job is one type, in one file:
+// wire sits between go-zookeeper and the socket: go-zookeeper dials with
+// [wire.dialer], and every byte goes through a [wireConn]. Each field from
+// res to made is one job, its type in a file of its own. docs/design.md,
+// "What the wire relies on", lists what of go-zookeeper's (v1.0.4)
+// behaviour below its API the wire relies on, each with its test.
 //
-//   - dialing and resolving: [resolver] and [hosts] (hosts.go), TLS
-//     (tls.go: [tlsState]);
-//   - the handshake: its bound, and what a connect response grants, or
-//     that none came ([handshakes], handshake.go);
-//   - when packets went out, for the lease deadline ([sendClock]), and
-//   - which request markers went out, for the engine's prefetch
-//     ([markers]), both in sent.go;
-//   - following the frames read ([reader], reader.go), and keeping
-//     go-zookeeper's lastZxid ([zxidKeeper], zxid.go);
-//   - the credentials, sent on every connection ([credentials], auth.go).
-//
-// What of go-zookeeper's (v1.0.4) behaviour below its API the wire relies
-// on is listed in docs/design.md, "What the wire relies on", each with the
-// test that pins it.
-//
-// Locks: each of those types has a mutex of its own, and wire.mu guards
-// cur; no method holds one while it takes another, except [resolver]'s,
-// under which [hosts]' is taken (resolver.mu, then hosts.mu). So there is
-// no lock order to keep but that one.
+// Locks: each of those types has its own mutex, and wire.mu guards cur. None
+// is held while another is taken, except resolver.mu, under which hosts.mu
+// is: the only lock order.
 type wire struct {
 	dial zk.Dialer
 	log  *slog.Logger    // the Session's, or a silent one
@@ -75,8 +60,7 @@ func newWire(o Options) *wire {
 	return w
 }
 
-// wireConn is one connection of a wire: go-zookeeper reads and writes
-// through it.
+// wireConn is one connection of a wire, which go-zookeeper reads and writes.
 type wireConn struct {
 	net.Conn
 	w     *wire
@@ -84,8 +68,7 @@ type wireConn struct {
 	sent  *sendRecord // when its packets went out (sent.go)
 	bound bound       // its handshake's bound (handshake.go)
 
-	// go-zookeeper's one reader goroutine's own (Conn.authenticate, then
-	// Conn.recvLoop).
+	// Its reader goroutine's own (Conn.authenticate, then Conn.recvLoop).
 	in      *bufio.Reader // made on the first Read
 	rd      reader
 	session int64 // named by the connect response
@@ -95,10 +78,10 @@ type wireConn struct {
 	authLeft int   // under w.creds.mu: replies to its credentials still to come (auth.go)
 }
 
-// dialer is the dialer go-zookeeper is given: it is handed a name as the
-// user typed it (hosts.Next), resolves it now (hosts.go) and dials its
-// addresses with the user's dialer, in turn until one connects; then TLS,
-// under the handshake's bound, verifies the server against the name.
+// dialer is go-zookeeper's: it resolves a name as the user typed it
+// (hosts.Next) now (hosts.go), dials its addresses with the user's dialer
+// until one connects, then TLS, under the handshake's bound, verifies the
+// server against the name.
 func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, error) {
 	addrs, err := w.res.resolve(w.life, name, w.log)
 	if err != nil {
@@ -130,8 +113,7 @@ func (w *wire) dialer(network, name string, timeout time.Duration) (net.Conn, er
 	return wc, nil
 }
 
-// newConn makes the wire's connection over c, to the server named addr,
-// the current one.
+// newConn makes the wire's current connection, over c to the server addr.
 func (w *wire) newConn(c net.Conn, addr string) *wireConn {
 	wc := &wireConn{Conn: c, w: w, addr: addr, sent: w.clock.begin()}
 	w.mu.Lock()
@@ -140,10 +122,9 @@ func (w *wire) newConn(c net.Conn, addr string) *wireConn {
 	return wc
 }
 
-// Write writes a packet of go-zookeeper's: the first is the connect
-// request, which the credentials follow in the same write (auth.go).
-// go-zookeeper writes each packet in one Write (Conn.authenticate,
-// Conn.sendData, and sendLoop's pings).
+// Write writes a packet: go-zookeeper writes each in one Write
+// (Conn.authenticate, Conn.sendData, sendLoop's pings). The first is the
+// connect request, which the credentials follow in the same write (auth.go).
 func (c *wireConn) Write(p []byte) (int, error) {
 	w := c.w
 	connect := w.clock.record(c.sent, time.Now(), w.hs.timeout())
@@ -157,38 +138,31 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		w.marks.sawWrite(p)
 		return len(p), nil
 	case !connect && opcode(p) == opSetAuth:
-		// go-zookeeper (v1.0.4) re-sends each credential after a reconnect
-		// (resendZkAuth) through sendRequest, whose reply channel holds one
-		// reply. A failed write makes sendData put the error there and leave
-		// the request in the connection's table; resendZkAuth returns without
-		// reading it, and Conn.loop's flushRequests then sends the request a
-		// second reply under the table's lock, and blocks for ever (its PR
-		// #163, open): the connection never reconnects, and the session is
-		// lost. So the write counts as made, and the connection is closed:
-		// the read side fails, recvLoop ends (closing closeChan, which
-		// resendZkAuth waits on), and flushRequests gives the request its one
-		// reply. The request is lost either way; the connection was broken
-		// either way. Other requests are safe: queueRequest's channels hold
-		// two. TestFailedCredentialWriteKeepsTheSession fails without this.
+		// go-zookeeper (v1.0.4) re-sends credentials on reconnect
+		// (resendZkAuth) via sendRequest, whose reply channel holds one. A
+		// failed write's error goes there (sendData), the request stays in
+		// the connection's table, resendZkAuth returns without reading it,
+		// and Conn.loop's flushRequests blocks for ever on a second reply
+		// under the table's lock (its PR #163, open): no reconnect, the
+		// session is lost. So the write counts as made and the connection
+		// closes: the read fails, recvLoop ends (closing closeChan, which
+		// resendZkAuth waits on), and flushRequests gives the one reply.
+		// Request and connection were lost either way. Other requests are
+		// safe: queueRequest's channels hold two. Without this,
+		// TestFailedCredentialWriteKeepsTheSession fails.
 		_ = c.Close()
 		return len(p), nil
 	}
 	return n, err
 }
 
-// wireReadBuffer is what one read off the socket may take in. go-zookeeper
-// reads each reply with two reads, its length and then its body
-// (Conn.recvLoop); with many requests in flight on one connection (many
-// goroutines on one Client) the replies come back to back, and a buffer
-// serves most of those reads with no system call.
+// wireReadBuffer serves most of go-zookeeper's two reads per reply (length,
+// body: Conn.recvLoop) with no syscall when replies come back to back.
 const wireReadBuffer = 32 << 10
 
-// Read reads for go-zookeeper's reader, through a buffer, and follows the
-// packets it hands over (reader.go): the connect response's timeout and
-// session, the replies' zxids (zxid.go) and the credentials' replies
-// (auth.go). What the reader follows is what go-zookeeper gets, not what
-// the buffer read ahead. A frame no server sends closes the connection
-// with an error (see reader.length).
+// Read reads through a buffer, following only the packets it hands to
+// go-zookeeper (reader.go). A frame no server sends closes the connection
+// with an error (reader.length).
 func (c *wireConn) Read(p []byte) (int, error) {
 	if c.in == nil {
 		c.in = bufio.NewReaderSize(c.Conn, wireReadBuffer)
@@ -211,8 +185,8 @@ func (c *wireConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// packet handles the header of a packet read whole: the connect
-// response's (connect), or a reply's.
+// packet handles a whole packet's header: the connect response's, or a
+// reply's.
 func (c *wireConn) packet(hdr []byte, connect bool) {
 	w := c.w
 	if connect {
@@ -237,15 +211,15 @@ func (c *wireConn) packet(hdr []byte, connect bool) {
 	}
 }
 
-// unanswered looks at err, a read's error before the connect response
-// was read, and returns it as Open must tell it.
+// unanswered returns err, read before a connect response, as Open must
+// tell it.
 func (c *wireConn) unanswered(err error) error {
 	w := c.w
 	switch {
 	case w.tls.cfg != nil && refusedTLS(err):
-		// The server refused us after TLS's handshake, as TLS 1.3 does
-		// with a client certificate it does not accept: Open's error
-		// must say so, not that the handshake timed out.
+		// The server refused us after TLS's handshake, as TLS 1.3 does a
+		// client certificate it does not accept: Open's error must say so,
+		// not that the handshake timed out.
 		te := &TLSError{Addr: c.addr, Err: err}
 		w.tlsFailed(te)
 		return te
@@ -273,19 +247,17 @@ const (
 	keptBytes = replyHdrBytes + 12 + 500
 )
 
-// tlsFailed records a failed TLS handshake: the last dial error, and
+// tlsFailed records a failed TLS handshake as the last dial error, and
 // towards the verdict that every server failed one (tls.go).
 func (w *wire) tlsFailed(te *TLSError) {
 	w.res.dialFailed(te)
 	w.tls.failed(te, w.res.names())
 }
 
-// whyNoSession adds to err, the error of a wait for a session that ended
-// (the context's), why no session came: the last lookup of a name that
-// failed and the last dial that failed ("no such host", "connection
-// refused") are what the user needs to read, not only the deadline; and
-// that servers closed connections before they answered the connect
-// request (handshake.go), which a TLS port does to a plaintext client.
+// whyNoSession adds to err, the context's error that ended a wait for a
+// session, why none came, which the user needs more than the deadline: the
+// last failed lookup and dial, and connections servers closed unanswered
+// (handshake.go), as a TLS port does a plaintext client's.
 func (w *wire) whyNoSession(err error) error {
 	lerr, derr := w.res.errs()
 	if lerr != nil {
@@ -305,8 +277,8 @@ func (w *wire) whyNoSession(err error) error {
 // sentByOn is [sendClock.sentByOn], for [Session.Confirm].
 func (w *wire) sentByOn(sent, t time.Time) time.Time { return w.clock.sentByOn(sent, t) }
 
-// drop closes the current connection: go-zookeeper notices, fails what is
-// pending on it, and reconnects to the next server in its list.
+// drop closes the current connection: go-zookeeper fails what is pending
+// on it and reconnects to the next server in its list.
 func (w *wire) drop() {
 	w.mu.Lock()
 	c := w.cur

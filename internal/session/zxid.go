@@ -5,67 +5,52 @@ import (
 	"sync"
 )
 
-// zxidKeeper keeps go-zookeeper's Conn.lastZxid in its place: the session
-// it is for, and the zxid of the last reply in that session that carried
-// one (xid >= 0, zxid > 0) and that the wire handed on.
+// zxidKeeper keeps go-zookeeper's Conn.lastZxid for it: the session, and
+// the zxid of its last reply with xid >= 0, zxid > 0 the wire handed on.
 //
-// go-zookeeper v1.0.4 writes Conn.lastZxid in recvLoop's goroutine (for
-// every such reply, conn.go:848-849) and reads it in Conn.loop's, for the
-// setWatches requests of a new connection (sendSetWatches, conn.go:614)
-// and its connect request (authenticate, conn.go:664), with nothing to
-// order the write after the read when a reply beats the new connection's
-// setWatches, or when a setWatches that an earlier connection queued and
-// left goes out first (go-zookeeper/zk PR #35): a data race, which the
-// race detector reports and which the Go memory model leaves undefined.
-// So the wire keeps the value itself:
+// go-zookeeper v1.0.4 writes lastZxid in recvLoop (conn.go:848-849) and
+// reads it in Conn.loop, in sendSetWatches (conn.go:614) and authenticate
+// (conn.go:664), with nothing ordering the write after the read when a
+// reply beats a new connection's setWatches, or an earlier connection's
+// queued setWatches goes first (go-zookeeper/zk PR #35): a data race, which
+// the race detector reports and the Go memory model leaves undefined. So:
 //
-//   - recvLoop never writes Conn.lastZxid: the wire hands it every reply
-//     with a non-negative xid with its zxid zeroed (reader.hideZxid), and
-//     recvLoop writes only a zxid > 0. go-zookeeper's other writer is
-//     authenticate's reset on an expired session (conn.go:708), in
-//     Conn.loop's goroutine, where both readers run: no goroutine of
-//     go-zookeeper's races another on it, on any connection, whatever
-//     setWatches comes first. A reply's zxid is of no other use to
-//     go-zookeeper (Conn.request returns it, conn.go:935; every caller
-//     drops it).
-//   - What the server must get is restored on the way out (out): a
-//     connect request that resumes the session carries the last zxid the
-//     wire handed on in it (what recvLoop would have written last: Conn.loop
-//     dials only after the previous connection's recvLoop has ended,
-//     conn.go:485), one that asks for a new session 0, as go-zookeeper's
-//     own after its reset; and every setWatches request the value its
-//     connection's connect request carried, the zxid the client had seen
-//     when the connection began, which is what an unraced sendSetWatches
-//     reads on a resumed connection, so that the server notifies every
-//     change made after it. It is never later than what go-zookeeper
-//     would have read (it reads later, racing, on a connection where a
-//     watch's reply beat its loop): at worst the server notifies a watch
-//     set on the connection itself of a change made before it was set,
-//     an event the engine takes as a wake-up. It can still be past a
-//     change whose notice never came, as go-zookeeper's own would be:
-//     replies read before the connection's setWatches were all answered
-//     carry later zxids, and if the connection drops then, the next one
-//     starts from them. Waiters decide again after every reconnect, and
-//     the keeper checks every held node (sweep.go).
+//   - recvLoop never writes lastZxid: it gets replies with xid >= 0 with
+//     the zxid zeroed (reader.hideZxid) and writes only a zxid > 0. The
+//     other writer, authenticate's reset on expiry (conn.go:708), runs in
+//     Conn.loop with both readers: no goroutine races another, on any
+//     connection. A reply's zxid has no other use (Conn.request returns
+//     it, conn.go:935; every caller drops it).
+//   - out restores what the server must get. A connect request resuming
+//     the session carries the last zxid handed on, what recvLoop would
+//     have written last (Conn.loop dials only after the last recvLoop
+//     ended, conn.go:485); one for a new session 0, as after the reset. A
+//     setWatches carries its connection's connect-request value, as an
+//     unraced sendSetWatches reads on a resumed connection, so the server
+//     notifies every later change. It is never later than go-zookeeper's
+//     read (later, racing, where a watch's reply beat its loop): at worst a
+//     watch set on this connection hears of an earlier change, a wake-up
+//     to the engine. Like go-zookeeper's, it can pass a change whose
+//     notice never came (replies read before the setWatches is answered
+//     carry later zxids, and a drop then hands them on): waiters decide
+//     again after every reconnect, and the keeper checks every held node
+//     (sweep.go).
 //
-// A reply counts when the wire reads it whole: ZooKeeper sends a watch's
-// event before any reply that follows the change on the connection, so
-// every event up to its zxid was handed on before it.
+// A reply counts once read whole: ZooKeeper sends a watch's event before
+// any later reply on the connection, so every event up to its zxid went
+// first.
 //
-// Tests: TestLastZxidRace (against ZooKeeper, under -race; with
-// -race-repro=none it drives a bare zk.Conn the same way, which must report
-// the race), zxid_test.go.
+// Tests: TestLastZxidRace (against ZooKeeper, -race; with -race-repro=none
+// it drives a bare zk.Conn, which must report the race), zxid_test.go.
 type zxidKeeper struct {
 	mu   sync.Mutex
 	last lastZxid
 }
 
-// lastZxid is a zxid and the session it is of.
 type lastZxid struct{ session, zxid int64 }
 
-// handshake takes a connect response that names session: a new session
-// (0: expired) starts from 0, as go-zookeeper's own (a new Conn, or
-// authenticate's reset).
+// handshake takes a connect response naming session: a new one (0:
+// expired) starts from 0, as in a new Conn or after authenticate's reset.
 func (z *zxidKeeper) handshake(session int64) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -74,8 +59,7 @@ func (z *zxidKeeper) handshake(session int64) {
 	}
 }
 
-// saw takes the zxid of a reply read whole in session, what recvLoop
-// would write.
+// saw takes a whole reply's zxid in session, what recvLoop would write.
 func (z *zxidKeeper) saw(session, zxid int64) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
@@ -84,12 +68,11 @@ func (z *zxidKeeper) saw(session, zxid int64) {
 	}
 }
 
-// out returns the packet p, about to be written on c, as the server must
-// get it: a connect request with the LastZxidSeen of the session it names
-// (and c starts from it), a setWatches request with the RelativeZxid c
-// started from. It copies p to change it (a Write must not change its
-// argument). go-zookeeper writes each packet in one Write, the connect
-// request first (authenticate, Conn.sendData).
+// out returns p, about to be written on c, as the server must get it: a
+// connect request with the LastZxidSeen of the session it names (c starts
+// from it), a setWatches with the RelativeZxid c started from; copied if
+// changed, as a Write must not change its argument. It relies on one packet
+// per Write, the connect request first (see [wireConn.Write]).
 func (z *zxidKeeper) out(c *wireConn, p []byte, connect bool) []byte {
 	switch {
 	case connect && len(p) >= connectBytes:
@@ -113,8 +96,8 @@ func (z *zxidKeeper) out(c *wireConn, p []byte, connect bool) []byte {
 	return p
 }
 
-// connectBytes is the least length of go-zookeeper's connect request, up
-// to its session id.
+// connectBytes is the length of go-zookeeper's connect request up to its
+// session id.
 const connectBytes = 28
 
 // withInt64 returns p with v at p[at:at+8], copied if that changes it.
