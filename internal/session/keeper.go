@@ -7,17 +7,15 @@ import (
 )
 
 // The lease deadline. A lease is only as good as the server's promise not
-// to expire its session, which the client cannot ask for. From when its
-// packets went out and which of its writes the quorum acknowledged,
-// [Session.Confirm] derives a time before which no ZooKeeper leader can
-// have expired the session: w + T - T/20, where T is the granted timeout
-// and w the latest packet sent no later than T/3 before a write the
-// quorum acknowledged. A lease is granted only before it, Err reports the
-// loss once the clock passes it, and the keeper ends every lease then. The
-// keeper has the quorum acknowledge a write at least every third of T
-// while leases are held or awaited. The proof, step by step with the
-// ZooKeeper source it relies on, and its assumptions, are in
-// docs/design.md, "The lease deadline"; model/ checks it with spin.
+// to expire its session, which the client cannot ask for. [Session.Confirm]
+// derives a time before which no ZooKeeper leader can have expired it:
+// w + T - T/20, T the granted timeout, w the latest packet sent no later
+// than T/3 before a write the quorum acknowledged. Leases are granted only
+// before it; past it, Err reports the loss and the keeper ends them all.
+// The keeper has the quorum acknowledge a write at least every T/3 while
+// leases are held or awaited. The proof, step by step with the ZooKeeper
+// source it relies on, and its assumptions: docs/design.md, "The lease
+// deadline"; model/ checks it with spin.
 
 // maxChecked bounds the nodes one confirmation checks. Map order picks
 // them, so with more leases than this, each round checks another sample.
@@ -56,19 +54,16 @@ func (c *Session) Confirm(sent time.Time, session int64) {
 	}
 }
 
-// keeper is the Session's goroutine for the session's health: it has the
-// quorum confirm the session while leases are held or awaited, ends leases
-// at their deadline, moves away from a server that stops confirming, and
-// opens a new connection when no server will take the session.
+// keeper is the Session's goroutine for the session's health; its duties
+// are the tasks of [keeper.turn].
 type keeper struct {
 	c                *Session
 	retryAt          time.Time // after a failed confirmation or arming; the keeper's goroutine's own
 	checked          time.Time // when it last checked nodes; the keeper's goroutine's own
 	swept            uint64    // the sweep last done (sweep.go); likewise
 	kick, stop, done chan struct{}
-	// timer wakes the keeper from its sleep; set under c.mu only, by the
-	// keeper as it goes to sleep and by the Session while it sleeps
-	// ([Session.wakeByLocked]).
+	// timer wakes the keeper from sleep; set only under c.mu, by the keeper
+	// going to sleep and by [Session.wakeByLocked] while it sleeps.
 	timer *time.Timer
 }
 
@@ -122,10 +117,9 @@ func (c *Session) keeperView() keeperView {
 	if v.session != c.session {
 		v.confirmed, v.deadline = time.Time{}, time.Time{}
 	}
-	// Waiters' nodes first: no watch of theirs tells a waiter that its
-	// node was deleted (see [Session.Waiting]). Then held nodes, which
-	// their watches cover: a check that finds one gone is the backstop.
-	// nodeGone ends what a node found gone was for.
+	// Waiters' nodes first: no watch tells a waiter its node was deleted
+	// ([Session.Waiting]). Then held nodes, which their watches cover: a
+	// check is the backstop. nodeGone ends what a node found gone was for.
 	for n, w := range c.waiting {
 		if w.session != v.session {
 			continue
@@ -193,39 +187,27 @@ func (k *keeper) arming(v keeperView, t time.Duration) (time.Time, func()) {
 	if v.arm.IsZero() || !v.connected {
 		return time.Time{}, nil
 	}
-	due := v.arm
-	if due.Before(k.retryAt) {
-		due = k.retryAt
-	}
-	return due, func() {
+	return laterOf(v.arm, k.retryAt), func() {
 		if !k.arm() {
 			k.retryAt = time.Now().Add(t / 12)
 		}
 	}
 }
 
-// confirmation has the quorum confirm the session while leases are held
-// or awaited ([nextConfirmation]), and, while anyone waits, checks the
-// waiters' nodes at least every third of the timeout, even when the
-// engine's own writes keep the session confirmed.
+// confirmation has the quorum confirm the session while leases are held or
+// awaited ([nextConfirmation]) and, while anyone waits, checks the waiters'
+// nodes at least every T/3, even if the engine's writes keep it confirmed.
 func (k *keeper) confirmation(v keeperView, t time.Duration) (time.Time, func()) {
 	if t <= 0 || !v.connected || !v.holding && !v.waiting || len(v.nodes) == 0 {
 		return time.Time{}, nil
 	}
 	next := nextConfirmation(v.confirmed, v.deadline, t)
 	if !v.waitSince.IsZero() {
-		last := k.checked
-		if last.Before(v.waitSince) {
-			last = v.waitSince
-		}
-		if c := last.Add(t / 3); c.Before(next) {
+		if c := laterOf(k.checked, v.waitSince).Add(t / 3); c.Before(next) {
 			next = c
 		}
 	}
-	if next.Before(k.retryAt) {
-		next = k.retryAt
-	}
-	return next, func() {
+	return laterOf(next, k.retryAt), func() {
 		k.checked = time.Now()
 		if k.confirm(v.nodes, v.session, t, v.holding, v.deadline, v.changed) != nil {
 			k.retryAt = time.Now().Add(t / 12)
@@ -242,13 +224,19 @@ func (k *keeper) rejoin(v keeperView, t time.Duration) (time.Time, func()) {
 	return v.downSince.Add(2 * t), k.c.replace
 }
 
-// nextConfirmation is when the keeper has the session confirmed next,
-// while leases are held or awaited: every third of the timeout t, and
-// sooner while the deadline is short (after an idle spell the first
-// confirmations reach back to old packets: see the bound above), leaving a
-// quarter of the timeout for the answer. Once confirmations come every
-// third, the deadline is 0.62 of the timeout after the latest, and the
-// third is the sooner. It is always before the deadline.
+func laterOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}
+
+// nextConfirmation is when the keeper next has the session confirmed while
+// leases are held or awaited: t/3 after the last, or t/4 before the
+// deadline (left for the answer) if sooner, as after an idle spell, when
+// the first confirmations reach back to old packets (see the bound above).
+// Once they come every t/3, the deadline is 0.62t after the latest and t/3
+// is the sooner. It is always before the deadline.
 func nextConfirmation(confirmed, deadline time.Time, t time.Duration) time.Time {
 	next := confirmed.Add(t / 3)
 	if d := deadline.Add(-t / 4); d.Before(next) {
@@ -257,10 +245,10 @@ func nextConfirmation(confirmed, deadline time.Time, t time.Duration) time.Time 
 	return next
 }
 
-// sleep waits until wake (forever if zero, unless the Session sets the
-// timer meanwhile: [Session.wakeByLocked]), a kick or a state change. It
-// reports false once the keeper must stop. It does not sleep at all if
-// leases or waiting grew since v was read (see [Session.kickLocked]).
+// sleep waits until wake (zero: forever, unless [Session.wakeByLocked]
+// sets the timer), a kick or a state change; not at all if leases or
+// waiting grew since v was read ([Session.kickLocked]). It reports false
+// once the keeper must stop.
 func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 	c := k.c
 	c.mu.Lock()
@@ -296,20 +284,16 @@ func (k *keeper) sleep(wake time.Time, v keeperView) bool {
 	return true
 }
 
-// errStateChanged is confirm's error when the connection's state changed
-// while it waited.
 var errStateChanged = errors.New("zklock: the connection's state changed during the check")
 
-// confirm has the quorum acknowledge a write that changes nothing, a check of
-// nodes: nil once it confirmed the session (and the deadline moved), else
+// confirm has the quorum acknowledge a check of nodes, a write that changes
+// nothing: nil once that confirmed the session (moving the deadline), else
 // why not (a *goneNode for a node gone, whose lease or wait it ends:
-// [Session.nodeGone]). If no answer comes within a third of the session
-// timeout while the connection stays up (a follower cut off from the
-// quorum answers pings but not writes), it drops the connection, so that
-// go-zookeeper moves to another server, before the deadline if it can
-// (given more than one server address: with one, a reconnect cannot help).
-// It gives up when the connection's state changes (changed is closed). The
-// sweep uses it too (sweep.go).
+// [Session.nodeGone]). With no answer within T/3 while the connection stays
+// up (a follower cut off from the quorum answers pings, not writes), it
+// drops the connection so go-zookeeper moves to another server, before the
+// deadline if it can (with one server address a reconnect cannot help). It
+// gives up once changed is closed (the state changed). The sweep uses it.
 func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding bool, deadline time.Time, changed <-chan struct{}) error {
 	c := k.c
 	zc := c.Conn()
@@ -318,9 +302,8 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 	go func() { res <- zc.Check(nodes) }() // ends with the request, which the connection's end fails
 	stall := time.NewTimer(t / 3)
 	defer stall.Stop()
-	// The leases end at their deadline even while the check hangs (a
-	// follower cut off from the quorum holds our pings behind it, so the
-	// connection takes two thirds of the timeout to fail).
+	// Leases end at their deadline even while the check hangs (a cut-off
+	// follower holds our pings behind it: the connection fails at 2T/3).
 	var expire <-chan time.Time
 	var dl *time.Timer
 	if holding {
@@ -336,11 +319,10 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 		case <-expire:
 			c.expireLeases(time.Now())
 			expire = nil
-			// Other writes may have moved the deadline meanwhile (claim.go
-			// confirms the session too): the leases end at the new one, also
-			// while the check still hangs. Without this,
-			// TestLeasesEndAtTheDeadlineWhileTheCheckHangs sees a lease
-			// outlive its deadline, Done open.
+			// Other writes (claim.go) may have moved the deadline: the
+			// leases end at the new one, also while the check hangs. Without
+			// this, TestLeasesEndAtTheDeadlineWhileTheCheckHangs sees a
+			// lease outlive its deadline, Done open.
 			if ok, next := c.valid(session, time.Now()); ok {
 				dl.Reset(time.Until(next))
 				expire = dl.C
@@ -352,14 +334,13 @@ func (k *keeper) confirm(nodes []string, session int64, t time.Duration, holding
 			c.log.Warn("zklock: the quorum has not confirmed the session for a third of its timeout; moving to another server")
 			c.wire.drop()
 		case <-changed:
-			// The connection's state changed since the keeper saw it up. A
-			// check made once it was down waits in go-zookeeper's queue for
-			// the next connection (Conn.queueRequest; a connection's end
-			// fails only the requests sent on it, Conn.flushRequests),
-			// perhaps for ever if no server takes the session: the keeper
-			// must not wait with it, or it never opens a new connection
-			// (rejoin). An answer on a later connection confirms nothing
-			// of it anyway (wire.sentByOn). Without this,
+			// The state changed since the keeper saw the connection up. A
+			// check made while it was down waits in go-zookeeper's queue for
+			// the next one (Conn.queueRequest; a connection's end fails only
+			// requests sent on it, Conn.flushRequests), perhaps for ever if
+			// no server takes the session: waiting with it, the keeper would
+			// never open a new one (rejoin). An answer on a later connection
+			// confirms nothing anyway (wire.sentByOn). Without this,
 			// TestKeeperRejoinsAfterTwiceTheTimeoutDown hangs.
 			return errStateChanged
 		}

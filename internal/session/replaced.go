@@ -7,47 +7,35 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// A session replaced on reconnect. ZooKeeper answers a reconnect that
-// names a session with that session or with its expiry (a timeout of 0,
-// which go-zookeeper reports as StateExpired before it asks for a new
-// one). Other servers of the protocol may answer it with a session of
-// their own making (ClickHouse Keeper: ClickHouse#116690, #44571), and
-// go-zookeeper takes any non-zero id it is given without a word
-// (Conn.authenticate), so the Session tells it by comparing ids: a
-// StateHasSession that names another session than the last one, with no
-// StateExpired or replacement of our own in between, is a swap.
+// A session replaced on reconnect. ZooKeeper answers a reconnect naming a
+// session with that session or its expiry (timeout 0: go-zookeeper reports
+// StateExpired, then asks for a new one). Other servers of the protocol may
+// answer with a session of their own (ClickHouse Keeper: ClickHouse#116690,
+// #44571), and go-zookeeper takes any non-zero id silently
+// (Conn.authenticate). So a StateHasSession naming another session than
+// the last, with no StateExpired or replacement of ours between, is a swap,
+// and every lease and wait of the old session ends at the handshake:
 //
-// Why every lease and wait of the old session ends at the handshake, and
-// why that is safe:
-//
-//   - Needed. The old session's ephemeral nodes are not ours any more.
-//     Nothing we send renews that session: a server touches only the
-//     session of the connection a packet came in on
-//     (ZooKeeperServer.processPacket / SessionTrackerImpl.touchSession with
-//     the connection's session id), so it expires within its timeout, and
-//     the server then deletes its nodes (SessionTrackerImpl's expirer,
-//     ZooKeeperServer.expire, DataTree.killSession) while we would think we
-//     still hold them. The new session cannot renew them, and nothing it
-//     confirms speaks for them: [Session.Confirm] and [Session.Grant] are
-//     by session id, and a write of ours on a held node checks ownership by
-//     session id too (deleteOwned takes a node of another session for
-//     deleted with it), so a lease of the old session would live on only
-//     by its deadline, which nothing moves any more, and say nothing.
+//   - Needed. Its ephemerals are no longer ours: a server touches only the
+//     session of a packet's connection (ZooKeeperServer.processPacket,
+//     SessionTrackerImpl.touchSession), so it expires within its timeout
+//     and the server deletes its nodes (SessionTrackerImpl's expirer,
+//     ZooKeeperServer.expire, DataTree.killSession) while we think we hold
+//     them. The new session speaks for none: [Session.Confirm],
+//     [Session.Grant] and our writes' ownership checks go by session id
+//     (deleteOwned takes another session's node for deleted with it), so an
+//     old lease would live on, saying nothing, by a deadline nothing moves.
 //   - Safe. Ending a lease early never lets two hold a lock: the holder
-//     hears it (Done closed, Err set) before anyone else can take the
-//     lock, because its nodes are deleted only after it ended (the leases
-//     end here, under c.mu, before the janitor, which deletes their nodes,
-//     can see the jobs), or when the old session expires on the server,
-//     later still.
+//     hears it (Done closed, Err set) before another can take the lock, as
+//     its nodes go only after: by the janitor, which sees the jobs once the
+//     leases ended here under c.mu, or at the old session's expiry.
 //
-// Deleting the old session's nodes from the new one is what ZooKeeper
-// allows any session with the DELETE permission on the parent
-// (PrepRequestProcessor.pRequest2Txn, OpCode.delete: the ACL is checked,
-// the ephemeral owner is not). Each node is read first, and deleted only
-// if the old session still owns it (Stat.EphemeralOwner): a node of ours
-// that the old session's expiry deleted is not re-created by anyone under
-// the same name, which carries our own random id. Without the deletes,
-// waiters behind those nodes would wait for the old session's timeout.
+// Any session with DELETE on the parent may delete the old session's nodes
+// (PrepRequestProcessor.pRequest2Txn, OpCode.delete checks the ACL, not the
+// ephemeral owner). Each is read first and deleted only if the old session
+// still owns it (Stat.EphemeralOwner): a node its expiry deleted is not
+// re-created by anyone under that name, which carries our random id.
+// Without the deletes, waiters behind them would wait out its timeout.
 
 // ErrSessionReplaced is the cause of every lease and wait that a swapped
 // session ended. It wraps [ErrSessionExpired].
@@ -58,10 +46,9 @@ type replacedError struct{}
 func (replacedError) Error() string { return "session replaced" }
 func (replacedError) Unwrap() error { return ErrSessionExpired }
 
-// maxSwaps bounds the swapped sessions a Session remembers: a wait or a
-// cleanup of one older than that is taken for one of an expired session
-// (the wait queues again; the server deletes the nodes at the old
-// session's timeout).
+// maxSwaps bounds the swapped sessions a Session remembers: a wait or
+// cleanup of an older one is taken for an expired session's (the wait
+// queues again; the server deletes the nodes at the old session's timeout).
 const maxSwaps = 16
 
 // swaps is the Session's record of its sessions, to tell a swap. Under c.mu.
@@ -77,10 +64,9 @@ func (s swap) err() error {
 	return fmt.Errorf("%w: the server gave session 0x%x in place of 0x%x on reconnect", ErrSessionReplaced, s.new, s.old)
 }
 
-// hasSessionLocked follows the session that a StateHasSession names: if
-// it is another than the one the connection had, it ends every lease of
-// the old one with ErrSessionReplaced and has the janitor delete their
-// nodes, and the Session goes on with the new one. c.mu is held.
+// hasSessionLocked follows the session a StateHasSession names: on a swap
+// it ends the old one's leases with ErrSessionReplaced, the janitor
+// deleting their nodes, and the Session goes on with the new one.
 func (c *Session) hasSessionLocked(id int64) {
 	old := c.swaps.had
 	c.swaps.had = id
@@ -120,10 +106,9 @@ func (c *Session) replacedLocked(session int64) error {
 	return nil
 }
 
-// deleteReplaced deletes those of nodes that session, replaced, still
-// owns, from the connection's session (see above): each is read, and
-// deleted if the old session owns it. Nodes it could not reach are left to
-// try again, as deleteOwned leaves them.
+// deleteReplaced deletes, from the connection's session, those of nodes
+// that session, replaced, still owns (see above). Nodes it could not reach
+// are left to try again, as deleteOwned leaves them.
 func (c *Session) deleteReplaced(zc Conn, nodes []string, session int64) deletion {
 	var d deletion
 	for _, n := range nodes {
@@ -146,11 +131,10 @@ func (c *Session) deleteReplaced(zc Conn, nodes []string, session int64) deletio
 	return d
 }
 
-// sessionLeft ends deleteOwned, whose deletion so far is d, once the
-// connection has another session than the nodes': if a swap replaced
-// theirs, the rest are deleted as deleteReplaced does; if the Session has
-// not heard yet what became of it, they are left to try again; otherwise
-// their session ended, and the server deleted them with it.
+// sessionLeft ends deleteOwned (d its deletion so far) once the connection
+// has another session than the nodes': if a swap replaced theirs, the rest
+// go as in deleteReplaced; if the Session has not heard yet what became of
+// it, they are left to try again; else the server deleted them with it.
 func (c *Session) sessionLeft(zc Conn, rest []string, session int64, d deletion) deletion {
 	replaced, unsettled := c.sessionFate(session)
 	switch {
@@ -168,11 +152,10 @@ func (c *Session) sessionLeft(zc Conn, rest []string, session int64, d deletion)
 	return d
 }
 
-// sessionFate says what became of session, which the connection no
-// longer has: replaced by a swap, or unsettled: the Session has not heard
-// yet (go-zookeeper sets the connection's new id, or 0 for an expiry,
-// before it reports the state: Conn.authenticate), so it may be either.
-// Neither: it ended, and its nodes with it.
+// sessionFate says what became of session, which the connection no longer
+// has: replaced by a swap; unsettled, not heard of yet (go-zookeeper sets
+// the connection's new id, or 0 on expiry, before it reports the state:
+// Conn.authenticate), so either; neither: it ended, and its nodes with it.
 func (c *Session) sessionFate(session int64) (replaced, unsettled bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
