@@ -6,20 +6,14 @@ import (
 	"time"
 )
 
-// Granting: what a participant asks of the Session once it decided that it
-// holds (Grant), the record of the reads whose watches may cover what it
-// holds (Look), and how a held lease ends (lose).
-
 // Grant is what a participant asks the Session to hold.
 type Grant struct {
-	Epoch   uint64     // the epoch of the reads that decided it holds
-	Session int64      // the session of its nodes
-	Groups  [][]string // the nodes of each lease, its Node first
-	Token   int64      // the leases' fencing token, or 0 and...
-	// TokenPath: ...the lock path whose pzxid is the token, read on its
-	// first use (token.go).
-	TokenPath string
-	Meta      any // the recipe's, kept with each lease ([Hold.Meta])
+	Epoch     uint64     // the epoch of the reads that decided it holds
+	Session   int64      // the session of its nodes
+	Groups    [][]string // the nodes of each lease, its Node first
+	Token     int64      // the leases' fencing token, or 0 and...
+	TokenPath string     // ...the lock path whose pzxid it is (token.go)
+	Meta      any        // the recipe's, kept with each lease ([Hold.Meta])
 	// Covers says, for each node in the order of Groups, what watch tells
 	// the Session if someone deletes it (see held.go).
 	Covers []Cover
@@ -27,23 +21,19 @@ type Grant struct {
 	// ([Door.HandOff]), "" for none: a group of one node whose successor
 	// may hold on that grant (handoff.go in the zklock package).
 	Handoffs []string
-	// Alone: the read that decided listed nobody behind our nodes. While
-	// its children watch is pending at the release, nobody has queued
-	// since, so no one can wait for the grant, and the release is a plain
-	// delete.
+	// Alone: the deciding read listed nobody behind our nodes. While its
+	// children watch is pending at the release, nobody has queued since,
+	// so none waits for the grant: the release is a plain delete.
 	Alone bool
 }
 
-// Grant turns a participant's nodes into leases, one per group of nodes
-// (the group's first node is the lease's Node, the others its nodes on
-// other paths: a MultiLock's lease), if nothing changed in the session
-// since epoch (when the children that decided it were read), and if the
-// session's deadline is still ahead: a lease is only handed out for a
+// Grant turns a participant's nodes into leases, one per group (its first
+// node is the lease's Node; a MultiLock's has more, on other paths), if
+// nothing changed in the session since g.Epoch (when the deciding children
+// were read) and its deadline is ahead: a lease is only handed out for a
 // decision made in the connection it was read on, in a session the quorum
 // has confirmed for a while yet. It returns nil if the decision must be
 // made again, and ErrUnconfirmed if the deadline is behind.
-//
-// What it grants, and how each node is watched, g says.
 func (c *Session) Grant(g Grant) ([]*Hold, error) {
 	epoch, session, covers := g.Epoch, g.Session, g.Covers
 	c.mu.Lock()
@@ -101,9 +91,8 @@ func (c *Session) lose(l *Hold, err error) {
 	c.loseLocked(l, err)
 }
 
-// loseLocked ends a held lease with err. If the lease was live, its node is
-// handed to the janitor, unless the session is gone (and the node with it).
-// c.mu is held.
+// loseLocked ends a held lease with err; if it was live, the janitor gets
+// its nodes, unless the session is gone (and they with it).
 func (c *Session) loseLocked(l *Hold, err error) {
 	if !l.end(err, c.deadline) {
 		return
@@ -127,9 +116,8 @@ func (c *Session) valid(session int64, now time.Time) (bool, time.Time) {
 }
 
 // Look is a read of a lock path's children that leaves a children watch,
-// recorded with the Session before it is sent, so that a grant knows
-// whether that watch is still pending and so covers the nodes the read
-// found (see held.go). The zero Look records nothing.
+// recorded before it is sent, so a grant knows whether that watch is still
+// pending and covers the nodes it found (held.go). A zero Look is inactive.
 type Look struct {
 	s      *Session
 	path   string

@@ -7,19 +7,15 @@ import (
 	"time"
 )
 
-// Watching what we hold. A held node that someone else deletes ends its lease
-// at once, learnt from ZooKeeper's watches, with no request, poll or
-// goroutine per lease: every held node is covered by its own data watch, or
-// by the children watch that the read that granted it (a first look) set on
-// the lock path after creating it, or is handed to the keeper; the
-// connection's callback sees every event, ends the lease of a deleted node,
-// and hands a node whose watch is spent to the keeper, which sets a data
-// watch of its own (for a lease younger than armAge, once it is that old: see
-// [armAge]). A lease granted by a read that set no watch (the engine sends a
-// waiter's reads, and first looks on a contended lock, without one) is handed
-// to the keeper at the grant. Why each step is sound, and the race the
-// children-event count closes, is in docs/design.md, "Watching what we hold";
-// TestDeletedHeldNodesAmongThousands fails without it.
+// Watching what we hold. A held node someone else deletes ends its lease at
+// once, through ZooKeeper's watches, with no request, poll or goroutine per
+// lease. Each held node is covered by its own data watch, or by the children
+// watch its granting read (a first look) set on the lock path after creating
+// it, or is the keeper's to watch ([armAge]), as is one whose watch is spent
+// ([Session.onWatch] sees every event) or whose granting read set none (a
+// waiter's, or a first look on a contended lock). Why each step is sound, and
+// the race the children-event count closes: docs/design.md, "Watching what we
+// hold"; without it TestDeletedHeldNodesAmongThousands fails.
 
 // register is the Session's record of held leases by node, and of what
 // covers each node. Its methods run under c.mu.
@@ -32,19 +28,16 @@ type register struct {
 }
 
 // armAge is how old a lease must be before the keeper sets a data watch on
-// its node, when the watch that covered it is spent: a lease younger than
-// that is watched again once it is that old, unless it ends first. On a
-// busy lock path the children watch of the read that granted a lease is
-// spent by the next participant's create, usually while the lease is a
-// few milliseconds old; most such leases are released before armAge, and
-// a request per handoff is saved. The cost: a node deleted while its
-// lease is younger than armAge ends the lease up to armAge later than
-// ZooKeeper's notice (a twentieth of the session timeout; ZooKeeper's own
-// notice of a lost session takes the whole of it).
+// its node once its cover is spent; a younger lease is watched at that age,
+// unless it ends first. On a busy path the next participant's create spends
+// the granting read's children watch while the lease is a few milliseconds
+// old; most such leases are released before armAge, saving a request per
+// handoff. The cost: a node deleted while its lease is younger ends it up
+// to armAge after ZooKeeper's notice; armAge is a twentieth of the session
+// timeout, while ZooKeeper's own notice of a lost session takes all of it.
 func armAge(t time.Duration) time.Duration { return t / 20 }
 
-// armLocked hands node, of lease l, to the keeper for a data watch; c.mu
-// is held.
+// armLocked hands node, of lease l, to the keeper for a data watch.
 func (c *Session) armLocked(l *Hold, node string, now time.Time) {
 	due := l.granted.Add(armAge(c.wire.hs.timeout()))
 	if due.Before(now) {
@@ -137,9 +130,8 @@ func (r *register) remove(l *Hold) {
 	}
 }
 
-// childrenChanged records a children Event of path: its pending children
-// watch is spent, so the nodes it covered need a watch of their own. It
-// returns them.
+// childrenChanged records a children Event of path, and returns the nodes
+// its spent children watch covered: they need a watch of their own.
 func (r *register) childrenChanged(path string) []string {
 	if lk := r.looks[path]; lk != nil {
 		lk.events++
@@ -172,10 +164,10 @@ func (r *register) nextArm() time.Time {
 	return next
 }
 
-// onWatch follows the watch events of the connection of generation gen:
-// a held node deleted ends its lease; a held node whose data changed, or
-// that a spent children watch covered, goes to the keeper for a new watch.
-// The connection calls it from its own goroutine: it never blocks.
+// onWatch follows the watch events of connection generation gen: a held
+// node deleted ends its lease; one whose data changed, or whose children
+// watch is spent, goes to the keeper. The connection calls it from its
+// own goroutine: it never blocks.
 func (c *Session) onWatch(gen uint64, ev Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -223,13 +215,11 @@ type waiter struct {
 	gone    chan struct{} // closed when the keeper finds the node gone
 }
 
-// Waiting records that an acquire waits with node, its last, in session:
-// the keeper confirms the session while anyone waits, so that a grant
-// finds the deadline ahead, and checks the node at least every third of
-// the session timeout (see [keeper.confirmation]). gone is closed if the
-// node is found deleted: a waiter keeps no watch on its own node, and
-// learns of its deletion from that, or from the read on its next wake,
-// whichever comes first. done undoes the record.
+// Waiting records that an acquire waits with node, its last, in session: the
+// keeper then confirms the session, so a grant finds the deadline ahead, and
+// checks the node ([keeper.confirmation]). A waiter keeps no watch on its
+// node: it learns of its deletion from gone, closed then, or the read on its
+// next wake, whichever is first. done undoes the record.
 func (c *Session) Waiting(node string, session int64) (gone <-chan struct{}, done func()) {
 	w := &waiter{session: session, since: time.Now(), gone: make(chan struct{})}
 	c.mu.Lock()

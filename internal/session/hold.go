@@ -44,9 +44,8 @@ func (l *Hold) Granted() time.Time { return l.granted }
 func (l *Hold) Done() <-chan struct{} { return l.done }
 
 // Err returns nil while the lease is held, then the one reason it ended.
-// It compares the clock with the deadline itself: a process that was
-// paused past the deadline sees ErrLeaseExpired on its first call, before
-// any event or goroutine has told it; Done is closed by then too.
+// It checks the deadline itself: a process paused past it gets
+// ErrLeaseExpired (and Done closed) on its first call, before any event.
 func (l *Hold) Err() error {
 	l.mu.Lock()
 	err := l.err
@@ -62,9 +61,8 @@ func (l *Hold) Err() error {
 	return l.err
 }
 
-// ValidUntil returns the lease's deadline (see keeper.go); after the lease
-// has ended, the deadline it had then, or the time it ended, whichever
-// came first.
+// ValidUntil returns the lease's deadline (see keeper.go); once it ended,
+// the earlier of the deadline it had then and the time it ended.
 func (l *Hold) ValidUntil() time.Time {
 	l.mu.Lock()
 	ended, until := l.err != nil, l.until
@@ -76,17 +74,16 @@ func (l *Hold) ValidUntil() time.Time {
 	return deadline
 }
 
-// Release ends the lease and deletes its nodes, each whatever becomes of
-// the others, retrying connection errors with backoff until ctx is done.
-// The lease counts as ended (Done is closed) before the nodes are deleted,
-// so it never outlives them. If ctx ends before they are deleted, the
-// janitor keeps deleting them in the background, while the session lasts.
+// Release ends the lease (closes Done), so that it never outlives its
+// nodes, then deletes each, whatever becomes of the others, retrying
+// connection errors with backoff until ctx is done; the janitor deletes
+// what is left then, while the session lasts.
 //
-// It returns nil; or, if the lease had been lost already, an error wrapping
-// the reason (the janitor deletes its nodes, if the session still has them);
-// or, if a node cannot be deleted for good (no auth, a bad ACL), a *NodeError
-// naming the first such node, which stays until the session ends, while every
-// other node is deleted. A second call returns ErrReleased.
+// It returns nil; an error wrapping the reason if the lease was lost
+// already (the janitor deletes its nodes, if the session still has them);
+// or a *NodeError naming the first node that cannot be deleted for good
+// (no auth, a bad ACL), which stays until the session ends. A second call
+// returns ErrReleased.
 func (l *Hold) Release(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
@@ -95,9 +92,8 @@ func (l *Hold) Release(ctx context.Context) error {
 	}
 	l.released = true
 	l.mu.Unlock()
-	// End the lease before touching its nodes, so that it never outlives
-	// them. One that is lost (or past its deadline: Err ends it) stays
-	// lost, and whoever ended it took care of its nodes.
+	// A lease lost (or past its deadline: Err ends it) stays lost, and
+	// whoever ended it took care of its nodes.
 	lost := l.Err()
 	if lost == nil {
 		_, deadline := l.s.valid(l.session, time.Now())
@@ -118,19 +114,16 @@ func (l *Hold) Release(ctx context.Context) error {
 	return d.failed
 }
 
-// handOff deletes the node of a lease with a handoff and fires its grant,
-// in one request ([Door.HandOff]), and reports whether that settled it:
-// the node is deleted (by it, or before it). Otherwise (no handoff, or
-// the session's connection is not the lease's, or the request failed in
-// any other way) Release deletes the node as for any lease, with retries:
-// the successor, told of the deletion with no grant, then reads the queue
-// (zklock's handoff.go says why that is safe).
+// handOff deletes a lease's node and fires its handoff's grant in one
+// request ([Door.HandOff]), and reports whether the node is gone (by it or
+// before). If not (no handoff, a connection not the lease's, any failure),
+// Release deletes it with retries; the successor, told of a deletion with
+// no grant, reads the queue (safe: zklock's handoff.go).
 //
-// Why a grant is safe to fire here: the lease held, so its node was
-// first in its queue (the handoff's policies hold only there), and
-// nothing ever queues ahead of a node; the multi fires the grant in the
-// transaction that deletes that node, so whoever the grant tells holds is
-// then first.
+// The grant is safe: the lease held, so its node was first in its queue
+// (the handoff's policies hold only there), and nothing queues ahead of a
+// node; the multi fires the grant in the transaction that deletes it, so
+// whoever the grant tells holds is then first.
 func (l *Hold) handOff() bool {
 	l.mu.Lock()
 	grant := l.handoff
@@ -155,9 +148,8 @@ func (l *Hold) NoHandOff() {
 	l.mu.Unlock()
 }
 
-// released takes l out of the register; quiet reports that its first
-// node was still covered by the children watch of the read that granted
-// it: no child of its path was created or deleted since.
+// released takes l out of the register; quiet: the granting read's children
+// watch still covered its first node (no child created or deleted since).
 func (c *Session) released(l *Hold) (quiet bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -184,14 +176,11 @@ func (l *Hold) end(err error, deadline time.Time) bool {
 	return true
 }
 
-// releases sends the deletes of released leases together while one is in
-// flight (group commit): with many goroutines releasing on one Client, the
-// deletes that come while a delete is on its way go out as one
-// multi-operation when it returns, one request and one transaction for
-// all of them, instead of one each. An uncontended Release sends its own
-// delete at once, as before. The leases ended before their nodes are
-// deleted (Release), so deleting several participants' nodes in one
-// transaction changes nothing a successor can see but the zxid they share.
+// releases is group commit for released leases: deletes that come while one
+// is in flight go out as one multi-operation (one request and transaction)
+// when it returns; an uncontended Release sends its own at once. Each lease
+// ended before its nodes are deleted (Release), so one transaction for many
+// participants' nodes changes nothing a successor sees but their shared zxid.
 type releases struct {
 	mu      sync.Mutex
 	busy    bool          // a delete is in flight
@@ -207,8 +196,7 @@ type releaseReq struct {
 }
 
 // releaseRes is what a queued Release hears: the batch's outcome (batched),
-// or that it sends the next batch itself (lead), or neither: it deletes
-// its nodes on its own.
+// that it sends the next batch (lead), or neither: it deletes its own nodes.
 type releaseRes struct {
 	batched bool
 	lead    []*releaseReq
@@ -218,12 +206,11 @@ type releaseRes struct {
 // 1 MiB request limit.
 const maxReleaseBatch = 1000
 
-// deleteReleased deletes the nodes of a released lease, of session: with a
-// delete in flight it queues, and whoever's delete returns first sends the
-// queue as one multi-operation. A batch that fails in any way (a node already
-// gone or not ours to delete, a connection lost) is not retried as one: each
-// Release then deletes its own nodes, with retries, as when alone, so one
-// lease's node that cannot be deleted never keeps another lease's in place.
+// deleteReleased deletes a released lease's nodes; with a delete in flight
+// it queues, and whoever's delete returns first sends the queue as one
+// multi-operation. A batch that fails in any way (a node gone or not ours,
+// a lost connection) is not retried as one: each Release deletes its own,
+// with retries, so no lease's undeletable node keeps another's in place.
 func (c *Session) deleteReleased(ctx context.Context, nodes []string, session int64) deletion {
 	if len(nodes) > maxReleaseBatch {
 		return c.deleteRetried(ctx, nodes, session)
@@ -256,13 +243,11 @@ func (c *Session) deleteReleased(ctx context.Context, nodes []string, session in
 	return c.deleteRetried(ctx, nodes, session)
 }
 
-// deleteRetried deletes nodes of session as deleteAllOwned does, trying
-// those left by a connection error again, with backoff, until ctx is done.
-// Only ctx or the Session's close ends those retries: what is then left,
-// the caller hands to the janitor.
+// deleteRetried deletes as deleteAllOwned does, retrying what a connection
+// error left, with backoff, until ctx is done or the Session closes; the
+// caller hands what is then left to the janitor.
 func (c *Session) deleteRetried(ctx context.Context, nodes []string, session int64) deletion {
-	// The first try, almost always the last, needs no closure (a release
-	// is on every acquire's path).
+	// No closure for the first try, almost always the last (hot path).
 	first := c.deleteAllOwned(c.Conn(), nodes, session)
 	if first.retry == nil {
 		return first
@@ -283,10 +268,9 @@ func (c *Session) deleteRetried(ctx context.Context, nodes []string, session int
 }
 
 // leave takes a queued Release whose ctx ended out of the running for the
-// lead: its nodes may still go out in a batch (they are ours, deleting
-// them twice is harmless), but the queue must not wait for it. If the lead
-// reached it already, it passes the lead on, or sends the batch itself when
-// everyone in it has left.
+// lead: its nodes may still go out in a batch (deleting ours twice is
+// harmless), but the queue must not wait for it. A lead that reached it
+// already it passes on, or sends the batch if all in it have left.
 func (c *Session) leave(me *releaseReq) {
 	r := &c.releases
 	r.mu.Lock()
@@ -297,18 +281,16 @@ func (c *Session) leave(me *releaseReq) {
 		lead = res.lead
 	default:
 	}
-	if lead == nil || r.handLeadLocked(lead) {
-		r.mu.Unlock()
-		return
-	}
+	send := lead != nil && !r.handLeadLocked(lead)
 	r.mu.Unlock()
-	c.sendReleases(lead, nil)
+	if send {
+		c.sendReleases(lead, nil)
+	}
 }
 
-// handLeadLocked gives the lead of batch to its first member still
-// waiting, and reports false if none is. r.mu is held, so that a member
-// cannot leave between being chosen and being told (its channel has room
-// for the one message it gets).
+// handLeadLocked gives batch's lead to its first member still waiting, or
+// reports false. r.mu is held, so none leaves between being chosen and told
+// (its channel has room for its one message).
 func (r *releases) handLeadLocked(batch []*releaseReq) bool {
 	for _, q := range batch {
 		if !q.left {
@@ -319,9 +301,8 @@ func (r *releases) handLeadLocked(batch []*releaseReq) bool {
 	return false
 }
 
-// nextReleases hands the queue, if any, to its first Release still
-// waiting, which sends it (or sends it itself if all have left); or marks
-// that no delete is in flight.
+// nextReleases hands the queue to its first Release still waiting (or
+// sends it itself if all left), or marks that no delete is in flight.
 func (c *Session) nextReleases() {
 	r := &c.releases
 	r.mu.Lock()
@@ -330,17 +311,15 @@ func (c *Session) nextReleases() {
 	if len(batch) == 0 {
 		r.busy = false
 	}
-	if len(batch) == 0 || r.handLeadLocked(batch) {
-		r.mu.Unlock()
-		return
-	}
+	send := len(batch) > 0 && !r.handLeadLocked(batch)
 	r.mu.Unlock()
-	c.sendReleases(batch, nil) // everyone in it left: send it ourselves
+	if send {
+		c.sendReleases(batch, nil)
+	}
 }
 
-// sendReleases deletes batch's nodes in one multi-operation, tells every
-// other Release of it the outcome, passes the queue on, and returns its
-// own (me's) outcome.
+// sendReleases deletes batch's nodes in one multi-operation, tells the
+// others in it the outcome, passes the queue on, and returns me's.
 func (c *Session) sendReleases(batch []*releaseReq, me *releaseReq) releaseRes {
 	var take, rest []*releaseReq
 	var nodes []string
@@ -356,18 +335,13 @@ func (c *Session) sendReleases(batch []*releaseReq, me *releaseReq) releaseRes {
 	}
 	ok := len(take) > 1 && zc.DeleteAll(nodes) == nil
 	var mine releaseRes
-	tell := func(q *releaseReq, res releaseRes) {
+	for i, q := range append(take, rest...) {
+		res := releaseRes{batched: ok && i < len(take)}
 		if q == me {
 			mine = res
 		} else {
 			q.res <- res
 		}
-	}
-	for _, q := range take {
-		tell(q, releaseRes{batched: ok})
-	}
-	for _, q := range rest {
-		tell(q, releaseRes{})
 	}
 	c.nextReleases()
 	return mine

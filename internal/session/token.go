@@ -7,20 +7,17 @@ import (
 
 // Token returns the lease's fencing token.
 //
-// A lease granted by a handoff on a server that sent the grant's
-// notification without its zxid (ZooKeeper before 3.9: zklock's
-// handoff.go) reads its token here, on the first call, while it is held,
-// so that the handoff itself waits for no read: the lock path's pzxid,
-// then the lease's node, which must still be ours. Why that is a token:
-// the two reads go out on one session in order, and a session's reads see
-// states that only grow, so the path's read saw a state in which the node
-// existed; that state is after the grant (the grant's multi was applied
-// when the session was told of it, before the first read was sent), so
-// its pzxid is at least the grant's zxid, above the previous holder's
-// token; and below the next holder's, which is at least the zxid of our
-// node's deletion. A lease that ended before its token was read (released,
-// lost, or its node gone) has the token 0, which no fenced resource should
-// accept.
+// A lease granted by a handoff whose notification lacked the grant's zxid
+// (ZooKeeper before 3.9: zklock's handoff.go) reads it here, on the first
+// call, while held, so the handoff waits for no read: the lock path's pzxid,
+// then the lease's node, which must still be ours. It is a token: both reads
+// go out in order on one session, whose reads see states that only grow, so
+// the path's read saw a state in which the node existed, which is after the
+// grant (its multi was applied when the session was told, before the first
+// read was sent); so the pzxid is at least the grant's zxid, above the
+// previous holder's token, and below the next holder's, at least our node's
+// deletion's zxid. A lease ended before the read (released, lost, its node
+// gone) gets 0, which no fenced resource should accept.
 func (l *Hold) Token() int64 {
 	l.tok.Lock()
 	defer l.tok.Unlock()
@@ -31,13 +28,11 @@ func (l *Hold) Token() int64 {
 	return l.token.Load()
 }
 
-// errEnded stops the token's read once the lease has ended.
 var errEnded = errors.New("lease ended")
 
-// readToken reads the token of a lease granted by a handoff. If it finds
-// the lease's node gone (or another's), the lease has ended: it ends it
-// then (ErrNodeDeleted), rather than leave it live with no token until
-// the keeper or a watch says so.
+// readToken reads the token of a lease granted by a handoff. A node it
+// finds gone (or another's) ends the lease now (ErrNodeDeleted), rather
+// than leave it live with no token until the keeper or a watch says so.
 func (l *Hold) readToken(path string) int64 {
 	var token int64
 	err := l.s.Retry(context.Background(), func(zc Conn) error {
@@ -70,7 +65,6 @@ func (l *Hold) readToken(path string) int64 {
 // errGone: the lease's node is another's.
 var errGone = errors.New("node not ours")
 
-// KnownToken returns the lease's token without reading it or waiting for
-// a read: 0 while it is still to be read. For the Session's hooks, which
-// run under its lock.
+// KnownToken returns the lease's token without reading or waiting: 0 while
+// it is still to be read. For the Session's hooks, which run under its lock.
 func (l *Hold) KnownToken() int64 { return l.token.Load() }
