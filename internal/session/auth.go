@@ -12,29 +12,25 @@ import (
 
 // credentials go out on every connection, from the wire, right behind the
 // connect request, as ZooKeeper's Java client sends them
-// (ClientCnxn.SendThread.primeConnection: an AuthPacket with xid -4 per
+// (ClientCnxn.SendThread.primeConnection: an AuthPacket, xid -4, per
 // credential, after the ConnectRequest and before anything queued). The
-// server reads a connection's packets in order and handles an AuthPacket
-// as it reads it (ZooKeeperServer.processPacket, not through the request
-// pipeline; the packets that follow a connect request wait until the
-// session is set up: processConnectRequest's disableRecv), so every
+// server handles each AuthPacket as it reads it, in order, outside the
+// request pipeline (ZooKeeperServer.processPacket), and reads nothing more
+// until the session is set up (processConnectRequest's disableRecv): every
 // request on every connection is made with the credentials.
 //
-// go-zookeeper's own way (Conn.AddAuth, then re-sent at each reconnect by
-// resendZkAuth) is kept out of it for two reasons:
-//   - Its credentials belong to one zk.Conn. The connection the Session
-//     opens to replace one that no server took (replace) had none, and
-//     every request after it was made without them: NoAuth on the nodes
+// Not go-zookeeper's Conn.AddAuth (resendZkAuth re-sends it at reconnects):
+//   - Its credentials belong to one zk.Conn: the connection that replace
+//     opens had none, and every request on it failed NoAuth on the nodes
 //     only their identity may touch, InvalidACL for WithACL's auth ACLs.
 //     TestReplacedConnectionKeepsTheCredentials.
 //   - Its re-send can wedge the connection for good (wireConn.Write).
 //
-// Their replies (xid -4) reach go-zookeeper as sent: it logs each as an
-// unknown negative xid ("Xid < 0 ... but not ping or watcher event",
-// Conn.recvLoop), which the Session's logger takes at Debug (zkLogger),
-// and goes on. The wire reads them for their error code: a refusal
-// (AUTHFAILED, after which the server closes the connection) is kept for
-// Open, which fails with it (await).
+// go-zookeeper logs each reply (xid -4) as an unknown negative xid
+// ("Xid < 0 ... but not ping or watcher event", Conn.recvLoop), which
+// zkLogger takes at Debug, and goes on. The wire reads the replies' error
+// codes: a refusal (AUTHFAILED, after which the server closes the
+// connection) is kept for Open to fail with (await).
 type credentials struct {
 	packets []byte   // the AuthPackets, framed, in order
 	schemes []string // each packet's scheme, for errors
@@ -108,9 +104,8 @@ func (cr *credentials) reply(c *wireConn, code int32, log *slog.Logger) {
 	cr.changed = make(chan struct{})
 }
 
-// await waits until a connection has had every credential accepted, and
-// returns nil; or returns the refusal of one, or ctx's error. With no
-// credentials it returns at once.
+// await waits until a connection has had every credential accepted (nil),
+// one is refused (its error) or ctx ends; with none, it returns at once.
 func (cr *credentials) await(ctx context.Context) error {
 	if len(cr.schemes) == 0 {
 		return nil

@@ -22,9 +22,8 @@ var (
 	ErrClientClosed        = errors.New("client closed")
 )
 
-// Outcome is what the result of a ZooKeeper call means for its caller.
-// [Session.Classify] is the one place that decides it; call sites only
-// choose what to do about each outcome.
+// Outcome is what a ZooKeeper call's result means for its caller; only
+// [Session.Classify] decides it, call sites choose what to do about it.
 type Outcome int
 
 const (
@@ -33,18 +32,17 @@ const (
 	Closing                // the Session is closed or closing; nothing will succeed again
 	// Retry: the call may succeed if tried again, perhaps in a new session:
 	// the connection dropped, no server answered, the session moved to
-	// another server, or it expired (the Session opens a new one by
-	// itself). Whether the call took effect is unknown for a write.
+	// another server or expired (the Session opens a new one by itself).
+	// Whether a write took effect is unknown.
 	Retry
 	// Permanent: trying again cannot help (no auth, a bad ACL, a bad
 	// version, anything ZooKeeper rejects for what was asked).
 	Permanent
 )
 
-// classify says what err, returned by a ZooKeeper call, means, as far as
-// the error alone can tell. Whether Closing means the Session is closed or
-// only that it closed a connection to replace it is the Session's to say:
-// call sites use [Session.Classify].
+// classify says what a ZooKeeper call's err means, as far as the error
+// alone can tell: whether Closing means the Session is closed or only that
+// it replaced a connection is [Session.Classify]'s to say.
 func classify(err error) Outcome {
 	switch {
 	case err == nil:
@@ -64,9 +62,9 @@ func classify(err error) Outcome {
 	}
 }
 
-// isTransport reports an error of the connection itself. go-zookeeper
-// returns it as is, not as ErrConnectionClosed, when writing a request
-// fails (a reset or closed socket): the connection is lost all the same.
+// isTransport reports an error of the connection itself, which
+// go-zookeeper returns as is, not as ErrConnectionClosed, when writing a
+// request fails (a reset or closed socket): the connection is lost.
 func isTransport(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false // a net.Error too, but the caller's, not the connection's
@@ -75,17 +73,13 @@ func isTransport(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed)
 }
 
-// Retry runs op on the Session's connection until it succeeds, fails with an
-// error that retrying cannot fix, or ctx is done. What [classify] calls
-// retry (connection loss, no server, an expired session, which the Session
-// replaces by itself) is retried with the Session's backoff, each time on the
-// connection current then; anything else is returned at once, unwrapped, so
-// ZooKeeper's sentinel stays reachable. A closed Session yields
-// ErrClientClosed. When ctx ends first, the result wraps ctx's error (and
-// the last ZooKeeper error).
-//
-// op must be safe to repeat: retry cannot know whether a write whose reply
-// was lost took effect.
+// Retry runs op, each time on the connection current then, until it
+// succeeds, fails with an error retrying cannot fix (returned at once,
+// unwrapped, so ZooKeeper's sentinel stays reachable), or ctx is done (the
+// result then wraps ctx's error and the last ZooKeeper error). What
+// [classify] calls Retry is retried with the Session's backoff; a closed
+// Session yields ErrClientClosed. op must be safe to repeat: whether a
+// write whose reply was lost took effect is unknown.
 func (c *Session) Retry(ctx context.Context, op func(Conn) error) error {
 	var last error
 	attempt := func() error {
@@ -104,8 +98,7 @@ func (c *Session) Retry(ctx context.Context, op func(Conn) error) error {
 		}
 		return backoff.Permanent(err)
 	}
-	// The first try needs none of the backoff's machinery, and is almost
-	// always the last.
+	// The first try, almost always the last, needs no backoff machinery.
 	err := attempt()
 	var perm *backoff.PermanentError
 	if err == nil || errors.As(err, &perm) {
@@ -128,8 +121,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// sleep waits d (a second if d is backoff.Stop) and reports true, or
-// reports false as soon as stop is closed.
+// sleep is [Sleep] with stop for ctx, reporting false once stop is closed.
 func sleep(stop <-chan struct{}, d time.Duration) bool {
 	if d == backoff.Stop {
 		d = time.Second

@@ -1,8 +1,7 @@
 // Package session is the layer under zklock's recipes: one ZooKeeper
-// connection and its session, watched. It owns the connection and its wire
-// reader, the keeper and the lease deadline, the janitor, retries and the
-// one table of ZooKeeper errors; the recipes see a [Session] through a
-// narrow set of methods, and every ZooKeeper call goes through [Conn].
+// connection and its session, watched, with its wire reader, keeper, lease
+// deadline, janitor, retries and the one table of ZooKeeper errors. The
+// recipes see a narrow [Session]; every ZooKeeper call goes through [Conn].
 package session
 
 import (
@@ -33,10 +32,10 @@ type Options struct {
 	NewBackOff     func() backoff.BackOff
 	LossOnDrop     bool  // a lease ends at the first disconnect
 	Hooks          Hooks // never nil functions
-	// Connect, if set, opens each connection instead of dialing Servers:
-	// a Conn with no socket under it (internal/zkfake, for tests), with
-	// a session of SessionTimeout, which reports its events to events as
-	// go-zookeeper's event callback does. See [Session.openConnect].
+	// Connect, if set, opens each connection instead of dialing Servers: a
+	// Conn with no socket under it (internal/zkfake, for tests), with a
+	// session of SessionTimeout, reporting its events as go-zookeeper's
+	// event callback does. See [Session.openConnect].
 	Connect func(timeout time.Duration, events func(zk.Event)) (Conn, error)
 }
 
@@ -46,10 +45,9 @@ type Auth struct {
 	Auth   []byte
 }
 
-// Hooks are what the recipes' layer hears of the session. Each is called
-// with the Session's mutex held, from whatever goroutine caused the event,
-// the connection's own included: they must return at once and must not
-// call into the Session.
+// Hooks are what the recipes' layer hears of the session. Each runs under
+// the Session's mutex, on whatever goroutine caused the event (the
+// connection's own too): it must return at once and not call the Session.
 type Hooks struct {
 	Lost     func(h *Hold, err error)
 	Released func(h *Hold)
@@ -66,11 +64,10 @@ const (
 	Closed                    // the Session was closed
 )
 
-// Session is one ZooKeeper connection and its session, watched. It follows
-// the session's state through a non-blocking callback and is the only
-// holder of the connection, which it may replace (see [Open]). It owns two
-// goroutines, its [janitor] and its [keeper]; [Session.Close] stops both
-// and waits for them. A Session is safe for concurrent use.
+// Session is one ZooKeeper connection and its session, watched through a
+// non-blocking callback. It alone holds the connection, which it may
+// replace ([Open]); [Session.Close] stops its goroutines, [janitor] and
+// [keeper], and waits for them. A Session is safe for concurrent use.
 type Session struct {
 	acl        func(path string) []zk.ACL
 	log        *slog.Logger
@@ -104,25 +101,22 @@ type Session struct {
 	confirmedCh chan struct{}      // closed and replaced when the deadline moves
 	swaps       swaps              // the sessions had, to tell one swapped on reconnect (replaced.go)
 
-	// The keeper's schedule, so that acquires wake it only when they must
-	// (see [Session.kickLocked]).
+	// The keeper's schedule, so acquires wake it only when they must
+	// ([Session.kickLocked]).
 	keeperSeq    uint64    // bumped whenever leases or waiting grow
 	sweepWant    uint64    // bumped when the session comes back on a new connection (sweep.go)
 	keeperAsleep bool      // the keeper sleeps, until keeperWake
 	keeperWake   time.Time // zero: no timer
 }
 
-// Open opens a session with the ZooKeeper ensemble and returns once the
-// session is established (and any credentials are accepted), or when ctx
-// is done, with an error for which errors.Is(err, ctx.Err()) holds, and
-// that also wraps the last dial error if a dial failed. With TLS, once
-// every server has failed its TLS handshake (not by timing out), it
-// returns at once with that *[TLSError]. On failure nothing is left open.
-//
-// If the Session then finds no server that takes its session for twice the
-// session timeout (the session is surely gone by then, or every server has
-// forgotten it, as a rebuilt ensemble does), it opens a new connection, and
-// so a new session.
+// Open opens a session and returns once it is established and any
+// credentials are accepted; or when ctx is done, with an error that
+// errors.Is ctx.Err() and wraps the last dial error, if any; or, with TLS,
+// at once with a *[TLSError] once every server has failed its TLS
+// handshake (not by timing out). On failure nothing is left open. If no
+// server takes the session for twice the session timeout (it is surely
+// gone, or forgotten, as by a rebuilt ensemble), the Session opens a new
+// connection, and so a new session.
 func Open(ctx context.Context, o Options) (*Session, error) {
 	w := newWire(o)
 	var endLife context.CancelFunc
@@ -187,9 +181,8 @@ func Open(ctx context.Context, o Options) (*Session, error) {
 	return c, nil
 }
 
-// credentials waits until the server has accepted auths, which the wire
-// sends on every connection (auth.go); on a connection of o.Connect's
-// (the fake's), which has no wire, it adds them to zc.
+// credentials awaits the server's acceptance of auths, which the wire sends
+// (auth.go); a Connect'ed connection has no wire: it adds them to zc.
 func (c *Session) credentials(ctx context.Context, zc Conn, auths []Auth) error {
 	if c.connect == nil {
 		return c.wire.creds.await(ctx)
@@ -230,18 +223,15 @@ func (c *Session) Conn() Conn {
 	return c.zc
 }
 
-// Raw returns the go-zookeeper connection under the Session, for zklock's
-// Client.Conn, not under the chroot: nil if the connection is not
-// go-zookeeper's.
+// Raw returns the go-zookeeper connection under the Session and its
+// chroot, for zklock's Client.Conn; nil if there is none.
 func (c *Session) Raw() *zk.Conn {
 	b := c.Conn().b
 	if r, ok := b.(rooted); ok {
 		b = r.Backend
 	}
-	if z, ok := b.(zkBackend); ok {
-		return z.c
-	}
-	return nil
+	z, _ := b.(zkBackend) // zero, with a nil c, if b is not one
+	return z.c
 }
 
 // Root is the chroot every path is under, "" for none.
@@ -284,8 +274,7 @@ func (c *Session) Close() error {
 	zc := c.zc
 	c.mu.Unlock()
 
-	// Closing the connection first fails any request the goroutines are
-	// waiting on, so they see the stop promptly.
+	// Closing the connection first fails the goroutines' pending requests.
 	c.endLife()
 	zc.Close()
 	c.keeper.close()
@@ -294,12 +283,11 @@ func (c *Session) Close() error {
 }
 
 // Classify is the one classifier of ZooKeeper errors for every call site:
-// [classify], except that a closed connection means Closing only if the
-// Session itself is closed. When the Session replaces its connection,
-// go-zookeeper fails the requests in flight on the old one with
-// zk.ErrConnectionClosed or zk.ErrClosing (Conn.request, Conn.loop's
-// flushRequests); those are to be retried on the new connection
-// (TestRetryAfterErrClosingOnReplace).
+// [classify], but Closing only if the Session itself is closed. When the
+// Session replaces its connection, go-zookeeper fails the old one's
+// requests in flight with zk.ErrConnectionClosed or zk.ErrClosing
+// (Conn.request, Conn.loop's flushRequests): those are to be retried on
+// the new one (TestRetryAfterErrClosingOnReplace).
 func (c *Session) Classify(err error) Outcome {
 	o := classify(err)
 	if o == Closing && !c.State().Closed {
@@ -308,10 +296,9 @@ func (c *Session) Classify(err error) Outcome {
 	return o
 }
 
-// onState follows the session of the connection of generation gen. The
-// connection calls it from its own goroutine, so it must never block: it
-// only flips state under a short mutex, closes channels and queues work for
-// the janitor.
+// onState follows the session of the connection of generation gen. It
+// must never block (dialOptions.onState): it only flips state under c.mu,
+// closes channels and queues work for the janitor.
 func (c *Session) onState(gen uint64, s zk.State, server string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -334,7 +321,16 @@ func (c *Session) onState(gen uint64, s zk.State, server string) {
 		c.connected, c.downSince = false, time.Now()
 		c.log.Debug("zklock: connection lost", "server", server)
 		c.stateLocked(Disconnected, c.zc.SessionID(), "")
-		c.disconnectedLocked()
+		// Leases ride out a drop until their deadline, when the keeper ends
+		// them unless the session was confirmed again. WithLossOnDisconnect:
+		// a holder that cannot reach the server gives up at once; the node
+		// is the janitor's to delete once the session is back, or the
+		// server's if the session ends first.
+		if c.lossOnDrop {
+			for l := range c.held.leases {
+				c.loseLocked(l, ErrConnectionSuspended)
+			}
+		}
 	case zk.StateExpired:
 		c.connected = false
 		if c.downSince.IsZero() {
@@ -349,27 +345,11 @@ func (c *Session) onState(gen uint64, s zk.State, server string) {
 	c.bumpLocked()
 }
 
-// stateLocked reports a session event, unless Open has not returned: what
-// happens to the connection before then concerns no lease, and Open
-// reports the session it returns with as one event. c.mu is held.
+// stateLocked reports a session event once Open, which reports its session
+// as one event, has returned: none before concerns a lease.
 func (c *Session) stateLocked(s State, id int64, server string) {
 	if !c.opening {
 		c.hooks.State(s, id, server)
-	}
-}
-
-// disconnectedLocked applies the lease policy to a disconnect. c.mu is held.
-func (c *Session) disconnectedLocked() {
-	if !c.lossOnDrop {
-		// Leases ride out the drop until their deadline: the keeper ends
-		// them then if the session has not been confirmed again.
-		return
-	}
-	// WithLossOnDisconnect: a holder that cannot reach the server gives up
-	// at once. The node is the janitor's to delete once the session is
-	// back; if it ends first, the server deletes it.
-	for l := range c.held.leases {
-		c.loseLocked(l, ErrConnectionSuspended)
 	}
 }
 
@@ -383,10 +363,9 @@ func (c *Session) newSessionLocked() {
 	c.swaps.had = 0 // the next session is a new one, not a swap
 }
 
-// replace closes the connection and opens a new one, with a new session:
-// what go-zookeeper never does by itself when no server will take its
-// session (a rebuilt ensemble refuses the old session and the zxid it has
-// seen, forever). The keeper calls it.
+// replace, called by the keeper, opens a new connection, so a new session:
+// go-zookeeper never does when no server takes its session (a rebuilt
+// ensemble refuses the old session and the zxid it has seen, forever).
 func (c *Session) replace() {
 	c.mu.Lock()
 	if c.closed {
@@ -441,10 +420,9 @@ func (c *Session) State() Snapshot {
 	return Snapshot{c.connected, c.closed, c.epoch, c.changed}
 }
 
-// AwaitConnected waits until the connection has a live session and
-// returns the state then. It fails with ErrClientClosed once the Session
-// is closed, and with ctx's error if ctx ends first. It is the one wait
-// for a connection that the recipes use.
+// AwaitConnected, the recipes' one wait for a connection, waits for a live
+// session and returns the state then; or fails with ErrClientClosed once
+// the Session is closed, or with ctx's error.
 func (c *Session) AwaitConnected(ctx context.Context) (Snapshot, error) {
 	for {
 		st := c.State()
@@ -480,20 +458,19 @@ func (c *Session) AwaitSession(ctx context.Context) (int64, error) {
 	}
 }
 
-// kickLocked tells the keeper that leases or waiting grew, without waking
-// it when moving its timer will do. An acquire and release in a loop would
-// otherwise wake it twice a cycle (at the wait, at the grant), for nothing:
-// with 8 clients on one mutex, about two goroutine wakes per handoff.
+// kickLocked tells the keeper that leases or waiting grew, only moving its
+// timer when that will do: an acquire and release in a loop would
+// otherwise wake it twice a cycle (wait, grant) for nothing, about two
+// goroutine wakes per handoff with 8 clients on one mutex.
 //
-// Why not waking it is safe: with anything held or awaited, the keeper must
-// wake by the next confirmation ([nextConfirmation]), which is before the
-// deadline, so also in time to end the leases at it (keeper.run), and before
-// a new waiter's node is due for its check (keeper.confirmation: a third of
-// the timeout after the wait began, which is after the latest confirmed
-// write). If it sleeps with a timer no later than that, it will look in time;
-// [Session.wakeByLocked] makes sure it does. If it is awake, it compares
-// keeperSeq, under c.mu, before it goes to sleep, and looks again if it
-// changed: so a change it did not see never goes unscheduled. c.mu is held.
+// That is safe: with anything held or awaited, the keeper must wake by the
+// next confirmation ([nextConfirmation]), which is before the deadline (in
+// time to end the leases at it: keeper.run) and before a new waiter's node
+// is due for its check (keeper.confirmation: a third of the timeout after
+// the wait began, itself after the latest confirmed write). A sleeping
+// keeper's timer is moved no later than that ([Session.wakeByLocked]); an
+// awake one compares keeperSeq under c.mu before it sleeps, and looks again
+// if it changed ([keeper.sleep]): no change goes unscheduled. c.mu is held.
 func (c *Session) kickLocked() {
 	c.keeperSeq++
 	if c.connected && c.zc != nil && c.session == c.zc.SessionID() {
@@ -504,13 +481,12 @@ func (c *Session) kickLocked() {
 	c.keeper.wake()
 }
 
-// wakeByLocked makes a sleeping keeper wake no later than at, by moving its
-// timer forward if it is set later or not at all, without waking it now. It
-// reports false if the keeper is not asleep: the caller wakes it instead.
-// Whatever it finds due when it wakes, it does then (keeper.turn), so
-// waking it by the time something is due is enough. A lease granted while
-// the keeper sleeps with no timer would otherwise never be confirmed:
-// TestLeaseOutlivesSessionTimeouts fails. c.mu is held.
+// wakeByLocked moves a sleeping keeper's timer to at if it is set later or
+// not at all, without waking it, and reports false if the keeper is not
+// asleep (the caller wakes it). Waking by the time something is due is
+// enough: it does all that is due when it wakes (keeper.turn). Without it,
+// a lease granted while the keeper sleeps with no timer is never
+// confirmed: TestLeaseOutlivesSessionTimeouts fails. c.mu is held.
 func (c *Session) wakeByLocked(at time.Time) bool {
 	if !c.keeperAsleep {
 		return false
