@@ -11,20 +11,19 @@ import (
 
 // A chroot roots every path the Session's users name: "/locks/a" under the
 // chroot "/apps/billing" is "/apps/billing/locks/a" on the server, and every
-// path that comes back (a created node's name, a gone node, a watch event's
-// path) comes back relative to it, as ZooKeeper's Java client does
-// (ClientCnxn's chroot, stripped from created names and event paths), and
-// kazoo. go-zookeeper has no chroot, so the Session puts [rooted] over its
-// connection: the recipes, the keeper and the janitor all see relative paths.
+// path that comes back (a created node's name, a gone node, an event's path)
+// comes back relative to it, as with ZooKeeper's Java client (ClientCnxn's
+// chroot, stripped from created names and event paths) and kazoo.
+// go-zookeeper has none, so the Session puts [rooted] over its connection:
+// the recipes, the keeper and the janitor all see relative paths.
 //
 // Unlike the Java client, kazoo and Curator (CURATOR-50, -280, -357), the
-// Session creates a chroot that does not exist: the first create that
-// finds it missing (a lock path's top ancestor, NONODE) creates its
-// missing nodes as container nodes, as a lock path's ancestors are, with
-// the Session's default ACL (the ACL provider speaks of paths under the
-// chroot, and the chroot is not one), and tries again. The server reaps
-// such a container once its last child is gone (ContainerManager), and the
-// next create makes it again.
+// Session creates a missing chroot: the first create that finds it missing (a
+// lock path's top ancestor, NONODE) creates its missing nodes as containers,
+// as a lock path's ancestors are, with the Session's default ACL (the ACL
+// provider speaks of paths under the chroot, which is not one), and tries
+// again. The server reaps such a container once its last child is gone
+// (ContainerManager); the next create makes it again.
 
 // rooted is a Backend whose paths are under root. Every request and
 // result passes its one method, Do: a new operation needs nothing here.
@@ -35,14 +34,12 @@ type rooted struct {
 	watches *relays  // of the connection under it
 }
 
-// over is r on the connection b.
 func (r rooted) over(b Backend) rooted {
 	r.Backend, r.watches = b, &relays{rel: r.relEvent}
 	return r
 }
 
-// Do roots the request's paths, and unroots what comes back: the created
-// nodes' paths, the path an error names, and the watch's events.
+// Do roots the request's paths and unroots what comes back.
 func (r rooted) Do(req Request) (Result, error) {
 	paths := req.Paths
 	req.Paths = make([]string, len(paths))
@@ -76,9 +73,8 @@ func (r rooted) abs(path string) string {
 	return r.root + path
 }
 
-// rel is a path from the server as the Session's users name it; a path
-// outside the chroot is left as it is (the Java client's stripChroot does
-// the same).
+// rel is a server path as the Session's users name it; one outside the chroot
+// is left as it is (as the Java client's stripChroot does).
 func (r rooted) rel(path string) string {
 	switch {
 	case path == r.root:
@@ -129,21 +125,19 @@ func (r rooted) ensureRoot() error {
 func topLevel(path string) bool { return strings.LastIndexByte(path, '/') == 0 }
 
 // relays hand a watch's event on to a channel of their own with the path
-// rewritten (rel): the connection's channel carries the server's path, and
-// a channel's value cannot be changed in place. Each watch's relay is one
-// goroutine, which the connection stops: it closes every watch channel
-// once the watch fires, with the event, or with a not-watching event when
-// the session ends or the connection closes (go-zookeeper's conn.go,
-// notifyWatches and invalidateWatches; zkfake's Conn.deliver).
+// rewritten (rel), as a channel's value cannot be changed in place. Each
+// watch's relay is one goroutine, which the connection stops: it closes every
+// watch channel once the watch fires, with the event, or with a not-watching
+// event when the session ends or the connection closes (go-zookeeper's
+// conn.go, notifyWatches and invalidateWatches; zkfake's Conn.deliver).
 //
-// A relay must not make an event later than a reply. ZooKeeper sends a client
-// a watch's event before the reply to any later request, and go-zookeeper
-// puts it on the watch's channel before it reads the next reply (conn.go,
-// recvLoop; zkfake's Conn.do waits for the events queued before it): the
-// engine relies on it (participant.quiet, grant.go). So after every reply,
-// flush hands on each event that has reached a connection's channel before Do
-// returns: an event that preceded the reply is on its channel by then, since
-// the connection put it there before it handed the reply on.
+// A relay must not delay an event past a reply: ZooKeeper sends a watch's
+// event before the reply to any later request, go-zookeeper puts it on the
+// watch's channel before it reads the next reply (conn.go, recvLoop; zkfake's
+// Conn.do waits for the events queued before it), and the engine relies on it
+// (participant.quiet, grant.go). So after every reply flush hands on each
+// event already on a connection's channel: one that preceded the reply is
+// there, as the connection put it there before handing on the reply.
 type relays struct {
 	rel  func(Event) Event
 	mu   sync.Mutex
@@ -203,8 +197,7 @@ func (rs *relays) flush() {
 	rs.n.Store(int32(len(keep)))
 }
 
-// settled hands the event on if it has come, and reports whether it has been
-// handed on; if the goroutine has it, it waits until it has handed it on.
+// settled hands the event on if it has come; true: it is handed on.
 func (rl *relay) settled() bool {
 	rl.mu.Lock()
 	if rl.taken {
@@ -213,13 +206,11 @@ func (rl *relay) settled() bool {
 	}
 	select {
 	case ev, ok := <-rl.from:
+		// Closed (!ok): the goroutine got the event first, and hands it
+		// on once it has mu; wait for that.
 		if ok {
 			rl.hand(ev, ok)
-			rl.mu.Unlock()
-			return true
 		}
-		// Closed: the goroutine received the event first, and hands it
-		// on once it has mu.
 		rl.mu.Unlock()
 		<-rl.passed
 		return true

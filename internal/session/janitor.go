@@ -7,12 +7,10 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// janitor deletes the nodes of ours that must go and that nobody else will
-// delete: the nodes of an abandoned acquire, of a lease lost to a
-// disconnect, of a release that could not finish in time. It keeps trying,
-// with backoff, while the session that owns the nodes lives; once that
-// session has ended the server has deleted them (they are ephemeral), and
-// the job is done. It is one of the two goroutines of a [Session].
+// janitor deletes our nodes that must go and that nobody else will delete (of
+// an abandoned acquire, a lease lost to a disconnect, a release out of time),
+// with backoff while their session lives: once it has ended, the server has
+// deleted them (they are ephemeral). One of a [Session]'s two goroutines.
 type janitor struct {
 	c *Session
 
@@ -25,14 +23,12 @@ type janitor struct {
 type Job struct {
 	Nodes   []string
 	Session int64
-	// parent and prefix, when set, name the nodes instead: every child of
-	// parent whose name starts with prefix. A create whose reply was lost
-	// leaves a node whose name nobody knows but its protected id.
+	// Parent and Prefix, when set, name the nodes instead: every child of
+	// Parent whose name starts with Prefix (a create whose reply was lost
+	// leaves a node known only by its protected id).
 	Parent, Prefix string
-	// Grant, with one node, is a grant to fire as the node is deleted
-	// ([Door.HandOff]): the exists watch a waiter leaves on its
-	// predecessor's grant (handoff.go in the zklock package). If that
-	// request fails, the node is deleted as any other.
+	// Grant, with one node, is a grant to fire as it is deleted
+	// ([Door.HandOff]); if that fails, the node is deleted as any other.
 	Grant string
 }
 
@@ -42,9 +38,8 @@ func newJanitor(c *Session) *janitor {
 	return j
 }
 
-// discard deletes job's nodes now if it can, and otherwise queues them for
-// the janitor's goroutine. It does I/O: never call it from the connection's
-// Event callback (use enqueue).
+// discard deletes jb's nodes now if it can, else queues them. It does I/O:
+// never call it from the connection's Event callback (use enqueue).
 func (j *janitor) discard(jb Job) {
 	if len(jb.Nodes) == 0 && jb.Prefix == "" {
 		return
@@ -73,8 +68,8 @@ func (j *janitor) enqueue(jb Job) {
 	j.wake()
 }
 
-// wake makes the goroutine look at its queue again (the session's state
-// changed, or there is a new job). It never blocks.
+// wake has the goroutine look at its queue again (a new job, a state
+// change). It never blocks.
 func (j *janitor) wake() {
 	select {
 	case j.kick <- struct{}{}:
@@ -98,8 +93,10 @@ func (j *janitor) run() {
 	for {
 		jb, ok := j.next()
 		if !ok {
-			if !j.idle() {
+			select {
+			case <-j.stop:
 				return
+			case <-j.kick:
 			}
 			continue
 		}
@@ -119,9 +116,8 @@ func (j *janitor) run() {
 	}
 }
 
-// next returns the oldest job, if there is one and the session is
-// connected to do it. (The Session's mutex is taken before the janitor's
-// elsewhere, so never while holding j.mu.)
+// next returns the oldest job, if any and the session is connected. It
+// reads the state before j.mu: c.mu is taken before j.mu elsewhere.
 func (j *janitor) next() (Job, bool) {
 	if !j.c.State().Connected {
 		return Job{}, false
@@ -134,19 +130,8 @@ func (j *janitor) next() (Job, bool) {
 	return j.jobs[0], true
 }
 
-// idle waits for a kick; it reports false once the janitor must stop.
-func (j *janitor) idle() bool {
-	select {
-	case <-j.stop:
-		return false
-	case <-j.kick:
-		return true
-	}
-}
-
-// settle drops the oldest job if the delete d says it is done (what
-// failed for good was logged and is nobody's to retry), or keeps only the
-// nodes left to try again, and reports whether it dropped it.
+// settle drops the oldest job if d finishes it (what failed for good was
+// logged, nobody's to retry), else keeps only d.left; true: dropped.
 func (j *janitor) settle(d deletion) bool {
 	done := d.retry == nil || j.c.Classify(d.retry) == Closing
 	j.mu.Lock()
@@ -164,8 +149,7 @@ func (j *janitor) settle(d deletion) bool {
 	return false
 }
 
-// delete deletes the nodes of jb, finding them first if it names them by
-// prefix.
+// delete deletes jb's nodes, first finding them if it names them by prefix.
 func (j *janitor) delete(jb Job) deletion {
 	zc := j.c.Conn()
 	if zc.SessionID() != jb.Session {
@@ -188,33 +172,29 @@ func (j *janitor) delete(jb Job) deletion {
 		case classify(err) == Retry || classify(err) == Closing:
 			// Try the handoff again, grant and all: a plain delete now
 			// would leave the watch on the grant for the session's life.
-			var d deletion
-			d.later(err, nodes...)
-			return d
+			return deletion{left: nodes, retry: err}
 		}
 	}
 	return j.c.deleteOwned(zc, nodes, jb.Session)
 }
 
-// find lists the nodes a prefix job names, after a sync. nil: none, or
-// the listing failed, as d says (d.retry: try the whole job again).
+// find lists the nodes a prefix job names, after a sync. nil: none, or the
+// listing failed, as d says (d.retry: retry the whole job).
 //
-// Why the sync must succeed: the job is for a create whose reply was lost,
-// so its zxid never reached us, and the connect request's LastZxidSeen
-// (zxid.go) cannot keep us off a server that has not applied
-// it yet: a follower that lags, or one just synced with a new leader
-// (Learner.syncWithLeader starts serving before it commits the proposals
-// of the sync). A read there finds nothing, the create is applied later,
-// and its node stays, in a live session, at the head of its queue: nobody
-// takes the lock until that session ends. A sync that succeeds has the
-// server catch up with the leader (Leader.processSync answers once the
-// proposals it has sent are committed), and the leader has our create by
-// then or never applies it (it came through a server our session has left
-// before the sync was sent: PrepRequestProcessor's checkSession refuses
-// it as SessionMoved). The sync's reply carries the server's zxid, which
-// the wire keeps, so a read on any later connection is of a server at
-// least as new. A sync that failed proves nothing: the read after it may
-// go out on a new connection, to a server that lags. TestFakeLostCreateAppliedLate.
+// The sync must succeed. The create's reply was lost, so its zxid never
+// reached us and the connect's LastZxidSeen (zxid.go) cannot keep us off a
+// server that has not applied it: a lagging follower, or one just synced with
+// a new leader (Learner.syncWithLeader serves before it commits the sync's
+// proposals). A read there finds nothing, the create is applied later, and
+// its node heads its queue in a live session: nobody gets the lock until that
+// session ends. A successful sync has the server catch up with the leader
+// (Leader.processSync answers once the proposals it sent are committed),
+// which by then has our create or never applies it (it came via a server our
+// session left before sending the sync: PrepRequestProcessor's checkSession
+// refuses it as SessionMoved). Its reply carries the server's zxid, which the
+// wire keeps, so a read on any later connection is of a server at least as
+// new. A failed sync proves nothing: the next read may go, on a new
+// connection, to a lagging server. TestFakeLostCreateAppliedLate.
 func (j *janitor) find(zc Conn, jb Job) ([]string, deletion) {
 	err := zc.Sync(jb.Parent)
 	var names []string
@@ -242,14 +222,14 @@ func (j *janitor) find(zc Conn, jb Job) ([]string, deletion) {
 
 // deletion is what deleting a set of nodes left behind.
 type deletion struct {
-	// left: nodes not deleted for a reason that may pass (the connection
-	// dropped): to be tried again, while their session lasts.
-	left []string
-	// retry is the error of the first of left.
+	// left: nodes not deleted for a reason that may pass (a dropped
+	// connection), to retry while their session lasts; retry is the error
+	// of the first.
+	left  []string
 	retry error
-	// failed is the first node that cannot be deleted, whatever is tried
-	// (no auth, a bad ACL): a *NodeError naming it. Such a node stays
-	// the session's until the session ends; nobody tries it again.
+	// failed: a *NodeError naming the first node that cannot be deleted,
+	// whatever is tried (no auth, a bad ACL). It stays the session's until
+	// the session ends; nobody tries it again.
 	failed error
 }
 
@@ -262,10 +242,9 @@ type NodeError struct {
 func (e *NodeError) Error() string { return "delete " + e.Node + ": " + e.Err.Error() }
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// deleteAllOwned deletes nodes owned by session, in one multi-operation
-// when there are several, so that a [MultiLock] frees all its paths in one
-// transaction; if that fails (one is gone already, one may not be deleted,
-// the connection dropped), it deletes them one by one with deleteOwned.
+// deleteAllOwned deletes session's nodes in one multi-op when there are
+// several, so a [MultiLock] frees its paths in one transaction; if that
+// fails (one gone or undeletable, a dropped connection), via deleteOwned.
 func (c *Session) deleteAllOwned(zc Conn, nodes []string, session int64) deletion {
 	if len(nodes) > 1 && zc.SessionID() == session && zc.DeleteAll(nodes) == nil {
 		return deletion{}
@@ -273,12 +252,11 @@ func (c *Session) deleteAllOwned(zc Conn, nodes []string, session int64) deletio
 	return c.deleteOwned(zc, nodes, session)
 }
 
-// deleteOwned deletes nodes owned by session, each one whatever becomes
-// of the others: a node that may not be deleted must not keep a lease's
-// other nodes (a MultiLock's other paths) locked until the session ends,
-// as Curator's InterProcessMultiLock.release releases every lock before it
-// throws the first failure. Nodes already gone, or gone with their
-// session, are fine. Each node that fails for good is logged, with why.
+// deleteOwned deletes each of session's nodes whatever becomes of the
+// others, as Curator's InterProcessMultiLock.release releases every lock
+// before it throws the first failure: an undeletable node must not keep a
+// lease's other nodes (a MultiLock's paths) locked until the session ends.
+// Nodes gone already, or with their session, are fine.
 func (c *Session) deleteOwned(zc Conn, nodes []string, session int64) deletion {
 	var d deletion
 	for i, n := range nodes {
