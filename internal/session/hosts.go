@@ -12,34 +12,24 @@ import (
 	"time"
 )
 
-// Names are resolved when they are dialed, not once: go-zookeeper's
-// DNSHostProvider resolves every name at Connect, fails the whole Connect
-// on the first name that does not resolve, and never resolves again, so a
-// ZooKeeper pod that is not ready (no DNS record behind its headless
-// service) stops every client from starting, and an ensemble whose servers
-// move to new addresses one by one (a StatefulSet's rolling update) leaves
-// a client with addresses that no longer answer; its session expires.
-// ZooKeeper's Java client resolves at every connection attempt
-// (StaticHostProvider.next, ZOOKEEPER-2184) and skips a name that does not
-// resolve (ZOOKEEPER-1576); so does the Session: [hosts] hands
-// go-zookeeper the names as typed ("zk1:2181"), which it hands to
-// [wire.dialer] (Conn.connect), which resolves the name ([resolver]) and
-// dials its addresses; a name that does not resolve fails the dial, and
-// go-zookeeper moves on to the next name, as after any failed dial.
-//
-// Resolving costs nothing per request: it happens once per connection
-// attempt. It changes nothing that holds a lease: which server a session
-// is on never decides whether its leases live (the quorum's confirmation
-// does, keeper.go), and a connection to a moved server is a connection like
-// any other, on which go-zookeeper resumes the session.
+// [hosts] hands go-zookeeper the names as typed ("zk1:2181"), and
+// [wire.dialer] resolves one at each dial (Conn.connect), as the Java client
+// does (StaticHostProvider.next, ZOOKEEPER-2184), skipping a name that does
+// not resolve (ZOOKEEPER-1576): go-zookeeper moves on as after any failed
+// dial. DNSHostProvider resolves all once, at Connect, and fails it on the
+// first that does not resolve: a pod not yet ready (no DNS record behind its
+// headless service) stops every client from starting, and servers moving
+// one by one (a StatefulSet's rolling update) leave dead addresses until the
+// session expires. It costs a lookup per attempt, none per request, and no
+// lease depends on it: the quorum's confirmation (keeper.go), not the
+// server, decides whether leases live, and go-zookeeper resumes the session
+// on a moved server as on any other.
 
-// lookupTimeout bounds one name's lookup (go-zookeeper's DNSHostProvider's
-// bound).
+// lookupTimeout bounds one lookup, as DNSHostProvider does.
 const lookupTimeout = 3 * time.Second
 
-// hosts is the server list of one go-zookeeper connection: the names as
-// the user typed them, shuffled once (as DNSHostProvider shuffles, so that
-// clients spread over the servers), handed out in turn.
+// hosts is one go-zookeeper connection's server list: the names as typed,
+// shuffled once (as DNSHostProvider does, to spread clients), each in turn.
 type hosts struct {
 	mu     sync.Mutex
 	names  []string
@@ -70,12 +60,10 @@ func (h *hosts) Len() int {
 	return len(h.names)
 }
 
-// Next hands out the next name, and reports whether a whole round has
-// passed since a session was last established (go-zookeeper then waits a
-// second before it dials). A round is one attempt per server: a name that
-// resolves to three addresses gets three attempts, each starting at
-// another address (resolver.resolve), as DNSHostProvider, which listed
-// every address, gave each one.
+// Next hands out the next name, and reports whether a round has passed
+// since a session was last established (go-zookeeper then waits a second).
+// A round is one attempt per address, as DNSHostProvider listed each: a
+// name with three gets three, each starting at another (resolver.resolve).
 func (h *hosts) Next() (server string, retryStart bool) {
 	h.mu.Lock()
 	h.cur = (h.cur + 1) % len(h.names)
@@ -91,19 +79,16 @@ func (h *hosts) Next() (server string, retryStart bool) {
 	return server, retryStart
 }
 
-// Connected records that a session was established on the last name,
-// which counts as the first attempt of the next round: after a drop, the
-// other servers are tried at once and this one again after the pause, as
-// DNSHostProvider (and the Java client's StaticHostProvider) do.
+// Connected counts a session on the last name as the next round's first
+// attempt: after a drop the others are tried at once, this one after the
+// pause, as DNSHostProvider and the Java client's StaticHostProvider do.
 func (h *hosts) Connected() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.tries = 1
 }
 
-// servers is how many servers there are to try: the addresses the names
-// resolved to when last dialed (a name that did not resolve counts one).
-// The handshake's bound divides the session timeout among them.
+// servers is the spread, among which [handshakes.bound] divides the timeout.
 func (h *hosts) servers() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -113,10 +98,9 @@ func (h *hosts) servers() int {
 // Lookup resolves a host name to addresses, as net.Resolver.LookupHost.
 type Lookup func(ctx context.Context, host string) ([]string, error)
 
-// resolver resolves the names go-zookeeper hands the wire's dialer, at
-// each attempt, and keeps what the Session's error needs: the last lookup
-// and the last dial that failed. Under mu: all but lookup; resolve takes
-// hosts.mu under it (countSpreadLocked).
+// resolver resolves the names handed to the wire's dialer, and keeps the
+// last failed lookup and dial for the Session's error. mu guards all but
+// lookup; resolve takes hosts.mu under it (countSpreadLocked).
 type resolver struct {
 	lookup Lookup // nil: net.DefaultResolver.LookupHost
 
@@ -133,12 +117,11 @@ type name struct {
 	unresolved bool     // the last lookup failed (logged once)
 }
 
-// resolve looks name's host up (an IP literal is its own address), within
-// ctx, and returns the addresses to dial, "ip:port", in the order to try
-// them: from the one after where the name's last attempt began, so that a
-// server that accepts connections but never answers the handshake is not
-// the first tried every time. A failed lookup is logged at Warn once,
-// until the name resolves again, and recorded for Open's error.
+// resolve looks server's host up within ctx (an IP literal is its own
+// address) and returns the "ip:port"s to dial, from the one after where the
+// last attempt began, lest a server that accepts but never answers the
+// handshake be tried first every time. A failed lookup is kept for Open's
+// error and logged at Warn once, until the name resolves again.
 func (r *resolver) resolve(ctx context.Context, server string, log *slog.Logger) ([]string, error) {
 	host, port, err := net.SplitHostPort(server)
 	if err != nil {
@@ -181,9 +164,8 @@ func (r *resolver) resolve(ctx context.Context, server string, log *slog.Logger)
 	return out, nil
 }
 
-// lookupHost resolves host with the resolver's lookup, within lookupTimeout
-// and ctx. Its error names the host: a *net.DNSError does ("lookup zk1 on
-// 10.0.0.2:53: no such host"); a user's lookup's error is wrapped to.
+// lookupHost resolves host within lookupTimeout and ctx. Its error names
+// host, as a *net.DNSError does; a user's lookup's error is wrapped so.
 func (r *resolver) lookupHost(ctx context.Context, host string) ([]string, error) {
 	lookup := r.lookup
 	if lookup == nil {
@@ -204,8 +186,7 @@ func (r *resolver) lookupHost(ctx context.Context, host string) ([]string, error
 	return addrs, nil
 }
 
-// countSpreadLocked sets the hosts' spread from what the names resolved
-// to. r.mu is held; it takes hosts.mu.
+// countSpreadLocked sets hosts.spread; r.mu is held, and it takes hosts.mu.
 func (r *resolver) countSpreadLocked() {
 	h := r.hosts
 	if h == nil {
@@ -224,8 +205,7 @@ func (r *resolver) countSpreadLocked() {
 	h.spread = spread
 }
 
-// newHosts makes the server list of a new go-zookeeper connection, which
-// calls next at every Next (nil: nothing).
+// newHosts makes a new connection's server list, calling next at each Next.
 func (r *resolver) newHosts(next func()) *hosts {
 	h := &hosts{cur: -1, next: next}
 	r.mu.Lock()
@@ -234,8 +214,7 @@ func (r *resolver) newHosts(next func()) *hosts {
 	return h
 }
 
-// servers is the number of servers to spread the handshake's bound over:
-// the addresses the names resolved to (hosts.servers), at least one.
+// servers is hosts.servers, at least one.
 func (r *resolver) servers() int {
 	if h := r.current(); h != nil {
 		return max(h.servers(), 1)
@@ -243,7 +222,6 @@ func (r *resolver) servers() int {
 	return 1
 }
 
-// names is how many names the current server list has, 0 without one.
 func (r *resolver) names() int {
 	if h := r.current(); h != nil {
 		return h.Len()
@@ -269,7 +247,6 @@ func (r *resolver) errs() (lookup, dial error) {
 	return r.lookupErr, r.dialErr
 }
 
-// sameSet reports whether a and b hold the same addresses, in any order.
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {
 		return false

@@ -10,9 +10,8 @@ import (
 	"time"
 )
 
-// TLSError is a failed TLS handshake with one server: the server was not
-// trusted, it refused the client's certificate, or it does not speak TLS
-// (a plaintext port). It wraps crypto/tls's (or crypto/x509's) error.
+// TLSError is a failed TLS handshake with one server: untrusted, refusing
+// our certificate, or plaintext. Err is crypto/tls's (or crypto/x509's).
 type TLSError struct {
 	Addr string // the server dialed, as named in the connect string
 	Err  error
@@ -21,34 +20,28 @@ type TLSError struct {
 func (e *TLSError) Error() string {
 	msg := "tls handshake with " + e.Addr + ": " + e.Err.Error()
 	if errors.Is(e.Err, io.EOF) {
-		// What a plaintext ZooKeeper does with a ClientHello: it reads a
-		// length far above its jute.maxbuffer and closes the connection.
+		// A plaintext ZooKeeper reads a ClientHello as a length far
+		// above its jute.maxbuffer, and closes the connection.
 		msg += " (the server closed the connection: is it a plaintext port?)"
 	}
 	return msg
 }
 func (e *TLSError) Unwrap() error { return e.Err }
 
-// tlsState is the wire's TLS: the user's configuration (nil: plaintext),
-// and under mu the servers whose TLS handshake failed since a connect
-// response was last read, the failure that made it every server, until
-// reported, and what to call with it (set while Open waits).
+// tlsState is the wire's TLS, and what [tlsState.failed] counts under mu.
 type tlsState struct {
-	cfg *tls.Config
+	cfg *tls.Config // the user's; nil: plaintext
 
 	mu      sync.Mutex
-	fails   map[string]bool
-	verdict *TLSError
-	onFail  func(error)
+	fails   map[string]bool // servers failed since a connect response was read
+	verdict *TLSError       // what made it every server, until reported
+	onFail  func(error)     // what to report it to, set while Open waits
 }
 
-// secure runs the TLS handshake on raw, a connection just dialed to addr,
-// by the handshake's bound (see handshakes.bound; by zero: none, and then
-// the dial's own timeout bounds it) and ctx, and returns the TLS
-// connection. On failure raw is closed. The configuration is cloned:
-// ServerName, when the user left it empty, is the host of addr, the server
-// as the user named it (the dialer is handed names: hosts.go), not the
-// address it resolved to.
+// secure runs the TLS handshake on raw, just dialed to addr, within ctx and
+// by (handshakes.bound; zero: the dial's timeout), or closes raw. An empty
+// ServerName is set, in a clone of the config, to addr's host as the user
+// named it (the dialer is handed names: hosts.go), not its address.
 func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by time.Time, timeout time.Duration) (net.Conn, *TLSError) {
 	cfg := t.cfg.Clone()
 	if cfg.ServerName == "" {
@@ -70,11 +63,10 @@ func (t *tlsState) secure(ctx context.Context, raw net.Conn, addr string, by tim
 	return tlsConn{tc, raw}, nil
 }
 
-// tlsConn is a TLS connection whose Close closes the socket at once: TLS's
-// own would first send a close_notify alert, which can block (up to five
-// seconds) on a server that reads nothing, a paused one, and the wire
-// closes connections from the keeper (drop). go-zookeeper has sent its
-// close request already when it closes a connection for good.
+// tlsConn's Close closes the socket at once: tls.Conn's would first send a
+// close_notify alert, which can block (up to five seconds) on a server that
+// reads nothing, a paused one, and the keeper closes connections (drop).
+// go-zookeeper has sent its close request before it closes one for good.
 type tlsConn struct {
 	*tls.Conn
 	sock net.Conn
@@ -82,23 +74,21 @@ type tlsConn struct {
 
 func (c tlsConn) Close() error { return c.sock.Close() }
 
-// refusedTLS reports a read or write error, before the connect response,
-// that is the server's TLS alert: with TLS 1.3 the client's handshake ends
-// before the server has checked the client's certificate, and a refusal
-// comes as an alert on the first read ("remote error: tls: bad
-// certificate", "certificate required"). crypto/tls returns it as a
-// net.OpError whose Op is "remote error" (Conn.readRecordOrCCS).
+// refusedTLS reports whether err, read or written before the connect
+// response, is the server's TLS alert: in TLS 1.3 the client's handshake
+// ends before the server checks its certificate, so a refusal ("remote
+// error: tls: bad certificate", "certificate required") comes on the first
+// read, as a net.OpError with Op "remote error" (Conn.readRecordOrCCS).
 func refusedTLS(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) && oe.Op == "remote error"
 }
 
-// failed records a failed TLS handshake with err.Addr, and if every server
-// (names of them) has now failed one since a connect response was last read,
-// makes it the verdict that ends Open's wait for a session (see [Open] and
-// nextServer): a server that is not trusted, or that refuses the client's
-// certificate, will not change its mind on the next try. A timeout does not
-// count: a slow or paused server may answer next time.
+// failed records a failed handshake with err.Addr; once as many servers as
+// names have failed one since a connect response was read, err is the
+// verdict that ends Open's wait (see [Open] and nextServer): an untrusted
+// or refusing server will not change its mind. A timeout does not count: a
+// slow or paused server may answer next time.
 func (t *tlsState) failed(err *TLSError, names int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -119,20 +109,18 @@ func (t *tlsState) answered() {
 	t.verdict = nil
 }
 
-// setOnFail sets what nextServer reports a verdict to (nil: nothing).
 func (t *tlsState) setOnFail(f func(error)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.onFail = f
 }
 
-// nextServer reports the verdict of failed, if any, to Open. It runs when
-// go-zookeeper asks for the next server (Conn.connect, first thing), not when
-// the failure is seen: Open then closes the connection, and go-zookeeper's
-// Close waits up to a second for its close request to be answered, which
-// happens only once the loop is in connect, where requests queued without a
-// connection are failed (flushUnsentRequests). Told from inside authenticate,
-// as a TLS 1.3 refusal is, Open's Close would wait that second every time.
+// nextServer reports failed's verdict to Open when go-zookeeper asks for
+// the next server (Conn.connect, first thing), not when the failure is seen:
+// Open then closes, and go-zookeeper's Close waits up to a second for its
+// close request's answer, which comes only once the loop is in connect,
+// failing requests queued without a connection (flushUnsentRequests). Told
+// in authenticate, as a TLS 1.3 refusal is, Open's Close would always wait.
 func (t *tlsState) nextServer() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -142,7 +130,7 @@ func (t *tlsState) nextServer() {
 	}
 }
 
-// isTimeout reports an error of a deadline, ours or the handshake's.
+// isTimeout reports a deadline's error, ours or the handshake's.
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
