@@ -10,18 +10,17 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// Conn is the library's one door to ZooKeeper: every call the engine, the
-// leases and the janitor make goes through it, and only the [Session] holds
-// one (see [Session.Conn]), so that it can put a new connection underneath.
-// Errors are go-zookeeper's, unwrapped, so [classify] can read them and
-// users can match zk's sentinels; outside this package, callers ask
+// Conn is the library's one door to ZooKeeper: every call of the engine,
+// the leases and the janitor goes through it, and only the [Session] holds
+// one ([Session.Conn]), so that it can put a new connection underneath.
+// Errors are go-zookeeper's, unwrapped: callers outside this package ask
 // [Session.Classify] (or [BadVersion], [NodeExists]) what they mean.
 //
-// Its operations are declared once, as the methods of [Door]: each builds
-// one [Request] for the [Backend]'s one method Do, which the connections
+// Its operations are declared once, as [Door]'s methods: each builds one
+// [Request] for the [Backend]'s one method Do, which the connections
 // implement (zkBackend, internal/zkfake) and the layers between override
-// ([rooted], [sentConn]): a new operation is a method here, an [Op], and a
-// case in each connection.
+// ([rooted], [sentConn]). A new operation is a method, an [Op], and a case
+// in each connection.
 type Conn = *Door
 
 // Door is the door's concrete type, held as a [Conn]; nil is no door.
@@ -30,10 +29,9 @@ type Door struct{ b Backend }
 // NewConn returns the door on b.
 func NewConn(b Backend) Conn { return &Door{b: b} }
 
-// Backend is what a [Door] stands on. Do runs one request and returns its
-// result, or its error (the door reads no result then). Each [Op]'s doc
-// says which [Result] fields it fills. SessionID and Close are the door's:
-// a layer embeds the Backend under it and overrides Do alone.
+// Backend is what a [Door] stands on. Do runs one request: its result
+// (the fields each [Op] names), or its error. A layer embeds the Backend
+// under it and overrides Do alone.
 type Backend interface {
 	Do(req Request) (Result, error)
 	SessionID() int64
@@ -86,7 +84,7 @@ func (o Op) String() string {
 }
 
 // Request is one operation through the door. Paths are what a layer
-// rewrites (the chroot roots each): no other field names a node.
+// rewrites (the chroot): no other field names a node.
 type Request struct {
 	Op      Op
 	Paths   []string   // the nodes it names (see [Op])
@@ -96,8 +94,8 @@ type Request struct {
 	Scheme  string     // AddAuth's
 }
 
-// Result is what an operation returns; which fields, its [Op] says.
-// Created holds paths (a layer rewrites them); Children, names.
+// Result is what an operation returns. Created holds paths (a layer
+// rewrites them); Children, names.
 type Result struct {
 	Created  []string
 	Children []string
@@ -108,8 +106,7 @@ type Result struct {
 	Watch    <-chan Event
 }
 
-// do runs req: its result, or its error alone (a Backend's result with an
-// error is not read).
+// do runs req: its result, or its error alone.
 func (d *Door) do(req Request) (Result, error) {
 	res, err := d.b.Do(req)
 	if err != nil {
@@ -127,10 +124,9 @@ func (d *Door) run(req Request) error {
 	return err
 }
 
-// CreateEach makes one ephemeral-sequential node named prefix<seq> for
-// each prefix, in one multi-operation: all or none, in one transaction,
-// so all of them carry one zxid (and the sequences of one path are
-// consecutive). One prefix is a plain create.
+// CreateEach makes an ephemeral-sequential node prefix<seq> for each
+// prefix, in one multi-operation: all or none, with one zxid (the
+// sequences of one path consecutive). One prefix is a plain create.
 func (d *Door) CreateEach(prefixes []string, data []byte, acl func(path string) []zk.ACL) ([]string, error) {
 	acls := make([][]zk.ACL, len(prefixes))
 	for i, p := range prefixes {
@@ -140,14 +136,12 @@ func (d *Door) CreateEach(prefixes []string, data []byte, acl func(path string) 
 	return res.Created, err
 }
 
-// CreateContainer makes a container node holding data; one that exists
-// is fine.
+// CreateContainer makes a container node; one that exists is fine.
 func (d *Door) CreateContainer(path string, data []byte, acl []zk.ACL) error {
 	return d.run(Request{Op: OpCreateContainer, Paths: []string{path}, Data: data, ACL: [][]zk.ACL{acl}})
 }
 
-// CreatePersistent makes a persistent node holding data; one that
-// exists is fine.
+// CreatePersistent makes a persistent node; one that exists is fine.
 func (d *Door) CreatePersistent(path string, data []byte, acl []zk.ACL) error {
 	return d.run(Request{Op: OpCreatePersistent, Paths: []string{path}, Data: data, ACL: [][]zk.ACL{acl}})
 }
@@ -157,9 +151,9 @@ func (d *Door) CreateEphemeral(path string, data []byte, acl []zk.ACL) error {
 	return d.run(Request{Op: OpCreateEphemeral, Paths: []string{path}, Data: data, ACL: [][]zk.ACL{acl}})
 }
 
-// CreateEphemeralIf makes a plain ephemeral node, in one multi-operation with
-// a check that guard exists: if guard is gone, nothing is made and it fails
-// with an error for which [GoneAt](err, guard) holds.
+// CreateEphemeralIf makes a plain ephemeral node in one multi-operation
+// with a check that guard exists: if guard is gone, nothing is made, and
+// [GoneAt](err, guard) holds.
 func (d *Door) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) error {
 	return d.run(Request{Op: OpCreateEphemeralIf, Paths: []string{guard, path}, Data: data, ACL: [][]zk.ACL{acl}})
 }
@@ -167,8 +161,7 @@ func (d *Door) CreateEphemeralIf(guard, path string, data []byte, acl []zk.ACL) 
 // Delete deletes a node, whatever its version.
 func (d *Door) Delete(path string) error { return d.run(Request{Op: OpDelete, Paths: []string{path}}) }
 
-// DeleteAll deletes nodes, whatever their versions, in one
-// multi-operation: all or none.
+// DeleteAll deletes nodes, whatever their versions, all or none.
 func (d *Door) DeleteAll(paths []string) error { return d.run(Request{Op: OpDeleteAll, Paths: paths}) }
 
 // Children lists a node's children.
@@ -177,17 +170,16 @@ func (d *Door) Children(path string) ([]string, error) {
 	return res.Children, err
 }
 
-// ChildrenStatW lists a node's children with the node's Stat, read
-// together (DataTree.getChildren copies the stat and the list under the
-// node's lock), and leaves a children watch on it, whose Event only the
-// connection's callback sees (see held.go).
+// ChildrenStatW lists a node's children with its Stat, read together
+// (DataTree.getChildren copies both under the node's lock), and leaves a
+// children watch whose Event only the connection's callback sees (held.go).
 func (d *Door) ChildrenStatW(path string) ([]string, ParentStat, error) {
 	res, err := d.on(OpChildrenStatW, path)
 	return res.Children, res.Parent, err
 }
 
-// ChildrenStat is ChildrenStatW without the watch: a read whose
-// decision no watch needs to follow costs no notification later.
+// ChildrenStat is ChildrenStatW without the watch, so without a
+// notification later.
 func (d *Door) ChildrenStat(path string) ([]string, ParentStat, error) {
 	res, err := d.on(OpChildrenStat, path)
 	return res.Children, res.Parent, err
@@ -206,26 +198,23 @@ func (d *Door) Get(path string) ([]byte, Stat, error) {
 	return res.Data, res.Stat, err
 }
 
-// GetW reads a node's stat and leaves a watch on it, which fires once:
-// when the node's data changes or it is deleted, or (with a
-// not-watching Event) when the session ends.
+// GetW reads a node's stat and leaves a watch that fires once: when its
+// data changes or it is deleted, or (not watching) when the session ends.
 func (d *Door) GetW(path string) (Stat, <-chan Event, error) {
 	res, err := d.on(OpGetW, path)
 	return res.Stat, res.Watch, err
 }
 
-// GetDataW reads a node's data and stat and leaves a watch on it, as
-// GetW does.
+// GetDataW is GetW with the node's data.
 func (d *Door) GetDataW(path string) ([]byte, Stat, <-chan Event, error) {
 	res, err := d.on(OpGetDataW, path)
 	return res.Data, res.Stat, res.Watch, err
 }
 
-// Check is a write that changes nothing: a multi-operation of one
-// version check (any version) on each of paths. ZooKeeper commits it
-// through the leader and a quorum like any write (it takes a zxid), so
-// its reply confirms the session; if a path is gone it fails with a
-// *goneNode naming it (which wraps zk.ErrNoNode).
+// Check is a write that changes nothing: a multi of one version check
+// (any version) per path. ZooKeeper commits it through the leader and a
+// quorum like any write (it takes a zxid), so its reply confirms the
+// session; a path gone fails it with a *goneNode (zk.ErrNoNode) naming it.
 func (d *Door) Check(paths []string) error { return d.run(Request{Op: OpCheck, Paths: paths}) }
 
 // Set overwrites a node's data, whatever its version.
@@ -244,8 +233,8 @@ func (d *Door) Exists(path string) (bool, error) {
 	return res.Exists, err
 }
 
-// ExistsW reports whether path exists, and watches it: for its
-// creation if it does not.
+// ExistsW reports whether path exists, and watches it (for its creation
+// if it does not).
 func (d *Door) ExistsW(path string) (bool, <-chan Event, error) {
 	res, err := d.on(OpExistsW, path)
 	return res.Exists, res.Watch, err
@@ -259,19 +248,18 @@ func (d *Door) AddAuth(scheme string, auth []byte) error {
 	return d.run(Request{Op: OpAddAuth, Scheme: scheme, Data: auth})
 }
 
-// HandOff deletes node and fires grant, in one multi-operation: it
-// creates grant (an ephemeral) and deletes node, then grant (the
-// handoff's release, handoff.go in the zklock package). Nothing is left
-// of grant: a read of the path never lists it, and only the exists
-// watches on it fire (NodeCreated). It fails whole, with node's error,
-// if node is gone.
+// HandOff deletes node and fires grant in one multi-operation: grant
+// created (ephemeral), node deleted, grant deleted (the handoff's release:
+// zklock's handoff.go). No read ever lists grant; only the exists watches
+// on it fire (NodeCreated). If node is gone it fails whole, with node's
+// error.
 func (d *Door) HandOff(node, grant string, acl []zk.ACL) error {
 	return d.run(Request{Op: OpHandOff, Paths: []string{node, grant}, ACL: [][]zk.ACL{acl}})
 }
 
-// Fire fires grant as HandOff does, if guard exists, in one
-// multi-operation: a check of guard, then grant created and deleted. It
-// fails whole, with an error [GoneAt] guard, if guard is gone.
+// Fire fires grant as HandOff does, if guard exists: a check of guard,
+// then grant created and deleted, in one multi. If guard is gone it fails
+// whole, [GoneAt] guard.
 func (d *Door) Fire(guard, grant string, acl []zk.ACL) error {
 	return d.run(Request{Op: OpFire, Paths: []string{guard, grant}, ACL: [][]zk.ACL{acl}})
 }
@@ -333,8 +321,7 @@ type dialOptions struct {
 	hosts *hosts
 }
 
-// callback is go-zookeeper's event callback: it reports the session's
-// state to onState and watch events to onWatch.
+// callback is go-zookeeper's event callback.
 func (o dialOptions) callback(ev zk.Event) {
 	switch ev.Type {
 	case zk.EventSession:
@@ -364,8 +351,7 @@ func dial(o dialOptions) (Conn, error) {
 	return NewConn(zkBackend{c}), nil
 }
 
-// zkBackend is the [Backend] on github.com/go-zookeeper/zk: each [Op]
-// written once, in zkOps.
+// zkBackend is the [Backend] on go-zookeeper: each [Op] in zkOps.
 type zkBackend struct{ c *zk.Conn }
 
 func (z zkBackend) Do(r Request) (Result, error) {
@@ -439,10 +425,9 @@ var zkOps = [opCount]func(c *zk.Conn, r Request) (Result, error){
 	OpFire:    zkGrant,
 }
 
-// zkGrant is HandOff's multi (a delete of the node first) or Fire's (a
-// check of the guard first), then the grant made and deleted. The first
-// op's error comes back as a [GoneNodeError] at its path when the node is
-// gone.
+// zkGrant is HandOff's multi (the node deleted) or Fire's (the guard
+// checked), with the grant made and deleted; the node's or guard's NoNode
+// comes back as a [GoneNodeError] at its path.
 func zkGrant(c *zk.Conn, r Request) (Result, error) {
 	node, grant := r.Paths[0], r.Paths[1]
 	var first any = &zk.DeleteRequest{Path: node, Version: -1}
@@ -463,7 +448,6 @@ func zkGrant(c *zk.Conn, r Request) (Result, error) {
 	return Result{}, err
 }
 
-// existsFine is a create's error, where a node that exists is fine.
 func existsFine(err error) error {
 	if errors.Is(err, zk.ErrNodeExists) {
 		return nil
@@ -527,8 +511,8 @@ func zkChildren(c *zk.Conn, r Request) (Result, error) {
 	return Result{Children: names, Parent: ParentStat{Pzxid: st.Pzxid}}, nil
 }
 
-// zkChildrenW hands back the watch's channel to ChildrenW alone: nothing
-// reads ChildrenStatW's (a layer would only carry it).
+// zkChildrenW hands the watch's channel to ChildrenW alone: nothing reads
+// ChildrenStatW's (a layer would only carry it).
 func zkChildrenW(c *zk.Conn, r Request) (Result, error) {
 	names, st, ch, err := c.ChildrenW(r.Paths[0])
 	if err != nil {
@@ -568,7 +552,7 @@ func zkSet(c *zk.Conn, r Request) (Result, error) {
 	return Result{}, err
 }
 
-// goneNode is the error of a check whose node is gone.
+// goneNode: a check's node is gone.
 type goneNode struct {
 	path string
 	err  error
@@ -584,8 +568,8 @@ func GoneAt(err error, path string) bool {
 	return errors.As(err, &g) && g.path == path
 }
 
-// GoneNodeError is the error [Door.Check] returns when path is gone (err is
-// zk.ErrNoNode), for a Backend other than go-zookeeper's (internal/zkfake).
+// GoneNodeError is [Door.Check]'s error for path gone (err: zk.ErrNoNode),
+// for another Backend (internal/zkfake).
 func GoneNodeError(path string, err error) error { return &goneNode{path: path, err: err} }
 
 func statOf(s *zk.Stat) Stat {
@@ -599,30 +583,24 @@ func (z zkLogger) Printf(format string, args ...any) {
 	z.l.Debug("zk: " + fmt.Sprintf(format, args...))
 }
 
-// A Session on a connection from [Options.Connect] (internal/zkfake, for
-// tests) has no socket, so the wire (wire.go) sees no packets. What the
-// Session needs of the wire still holds, without one:
+// A connection from [Options.Connect] (internal/zkfake, for tests) has no
+// socket, so the wire sees no packets. What the Session needs of it holds
+// all the same:
 //
-//   - The granted session timeout is the one asked for (there is no
-//     connect response to read it from).
-//   - Every call on the connection counts as a packet sent when it is
-//     made (sentConn), on the connection of the session the latest
-//     StateHasSession event reported: so [Session.Confirm] derives the
-//     lease deadline from the calls, by the same rule as on a socket, and
-//     a call made before a reconnect says nothing of the new connection
-//     ([sendClock.sentByOn]).
-//   - [Session.Sent] sees the paths of each call that succeeded as the
-//     packet's bytes, once it has: a read the engine sends on it (the
-//     prefetched first look) then follows the create, as on a socket,
-//     where it is written behind it and ZooKeeper answers it after. Seen
-//     before the call was made, the read could overtake it, and after a
-//     call that failed it would be a read nobody waits for.
-//   - The wire's keeping of lastZxid fixes a race inside go-zookeeper's
-//     reader, which is not there; the handshake bound has no dial to
-//     bound, and [wire.drop] has no socket to close.
+//   - The granted session timeout is the one asked for.
+//   - Every call counts as a packet sent when made (sentConn), on the
+//     connection of the latest StateHasSession: [Session.Confirm] derives
+//     the deadline by the socket's rule, and a call made before a
+//     reconnect says nothing of the new connection ([sendClock.sentByOn]).
+//   - [Session.Sent] sees a call's paths as the packet's bytes once the
+//     call succeeded: the prefetched first look then follows its create,
+//     as on a socket, where ZooKeeper answers it after. Seen earlier, the
+//     read could overtake the create, or follow one that failed.
+//   - lastZxid's race (zxid.go) is go-zookeeper's; the handshake bound
+//     has no dial to bound, and [wire.drop] no socket to close.
 
 // openConnect opens a connection through c.connect, reporting its events
-// as go-zookeeper's callback would to o's.
+// to o's callback.
 func (c *Session) openConnect(o dialOptions) (Conn, error) {
 	w := c.wire
 	w.hs.grant(w.hs.requested)
@@ -646,8 +624,8 @@ type sentConn struct {
 	w *wire
 }
 
-// Do records the call as sent, makes it, and, if it succeeded, shows its
-// paths to the markers.
+// Do records the call as sent, makes it, and shows its paths to the
+// markers if it succeeded.
 func (s sentConn) Do(r Request) (Result, error) {
 	if rec := s.w.clock.current(); rec != nil {
 		s.w.clock.record(rec, time.Now(), s.w.hs.timeout())
@@ -659,9 +637,8 @@ func (s sentConn) Do(r Request) (Result, error) {
 	return res, err
 }
 
-// Dial opens a go-zookeeper connection with no Session around it, and reports
-// every event to events, as go-zookeeper's callback has it: for tests that
-// hold another Conn to this one (internal/zkfake's conformance test).
+// Dial opens a go-zookeeper connection with no Session, reporting every
+// event to events: for internal/zkfake's conformance test.
 func Dial(servers []string, timeout time.Duration, events func(zk.Event)) (Conn, error) {
 	c, _, err := zk.Connect(servers, timeout, zk.WithEventCallback(events), zk.WithLogInfo(false))
 	if err != nil {
