@@ -133,6 +133,68 @@ func TestReleaseQueueSentWhenEveryoneLeft(t *testing.T) {
 	}
 }
 
+// A queued Release whose ctx ends as the lead reaches it, when all the
+// others queued with it have left, sends their batch itself and marks that
+// no delete is in flight: nobody else would, and every later Release
+// would queue behind nothing until its ctx ended.
+func TestReleaseLeavingWithTheLeadSendsTheBatch(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	nodes := []string{"/w/a", "/w/b", "/w/c"}
+	makeNodes(t, s, nodes...)
+	var log opLog
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error { log.add(op); return nil }})
+	s.LeaveWithTheLead([][]string{nodes[:1], nodes[1:]})
+	if got := log.sizes("DeleteAll"); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("multis sent, by size: %v, want one of 3", got)
+	}
+	for _, n := range nodes {
+		if f.Exists(n) {
+			t.Fatalf("%s outlived the batch", n)
+		}
+	}
+	if busy, n := s.ReleasesState(); busy || n != 0 {
+		t.Fatalf("after the batch: in flight %v, %d queued; want idle", busy, n)
+	}
+}
+
+// While a batch is in flight, a Release queues behind it as behind any
+// delete: the queue is not marked idle when it is handed on.
+func TestReleaseQueuesBehindABatchInFlight(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	hs := hold(t, s, []string{"/i/a"}, []string{"/i/b"}, []string{"/i/c"}, []string{"/i/d"})
+	var log opLog
+	gate := make(chan struct{})
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		log.add(op)
+		if op.Name == "Delete" && op.Paths[0] == "/i/a" || op.Name == "DeleteAll" {
+			<-gate
+		}
+		return nil
+	}})
+	first := releaseAsync(ctxT(t), hs[0])
+	eventually(t, func() bool { return log.count("Delete", "/i/a") == 1 }, "the first delete in flight")
+	queued := queueBehind(t, s, ctxT(t), hs[1], hs[2])
+	gate <- struct{}{} // the first delete returns; the batch goes out, and waits
+	must(t, awaitRelease(t, first, "the first release").err)
+	eventually(t, func() bool { return log.count("DeleteAll", "/i/b") == 1 }, "the batch in flight")
+	last := queueBehind(t, s, ctxT(t), hs[3])
+	if n := log.count("Delete", "/i/d"); n != 0 {
+		t.Fatalf("a release behind a batch in flight deleted at once (%d)", n)
+	}
+	close(gate)
+	for i, ch := range append(queued, last...) {
+		r := awaitRelease(t, ch, "a queued release")
+		must(t, r.err, "queued release ", i)
+	}
+	for _, n := range []string{"/i/a", "/i/b", "/i/c", "/i/d"} {
+		if f.Exists(n) {
+			t.Fatalf("%s outlived its release", n)
+		}
+	}
+}
+
 // Releases queued behind a delete go out in one multi of up to
 // maxReleaseBatch (1000) nodes, exactly 1000 included; a Release that
 // would take the batch past it deletes its nodes alone, at once, not when
@@ -143,6 +205,7 @@ func TestReleaseBatchUpToMaxNodes(t *testing.T) {
 		sizes []int // of the Releases queued, in order
 		multi []int // the multis sent after the first delete returns, in any order
 	}{
+		{"one alone", []int{1}, nil}, // handed the lead, it deletes its own
 		{"exactly 1000", []int{500, 500}, []int{1000}},
 		{"one past", []int{500, 501}, []int{500, 501}},
 		{"the middle one left out", []int{600, 600, 1}, []int{601, 600}},

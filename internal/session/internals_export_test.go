@@ -111,6 +111,25 @@ func (c *Session) ReleasesState() (busy bool, pending int) {
 	return c.releases.busy, len(c.releases.pending)
 }
 
+// LeaveWithTheLead queues a Release of each of groups (nodes of the
+// current session) behind a delete in flight, every one but the first
+// already left (its ctx ended), and has that delete return: the first gets
+// the lead. Then the first leaves too, with the lead unread in its channel,
+// as when its ctx ends in the same moment: leave must send the batch.
+func (c *Session) LeaveWithTheLead(groups [][]string) {
+	r := &c.releases
+	sid := c.Conn().SessionID()
+	var batch []*releaseReq
+	for i, nodes := range groups {
+		batch = append(batch, &releaseReq{nodes: nodes, session: sid, res: make(chan releaseRes, 1), left: i > 0})
+	}
+	r.mu.Lock()
+	r.busy, r.pending = true, batch
+	r.mu.Unlock()
+	c.nextReleases()
+	c.leave(batch[0])
+}
+
 // KeeperAsleep reports whether the keeper sleeps.
 func (c *Session) KeeperAsleep() bool {
 	c.mu.Lock()
