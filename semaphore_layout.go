@@ -278,7 +278,7 @@ func (g *guarded) guard(ctx context.Context, n int, try bool, under func(context
 		if err != nil {
 			return nil, err
 		}
-		leases, err := g.underInner(ctx, inner, under)
+		leases, err := g.underInner(ctx, inner, func(lctx context.Context) ([]*Lease, error) { return under(lctx, inner) })
 		g.leave(inner)
 		if !errors.Is(err, errInnerLost) {
 			return leases, err
@@ -324,8 +324,12 @@ func (g *guarded) leave(inner *Lease) {
 var errInnerLost = errors.New("inner lock lost")
 
 // underInner runs under while inner is held, with a context that ends
-// when inner does.
-func (g *guarded) underInner(ctx context.Context, inner *Lease, under func(context.Context, *Lease) ([]*Lease, error)) ([]*Lease, error) {
+// when inner does. If under fails once inner has ended, it starts again
+// (errInnerLost), unless ctx has ended too: then ctx's error says why, not
+// the Canceled of inner's end, which a caller whose deadline passed would
+// not expect (the chaos suite saw one, from an acquire of a few
+// milliseconds whose inner lock was lost at that moment).
+func (g *guarded) underInner(ctx context.Context, inner ender, under func(context.Context) ([]*Lease, error)) ([]*Lease, error) {
 	lctx, cancel := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	go func() {
@@ -337,11 +341,22 @@ func (g *guarded) underInner(ctx context.Context, inner *Lease, under func(conte
 		}
 	}()
 	defer func() { cancel(); <-stopped }()
-	leases, err := under(lctx, inner)
-	if err != nil && ctx.Err() == nil && inner.Err() != nil {
-		return nil, errInnerLost
+	leases, err := under(lctx)
+	switch {
+	case err == nil || inner.Err() == nil:
+		return leases, err
+	case ctx.Err() != nil && errors.Is(err, lctx.Err()):
+		return nil, ctx.Err()
+	case ctx.Err() != nil:
+		return nil, err
 	}
-	return leases, err
+	return nil, errInnerLost
+}
+
+// ender is what underInner watches of the inner lock's lease.
+type ender interface {
+	Done() <-chan struct{}
+	Err() error
 }
 
 // lease takes a lease of kazoo's layout while holding its lock, as
