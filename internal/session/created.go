@@ -3,7 +3,6 @@ package session
 import (
 	"encoding/binary"
 	"sync"
-	"sync/atomic"
 )
 
 // createdZxids keeps each NodeCreated notification's zxid by path until
@@ -19,16 +18,6 @@ import (
 type createdZxids struct {
 	mu sync.Mutex
 	m  map[string]int64
-
-	carries atomic.Int32 // the latest notification read: 0 none yet, 1 with its zxid, 2 without
-}
-
-func (z *createdZxids) seen(withZxid bool) {
-	v := int32(2)
-	if withZxid {
-		v = 1
-	}
-	z.carries.Store(v)
 }
 
 const (
@@ -70,18 +59,4 @@ func (c *Session) CreatedZxid(path string) int64 {
 		path = c.root.abs(path)
 	}
 	return c.wire.made.take(path)
-}
-
-// NotificationZxids reports whether the server puts a notification's zxid
-// in its header (ZooKeeper 3.9 and later), as the latest notification the
-// wire read showed it; known is false before one was read, and always on a
-// connection with no wire ([Options.Connect]).
-func (c *Session) NotificationZxids() (carries, known bool) {
-	switch c.wire.made.carries.Load() {
-	case 1:
-		return true, true
-	case 2:
-		return false, true
-	}
-	return false, false
 }

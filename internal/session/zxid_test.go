@@ -176,26 +176,3 @@ func TestNewSessionStartsFromZero(t *testing.T) {
 		}
 	}
 }
-
-// The wire tells whether the server puts a notification's zxid in its
-// header (ZooKeeper 3.9) from the latest notification it read: unknown
-// before one, no for ZooKeeper 3.8's -1, yes for a zxid; replies and pings
-// say nothing of it.
-func TestNotificationZxidsFollowTheLatestNotification(t *testing.T) {
-	w := testWire(Options{})
-	s := &Session{wire: w}
-	sent := [][]byte{connectResponse(4000, 55), reply(7, 0x10, 0), reply(-2, 0, 0), reply(-1, -1, 0), reply(8, 0x11, 0), reply(-1, 0x12, 0), reply(-1, -1, 0)}
-	want := []struct{ carries, known bool }{{false, false}, {false, false}, {false, false}, {false, true}, {false, true}, {true, true}, {false, true}}
-	var data []byte
-	for _, p := range sent {
-		data = append(data, p...)
-	}
-	c := w.newConn(&writesConn{bytesConn: bytesConn{data: data, chunk: 5}}, "zk1:2181")
-	sendConnect(t, c)
-	for i := range sent {
-		readWhole(t, c)
-		if carries, known := s.NotificationZxids(); carries != want[i].carries || known != want[i].known {
-			t.Fatalf("after packet %d: carries %v, known %v; want %+v", i, carries, known, want[i])
-		}
-	}
-}
