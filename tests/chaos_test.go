@@ -858,6 +858,7 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		return err == nil && n == baseline
 	}) {
 		t.Errorf("chaos: %d watch(es) left on the servers (baseline %d)", leaked, baseline)
+		t.Logf("chaos: the servers' watches by path (wchp): %s", chaosWatchList(ctx, plan.nodes))
 	}
 
 	holds, faults := rec.snapshot()
@@ -2277,6 +2278,22 @@ func chaosWatches(ctx context.Context, nodes []chaosNode) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// chaosWatchList is every server's wchp, for the log of a leaked watch:
+// which path, and which session watches it.
+func chaosWatchList(ctx context.Context, nodes []chaosNode) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		out, err := n.fourLetter(qctx, "wchp")
+		cancel()
+		if err != nil {
+			out = err.Error()
+		}
+		fmt.Fprintf(&b, "\n%s:\n%s", n.name, strings.TrimSpace(out))
+	}
+	return b.String()
 }
 
 // chaosGrow writes n into the SharedCount at path, retrying for up to
