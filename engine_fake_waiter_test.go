@@ -265,21 +265,33 @@ func TestFakeSemaphoreWaiterBehindAWaiter(t *testing.T) {
 	var announced atomic.Bool
 	watching, settled := make(chan struct{}), make(chan struct{})
 	var onceW, onceS sync.Once
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		switch {
-		case op.Conn == connB && op.Name == "SetIf" && op.Paths[0] == nodeB:
-			announced.Store(true)
-		case op.Conn != connC:
-		case op.Name == "ChildrenStat":
-			reads.Add(1)
-		case op.Name == "GetW" && op.Paths[0] == nodeB:
-			onceW.Do(func() { close(watching) })
-			if announced.Load() {
-				onceS.Do(func() { close(settled) })
+	// The watch is seen once applied (After): seen before, the group ahead
+	// could announce between the hook and the watch, and the watch's read
+	// would show the announced version (TestFakeSemaphoreAnnounceBeforeTheWatch's
+	// path, not this one).
+	f.SetHooks(zkfake.Hooks{
+		Before: func(op zkfake.Op) error {
+			switch {
+			case op.Conn == connB && op.Name == "SetIf" && op.Paths[0] == nodeB:
+				announced.Store(true)
+			case op.Conn == connC && op.Name == "ChildrenStat":
+				reads.Add(1)
 			}
-		}
-		return nil
-	}})
+			return nil
+		},
+		After: func(op zkfake.Op, err error) error {
+			if op.Conn == connC && op.Name == "GetW" && op.Paths[0] == nodeB && err == nil {
+				// announced is read before watching closes: once it has,
+				// the test releases the holder and B may announce at once,
+				// and the first watch would pass for the second.
+				if announced.Load() {
+					onceS.Do(func() { close(settled) })
+				}
+				onceW.Do(func() { close(watching) })
+			}
+			return err
+		},
+	})
 	wc := async(sems[2].Acquire, ctxT(t))
 	for _, ch := range []chan struct{}{watching, settled} {
 		select {
