@@ -206,8 +206,8 @@ func (p *participant) abandon() {
 		case p.unsure:
 			p.claim.forget(p, w)
 		case w.nodes != nil:
-			_ = p.disarm(w) // if that fails, the janitor fires it with the delete
-			p.c.s.Discard(session.Job{Nodes: w.nodes, Session: p.session, Grant: w.armed})
+			_ = p.disarm(w) // if that fails, or the watch did not hear it, the janitor fires it first
+			p.c.s.Discard(session.Job{Nodes: w.nodes, Session: p.session, Grant: w.armed, Heard: w.grant})
 		}
 		w.reset()
 	}

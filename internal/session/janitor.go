@@ -1,6 +1,9 @@
 package session
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 
@@ -27,9 +30,10 @@ type Job struct {
 	// Parent whose name starts with Prefix (a create whose reply was lost
 	// leaves a node known only by its protected id).
 	Parent, Prefix string
-	// Grant, with one node, is a grant to fire as it is deleted
-	// ([Door.HandOff]); if that fails, the node is deleted as any other.
+	// Grant, with one node, is a grant watch of ours to fire before the
+	// node is deleted ([janitor.fire]), and Heard the watch's channel.
 	Grant string
+	Heard <-chan Event
 }
 
 func newJanitor(c *Session) *janitor {
@@ -50,7 +54,7 @@ func (j *janitor) discard(jb Job) {
 			return // what failed for good was logged
 		}
 		if d.left != nil {
-			jb = Job{Nodes: d.left, Session: jb.Session, Grant: jb.Grant}
+			jb = Job{Nodes: d.left, Session: jb.Session, Grant: jb.Grant, Heard: jb.Heard}
 		}
 	}
 	j.enqueue(jb)
@@ -109,7 +113,11 @@ func (j *janitor) run() {
 			b = j.c.newBackOff()
 		}
 		wait := b.NextBackOff()
-		j.c.log.Warn("zklock: cleanup will retry", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", d.retry, "in", wait)
+		level := slog.LevelWarn
+		if d.retry == errUnheard { // not a failure: the watches are on their way
+			level = slog.LevelDebug
+		}
+		j.c.log.Log(context.Background(), level, "zklock: cleanup will retry", "nodes", jb.Nodes, "prefix", jb.Prefix, "err", d.retry, "in", wait)
 		if !sleep(j.stop, wait) {
 			return
 		}
@@ -144,7 +152,7 @@ func (j *janitor) settle(d deletion) bool {
 		return true
 	}
 	if d.left != nil { // else a prefix job whose listing failed: as it was
-		j.jobs[0] = Job{Nodes: d.left, Session: j.jobs[0].Session, Grant: j.jobs[0].Grant}
+		j.jobs[0] = Job{Nodes: d.left, Session: j.jobs[0].Session, Grant: j.jobs[0].Grant, Heard: j.jobs[0].Heard}
 	}
 	return false
 }
@@ -165,17 +173,62 @@ func (j *janitor) delete(jb Job) deletion {
 		}
 	}
 	if jb.Grant != "" && len(nodes) == 1 && zc.SessionID() == jb.Session {
-		err := zc.HandOff(nodes[0], jb.Grant, j.c.ACL(jb.Grant))
-		switch {
-		case err == nil || GoneAt(err, nodes[0]):
-			return deletion{}
-		case classify(err) == Retry || classify(err) == Closing:
-			// Try the handoff again, grant and all: a plain delete now
-			// would leave the watch on the grant for the session's life.
-			return deletion{left: nodes, retry: err}
+		if d, fired := j.fire(zc, jb, nodes[0]); !fired {
+			return d
 		}
 	}
 	return j.c.deleteOwned(zc, nodes, jb.Session)
+}
+
+// errUnheard: a fire of a grant watch went through, and the watch did not
+// hear it ([janitor.fire]).
+var errUnheard = errors.New("zklock: the grant watch did not hear its fire; the watches are being set again")
+
+// fire fires jb's grant watch, with a check that node (ours) exists
+// ([Door.Fire]), before node is deleted. fired: delete node now (the
+// watch heard it, or the fire failed for good); else d says why not.
+//
+// Why the watch must hear it first. Once node is gone nobody may fire the
+// grant (zklock's handoff.go: a fire needs its firer's node), so a watch
+// still to be set would stay for the session's life. And it may be still
+// to be set: after a reconnect go-zookeeper sets the session's watches
+// again from a goroutine of its own (conn.go, sendSetWatches), so a
+// request queued before it (ours, sent as the connection comes back)
+// reaches the server first; the fire then tells nobody, and the late
+// setWatches sets the watch again on the missing grant
+// (DataTree.setWatches adds an exists watch on a missing path). A watch
+// that heard the fire is gone: its notification comes before the fire's
+// reply (one connection, in zxid order; go-zookeeper hands an event to its
+// channel before it reads the next reply). Until it hears one, node stays
+// and the fire is tried again (safe: the check); the setWatches is on its
+// way. TestGiveUpAtAReconnectLeavesNoWatch.
+func (j *janitor) fire(zc Conn, jb Job, node string) (d deletion, fired bool) {
+	err := zc.Fire(node, jb.Grant, j.c.ACL(jb.Grant))
+	switch {
+	case err == nil && heard(jb.Heard):
+		return deletion{}, true
+	case err == nil:
+		return deletion{left: []string{node}, retry: errUnheard}, false
+	case GoneAt(err, node):
+		return deletion{}, false // gone before us: nobody may fire it now
+	case classify(err) == Retry || classify(err) == Closing:
+		return deletion{left: []string{node}, retry: err}, false
+	}
+	return deletion{}, true // it cannot be fired: delete node as any other
+}
+
+// heard reports whether a watch's channel has had its event (go-zookeeper
+// closes it after it), without waiting; a nil channel has.
+func heard(ch <-chan Event) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // find lists the nodes a prefix job names, after a sync. nil: none, or the

@@ -1,0 +1,118 @@
+package zklock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/zktest"
+)
+
+// TestGiveUpAtAReconnectLeavesNoWatch: a handoff waiter that gives up while
+// cut off fires its grant watch, as it goes, only once the watch is set
+// again on the new connection, so that no watch of its session is left on
+// the server. go-zookeeper sets the watches again from a goroutine of its
+// own after the reconnect (sendSetWatches), and the give-up, queued while
+// cut off, goes first: a fire then reaches nobody, and the late setWatches
+// sets the watch on the missing grant for the session's life (the
+// janitor's fire, internal/session/janitor.go). The holder is still there
+// when the test looks: its release would fire the grant, and hide the
+// leak.
+func TestGiveUpAtAReconnectLeavesNoWatch(t *testing.T) {
+	for i := range 3 { // each round a reconnect: the order it tries is a race
+		lock := lockPath(t) + "-" + string(rune('a'+i))
+		a := connect(t)
+		ma, err := zklock.NewMutex(a, lock)
+		require.NoError(t, err)
+		held, err := ma.Acquire(ctxT(t))
+		require.NoError(t, err)
+
+		fb := zktest.NewFaults(nil)
+		t.Cleanup(fb.Close)
+		b := connect(t, zklock.WithDialer(fb.Dialer()), zklock.WithSessionTimeout(30*time.Second))
+		mb, err := zklock.NewMutex(b, lock)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(ctxT(t))
+		gaveUp := make(chan error, 1)
+		go func() {
+			l, err := mb.Acquire(ctx)
+			if l != nil {
+				_ = l.Release(ctxT(t))
+			}
+			gaveUp <- err
+		}()
+		queued(t, b, lock, 2)
+		grant := lock + "/_g_" + held.Node()[len(held.Node())-10:] + "_"
+		sid := b.SessionID()
+		awaitWatches(t, "the waiter's grant watch", func(w map[string][]string) bool { return has(w[grant], sid) })
+
+		fb.Partition() // no new connection,
+		fb.Drop()      // and the one it had is gone
+		cancel()
+		require.True(t, errors.Is(<-gaveUp, context.Canceled))
+		fb.Heal()
+
+		// Once the waiter's node is gone and its watch on the holder's
+		// node is on the server again (only the setWatches of the new
+		// connection sets it again), the grant has no watch of its.
+		queued(t, a, lock, 1)
+		awaitWatches(t, "the waiter's watch on the holder, set again", func(w map[string][]string) bool {
+			return has(w[held.Node()], sid)
+		})
+		w := serverWatches(t)
+		require.False(t, has(w[grant], sid), "the grant %s is still watched by the waiter's session %#x: %v", grant, sid, w[grant])
+		release(t, held)
+		require.NoError(t, b.Close())
+	}
+}
+
+// serverWatches reads every server's wchp: each watched path, with the
+// sessions (0x...) that watch it.
+func serverWatches(t *testing.T) map[string][]string {
+	t.Helper()
+	w := map[string][]string{}
+	for _, s := range zktest.Servers(t) {
+		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+		out, err := zktest.FourLetter(ctx, s, "wchp")
+		cancel()
+		require.NoError(t, err)
+		var at string
+		for _, line := range strings.Split(out, "\n") {
+			switch {
+			case strings.HasPrefix(line, "/"):
+				at = strings.TrimSpace(line)
+			case strings.TrimSpace(line) != "" && at != "":
+				w[at] = append(w[at], strings.TrimSpace(line))
+			}
+		}
+	}
+	return w
+}
+
+// awaitWatches waits until the servers' watches satisfy cond.
+func awaitWatches(t *testing.T, what string, cond func(map[string][]string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond(serverWatches(t)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not on the servers after 30s: %v", what, serverWatches(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// has reports whether sessions (wchp's 0x... lines) names sid.
+func has(sessions []string, sid int64) bool {
+	for _, s := range sessions {
+		if strings.EqualFold(s, fmt.Sprintf("%#x", sid)) {
+			return true
+		}
+	}
+	return false
+}
