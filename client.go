@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -31,6 +32,11 @@ type Client struct {
 	s        *session.Session
 	identity []byte
 	trace    *Trace // never nil (noTrace)
+
+	// zxidless: the latest grant came without its zxid (ZooKeeper before
+	// 3.9), for a connection whose wire has read no notification yet
+	// ([participant.zxidless]).
+	zxidless atomic.Bool
 }
 
 // Connect opens a session with the ZooKeeper ensemble at servers and

@@ -78,8 +78,11 @@ import (
 // ZooKeeper 3.9 sends in the notification's header (ZOOKEEPER-4655), so
 // that the handoff costs no request after the release. ZooKeeper 3.8 sends
 // -1 there, and the lease reads the lock path's pzxid when its token is
-// first asked for, while its node is still there (session.Hold.Token):
-// the multi deleted X, so that is at least the multi's zxid. Either is
+// first asked for, while its node is still there (session.Hold.Token), or
+// at the grant if its lock's tokens were asked for before
+// ([participant.granted]; then the lock stops taking part:
+// [participant.handsOff]). The multi deleted X, so that is at least the
+// multi's zxid. Either is
 // above X's token (X's token was of a state before X's release), and S's
 // next holder's token is at least the zxid of S's own release or
 // deletion, which comes after. Tokens still strictly increase across
@@ -96,9 +99,36 @@ func grantName(name string) string {
 }
 
 // handsOff reports whether p takes part in the handoff: one node on one
-// path of a queue, under a policy that hands off ([policy].handsOff).
+// path of a queue, under a policy that hands off ([policy].handsOff),
+// unless its lock's tokens are asked for and grants come without their
+// zxid (ZooKeeper before 3.9: [participant.zxidless]). A grant is then
+// followed by a read of the token, a round trip as long as the read of the
+// queue that decides a waiter and gives its token together: the grant's
+// two watches and its multi would cost requests and save no time (on
+// loopback, 7 requests an acquisition instead of 5). Taking part or not is
+// each participant's own choice, safe either way: a waiter whose
+// predecessor releases with a plain delete reads the queue, and a grant
+// nobody watches tells nobody anything (the proof above).
 func (p *participant) handsOff() bool {
-	return p.claim == claim(&p.queue) && len(p.ws) == 1 && len(p.ws[0].nodes) == 1 && p.ws[0].l.pol.handsOff()
+	if p.claim != claim(&p.queue) || len(p.ws) != 1 || len(p.ws[0].nodes) != 1 {
+		return false
+	}
+	l := p.ws[0].l
+	return l.pol.handsOff() && !(l.tokens.Load() && p.zxidless())
+}
+
+// zxidless reports that grants come without their zxid: as the wire's
+// notifications showed it (none carried one: [session.Session.NotificationZxids]),
+// or, before it read one or on a
+// connection with no wire (internal/zkfake's), as the Client's latest grant
+// came. Every participant of a Client learns it from the wire at once; a
+// Client that learnt it from grants alone would never learn it while the
+// others release without one.
+func (p *participant) zxidless() bool {
+	if carries, known := p.c.s.NotificationZxids(); known {
+		return !carries
+	}
+	return p.c.zxidless.Load()
 }
 
 // handoffPred returns the predecessor a handoff waiter waits on, if w's
@@ -207,6 +237,8 @@ func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) 
 	// state); else, or if that read fails, the lease reads it when first
 	// asked (session.Hold.Token).
 	token := p.c.s.CreatedZxid(grant)
+	// What a Client with no wire knows ([participant.zxidless]).
+	p.c.zxidless.Store(token <= 0)
 	if token <= 0 && w.l.tokens.Load() {
 		// A read that fails returns the zero Stat: its Pzxid, 0, leaves
 		// the lease to read its token when asked.

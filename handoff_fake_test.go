@@ -32,19 +32,22 @@ func grantWatches(f *zkfake.Server) []string {
 // TestFakeHandoffTokens: a lease handed off by a grant holds with no read
 // of the queue, and reads its token when first asked (the fake's
 // notifications carry no zxid, as ZooKeeper 3.8's): above its
-// predecessor's, and the same on every call.
+// predecessor's, and the same on every call. Each waiter is a Client of
+// its own: one that has had such a grant takes the read path for a lock
+// whose tokens are asked for (TestFakeNoHandoffForTokensWithoutZxid).
 func TestFakeHandoffTokens(t *testing.T) {
 	f := zkfake.New()
-	_, _, ma, mb := fakeMutexes(t, f, "/ht/lock")
-	prev, err := ma.Acquire(ctxT(t))
+	const path = "/ht/lock"
+	newMutex := func() *zklock.Mutex {
+		m, err := zklock.NewMutex(fakeClient(t, f), path)
+		must(t, err)
+		return m
+	}
+	prev, err := newMutex().Acquire(ctxT(t))
 	must(t, err)
 	for i := 0; i < 5; i++ {
-		m := mb
-		if i%2 == 1 {
-			m = ma
-		}
-		ch := async(m.Acquire, ctxT(t))
-		fakeQueued(t, f, "/ht/lock", 2)
+		ch := async(newMutex().Acquire, ctxT(t))
+		fakeQueued(t, f, path, 2)
 		eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
 		release(t, prev)
 		l := await(t, ch)
@@ -61,6 +64,79 @@ func TestFakeHandoffTokens(t *testing.T) {
 	if w := grantWatches(f); len(w) != 0 {
 		t.Fatalf("grant watches left: %v", w)
 	}
+}
+
+// TestFakeNoHandoffForTokensWithoutZxid: once a Client has had a grant
+// without its zxid (the fake's, as ZooKeeper 3.8's), its locks whose
+// tokens are asked for take no part in the handoff: a waiter sets no
+// grant watch and, woken, reads the queue, which decides it and gives its
+// token in one round trip (a grant would be followed by a read of the
+// token all the same); its lease releases with a plain delete. Tokens
+// still increase, and the other Client's participants still hand off.
+func TestFakeNoHandoffForTokensWithoutZxid(t *testing.T) {
+	f := zkfake.New()
+	const path = "/hz/lock"
+	ca, cb, ma, mb := fakeMutexes(t, f, path)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	la.Token() // ma's tokens are asked for
+	ch := async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, path, 2)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the first waiter watches the grant")
+	asleep(t, 1)
+	heard(t, ca, path)
+	release(t, la)
+	lb := await(t, ch) // granted without a zxid: cb knows now
+	prev := lb.Token() // mb's tokens are asked for
+	release(t, lb)
+
+	la, err = ma.Acquire(ctxT(t))
+	must(t, err)
+	if la.Token() <= prev {
+		t.Fatalf("token %d, not above its predecessor's %d", la.Token(), prev)
+	}
+	log := logOps(f, connOf(t, f, cb), nil)
+	ch = async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, path, 2)
+	asleep(t, 1)
+	heard(t, ca, path)
+	for _, op := range log.since(0) {
+		if strings.HasPrefix(op, "ExistsW ") {
+			t.Fatalf("the waiter watches a grant (%s); want the read path", op)
+		}
+	}
+	at := log.len()
+	release(t, la)
+	lb = await(t, ch)
+	if woken := log.since(at); len(woken) != 1 || woken[0] != "ChildrenStat "+path {
+		t.Fatalf("woken, the waiter made %v; want one read of the queue", woken)
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token %d, not above its predecessor's %d", lb.Token(), la.Token())
+	}
+
+	// ca has had no grant: its waiter watches the grant, which lb's
+	// release (a plain delete) never fires, and reads.
+	ch = async(ma.Acquire, ctxT(t))
+	fakeQueued(t, f, path, 2)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the other Client's waiter watches the grant")
+	asleep(t, 1)
+	heard(t, cb, path)
+	at = log.len()
+	release(t, lb)
+	// (The keeper may set a watch on lb's node meanwhile: only the
+	// release's own request is looked for.)
+	if sent := log.since(at); !slices.Contains(sent, "Delete "+lb.Node()) || slices.ContainsFunc(sent, func(op string) bool {
+		return strings.HasPrefix(op, "HandOff ")
+	}) {
+		t.Fatalf("the release sent %v; want a plain delete", sent)
+	}
+	la = await(t, ch)
+	if la.Token() <= lb.Token() {
+		t.Fatalf("token %d, not above its predecessor's %d", la.Token(), lb.Token())
+	}
+	release(t, la)
+	eventually(t, func() bool { return len(grantWatches(f)) == 0 }, "no grant watch left")
 }
 
 // TestFakeHandoffTokenOfALostLease: a lease handed off whose node is gone

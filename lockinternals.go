@@ -34,11 +34,10 @@ type Lock struct {
 	// children watch ([participant.startLooks]).
 	queued atomic.Bool
 
-	// tokens: a lease of this lock was asked for its token. A lease
-	// handed over by a grant whose notification carries no zxid
-	// (ZooKeeper before 3.9) then reads its token before it is granted, a
-	// round trip, as every lease did before the handoff; until then it
-	// reads it only if asked ([Lease.Token], handoff.go).
+	// tokens: a lease of this lock was asked for its token. Where grants
+	// come without their zxid (ZooKeeper before 3.9), the lock then takes
+	// no part in the handoff ([participant.handsOff]); until then a lease
+	// handed over reads its token only if asked ([Lease.Token]).
 	tokens atomic.Bool
 }
 

@@ -14,7 +14,9 @@
  *   release by holder H   one multi: create g(H), delete H, delete g(H).
  *                         The exists-watchers of g(H) are told NodeCreated
  *                         (one-shot: consumed), then the getData-watchers of
- *                         H NodeDeleted; g(H) never persists.
+ *                         H NodeDeleted; g(H) never persists. Or, as a
+ *                         holder that takes no part in the handoff, a plain
+ *                         delete of H.
  *   grant                 a waiter told NodeCreated(g(X)), X its current
  *                         predecessor, holds with no read, unless its own
  *                         watch has fired (a non-blocking look: that
@@ -397,6 +399,17 @@ hold:
 		mkgrant(me[i], i, false);
 		delnode(me[i]);
 		grant[me[i]] = false;
+		goto gone
+	   }
+	:: atomic {
+		/* A holder that takes no part in the handoff (its lock's
+		 * tokens are asked for, and grants come without their zxid:
+		 * participant.handsOff) releases with a plain delete. */
+		dirty == 0 ->
+		holding[i] = false;
+		nholders--;
+		printf("h: P%d releases with a plain delete, no grant\n", i);
+		delnode(me[i]);
 		goto gone
 	   }
 	od;

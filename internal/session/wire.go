@@ -206,8 +206,11 @@ func (c *wireConn) packet(hdr []byte, connect bool) {
 		w.creds.reply(c, code, w.log)
 	case xid >= 0 && zxid > 0:
 		w.zxid.saw(c.session, zxid)
-	case xid == notificationXid && zxid > 0:
-		w.made.event(hdr[replyHdrBytes:], zxid)
+	case xid == notificationXid:
+		w.made.seen(zxid > 0)
+		if zxid > 0 {
+			w.made.event(hdr[replyHdrBytes:], zxid)
+		}
 	}
 }
 

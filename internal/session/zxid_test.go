@@ -176,3 +176,71 @@ func TestNewSessionStartsFromZero(t *testing.T) {
 		}
 	}
 }
+
+// The wire tells whether the server puts a notification's zxid in its
+// header (ZooKeeper 3.9) from the notifications it read: unknown before
+// one, no while they carry ZooKeeper 3.8's -1, yes once one carried a zxid,
+// and still yes after a -1 (3.9's setWatches events); replies and pings say
+// nothing of it.
+func TestNotificationZxidsFollowTheNotifications(t *testing.T) {
+	w := testWire(Options{})
+	s := &Session{wire: w}
+	sent := [][]byte{connectResponse(4000, 55), reply(7, 0x10, 0), reply(-2, 0, 0), reply(-1, -1, 0), reply(-1, -1, 0), reply(8, 0x11, 0), reply(-1, 0x12, 0), reply(-1, -1, 0)}
+	want := []struct{ carries, known bool }{{false, false}, {false, false}, {false, false}, {false, true}, {false, true}, {false, true}, {true, true}, {true, true}}
+	var data []byte
+	for _, p := range sent {
+		data = append(data, p...)
+	}
+	c := w.newConn(&writesConn{bytesConn: bytesConn{data: data, chunk: 5}}, "zk1:2181")
+	sendConnect(t, c)
+	for i := range sent {
+		readWhole(t, c)
+		if carries, known := s.NotificationZxids(); carries != want[i].carries || known != want[i].known {
+			t.Fatalf("after packet %d: carries %v, known %v; want %+v", i, carries, known, want[i])
+		}
+	}
+}
+
+// notification is a watch's notification: xid -1, zxid (ZooKeeper 3.9's
+// txn zxid, -1 before), then a WatcherEvent (type, state 3, path).
+func notification(zxid int64, typ int32, path string) []byte {
+	b := make([]byte, 4+16+12+len(path))
+	binary.BigEndian.PutUint32(b[0:], uint32(len(b)-4))
+	binary.BigEndian.PutUint32(b[4:], 0xffffffff)
+	binary.BigEndian.PutUint64(b[8:], uint64(zxid))
+	binary.BigEndian.PutUint32(b[20:], uint32(typ))
+	binary.BigEndian.PutUint32(b[24:], 3)
+	binary.BigEndian.PutUint32(b[28:], uint32(len(path)))
+	copy(b[32:], path)
+	return b
+}
+
+// A NodeCreated notification's zxid is kept for its path, once, when the
+// server sends one (a grant's: the handed-over lease's token); -1 (3.8)
+// keeps nothing, and neither does another event type.
+func TestCreatedZxidsKeptFromNotifications(t *testing.T) {
+	w := testWire(Options{})
+	s := &Session{wire: w}
+	const nodeCreated, nodeDeleted = 1, 2
+	sent := [][]byte{connectResponse(4000, 55),
+		notification(0x7f1, nodeCreated, "/l/_g_0000000001_"),
+		notification(-1, nodeCreated, "/l/_g_0000000002_"),
+		notification(0x7f3, nodeDeleted, "/l/_g_0000000003_")}
+	var data []byte
+	for _, p := range sent {
+		data = append(data, p...)
+	}
+	c := w.newConn(&writesConn{bytesConn: bytesConn{data: data, chunk: 3}}, "zk1:2181")
+	sendConnect(t, c)
+	for range sent {
+		readWhole(t, c)
+	}
+	for _, tc := range []struct {
+		path string
+		want int64
+	}{{"/l/_g_0000000001_", 0x7f1}, {"/l/_g_0000000001_", 0}, {"/l/_g_0000000002_", 0}, {"/l/_g_0000000003_", 0}} {
+		if got := s.CreatedZxid(tc.path); got != tc.want {
+			t.Fatalf("CreatedZxid(%s) = %#x, want %#x", tc.path, got, tc.want)
+		}
+	}
+}
