@@ -579,3 +579,43 @@ func TestFakeHandoffFireFails(t *testing.T) {
 	eventually(t, func() bool { return !slices.Contains(grantWatches(f), gx) }, "no watch left on X's grant")
 	release(t, handOver(t, ca, path, lh, ch, log, 2)) // X queued again, behind the waiter
 }
+
+// TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain: a handoff waiter that
+// gives up while disconnected, whose fires of its grant go out on the new
+// connection before go-zookeeper's setWatches (a late one, as the fake
+// plays it), deletes its node only once its grant watch has heard a fire:
+// a node deleted before it would leave the watch, set again by the late
+// setWatches on the missing grant, for the session's life, with nobody
+// allowed to fire it (internal/session/janitor.go, janitor.fire). The late
+// setWatches comes after the second fire of the grant, whatever sent it.
+func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
+	f := zkfake.New()
+	_, cb, ma, mb := fakeMutexes(t, f, "/hl/lock")
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	gave := async(mb.Acquire, ctx)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	grant := grantWatches(f)[0]
+	connB := connOf(t, f, cb)
+	var fires atomic.Int32
+	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if op.Conn == connB && (op.Name == "Fire" || op.Name == "HandOff") && slices.Contains(op.Paths, grant) && fires.Add(1) == 2 {
+			connB.SetWatches()
+		}
+		return err
+	}})
+	connB.Disconnect()
+	cancel()
+	connB.LateWatches()
+	connB.Reconnect()
+	if r := <-gave; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a cancelled acquire returned %v", r.err)
+	}
+	fakeQueued(t, f, "/hl/lock", 1)
+	connB.SetWatches() // if no second fire came
+	if w := grantWatches(f); len(w) != 0 {
+		t.Fatalf("the waiter's node is gone and its grant watch stays: %v (%d fires)", w, fires.Load())
+	}
+	release(t, la)
+}

@@ -49,6 +49,8 @@ type Conn struct {
 	held      bool   // Disconnect'ed: no reconnect until Reconnect
 	epoch     uint64 // bumped when the session is replaced by a new one
 	watchers  map[wkey][]chan zk.Event
+	late      bool         // the next reconnect's setWatches comes late (LateWatches)
+	lateW     *lateWatches // the watches of a late setWatches, until SetWatches
 
 	qmu       sync.Mutex
 	qcond     *sync.Cond

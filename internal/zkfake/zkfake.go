@@ -501,6 +501,7 @@ func (s *Server) reconnectLocked(c *Conn) {
 			c.emitLocked(ev)
 		}
 		se.pending = nil
+		s.takeLateLocked(c, se)
 		return
 	}
 	// Conn.authenticate: sessionID 0, StateExpired; loop: invalidate the

@@ -205,3 +205,57 @@ func TestHooksAndContainers(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 }
+
+// A late setWatches (LateWatches, then SetWatches): until it comes, the
+// session's watches that had not fired tell it nothing; then each is set
+// again or told at once, against the tree as it is, as
+// DataTree.setWatches does: an exists watch on a node created and deleted
+// meanwhile is set again and told nothing, until the node is created again.
+func TestLateSetWatches(t *testing.T) {
+	f := zkfake.New()
+	ra, rb := newRecorder(), newRecorder()
+	a := f.Dial(ra.event, time.Minute)
+	b := f.Dial(rb.event, time.Minute)
+	defer a.Close()
+	defer b.Close()
+	ra.await(t, 3)
+	rb.await(t, 3)
+	acl := zk.WorldACL(zk.PermAll)
+	for _, p := range []string{"/p", "/y", "/z", "/q"} {
+		mustNil(t, b.CreatePersistent(p, nil, acl))
+	}
+	_, _, err := a.ExistsW("/x") // missing: an exists watch
+	mustNil(t, err)
+	for _, p := range []string{"/y", "/z", "/q"} {
+		_, _, err := a.GetW(p)
+		mustNil(t, err)
+	}
+	_, _, err = a.ChildrenW("/p")
+	mustNil(t, err)
+
+	a.Disconnect()
+	a.LateWatches()
+	ra.await(t, 1) // StateDisconnected
+	a.Reconnect()
+	if got := fmt.Sprint(ra.await(t, 2)); got != "[StateConnected StateHasSession]" {
+		t.Fatalf("reconnect events %s", got)
+	}
+	mustNil(t, b.CreatePersistent("/x", nil, acl))
+	mustNil(t, b.Delete("/x"))
+	mustNil(t, b.Delete("/y"))
+	mustNil(t, b.Set("/z", []byte("new")))
+	if w := f.Watched(); len(w) != 0 {
+		t.Fatalf("watched before the late setWatches: %v", w)
+	}
+	a.SetWatches()
+	if got := fmt.Sprint(ra.await(t, 2)); got != "[EventNodeDeleted /y EventNodeDataChanged /z]" {
+		t.Fatalf("the late setWatches told %s", got)
+	}
+	if got := fmt.Sprint(f.Watched()); got != "[/p /q /x]" {
+		t.Fatalf("watched after the late setWatches: %s, want [/p /q /x]", got)
+	}
+	mustNil(t, b.CreatePersistent("/x", nil, acl))
+	if got := fmt.Sprint(ra.await(t, 1)); got != "[EventNodeCreated /x]" {
+		t.Fatalf("the exists watch set again told %s", got)
+	}
+}
