@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -587,10 +588,13 @@ func TestFakeHandoffFireFails(t *testing.T) {
 // a node deleted before it would leave the watch, set again by the late
 // setWatches on the missing grant, for the session's life, with nobody
 // allowed to fire it (internal/session/janitor.go, janitor.fire). The late
-// setWatches comes after the second fire of the grant, whatever sent it.
+// setWatches comes after the third fire of the grant (the give-up's own,
+// the janitor's at once, its goroutine's first), whatever sent them. The
+// janitor's retries meanwhile are no failure: logged at Debug.
 func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
 	f := zkfake.New()
-	_, cb, ma, mb := fakeMutexes(t, f, "/hl/lock")
+	var h records
+	ma, mb, cb := giveUpMutexes(t, f, "/hl/lock", &h)
 	la, err := ma.Acquire(ctxT(t))
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -600,7 +604,7 @@ func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
 	connB := connOf(t, f, cb)
 	var fires atomic.Int32
 	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
-		if op.Conn == connB && (op.Name == "Fire" || op.Name == "HandOff") && slices.Contains(op.Paths, grant) && fires.Add(1) == 2 {
+		if op.Conn == connB && (op.Name == "Fire" || op.Name == "HandOff") && slices.Contains(op.Paths, grant) && fires.Add(1) == 3 {
 			connB.SetWatches()
 		}
 		return err
@@ -617,5 +621,57 @@ func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
 	if w := grantWatches(f); len(w) != 0 {
 		t.Fatalf("the waiter's node is gone and its grant watch stays: %v (%d fires)", w, fires.Load())
 	}
+	if got := h.levelsOf("zklock: cleanup will retry"); len(got) == 0 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
+		t.Fatalf("the janitor's retries for a fire not heard were logged at %v, want Debug (at least one)", got)
+	}
 	release(t, la)
+}
+
+// TestFakeHandoffGiveUpFireFails: a give-up whose fires of its grant fail
+// (a dropped connection) keeps its node, and fires again, until one goes
+// through: a node deleted with its grant watch still set would leave the
+// watch for the session's life. Those retries are logged at Warn.
+func TestFakeHandoffGiveUpFireFails(t *testing.T) {
+	f := zkfake.New()
+	var h records
+	ma, mb, cb := giveUpMutexes(t, f, "/hf/lock", &h)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	gave := async(mb.Acquire, ctx)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	connB := connOf(t, f, cb)
+	var failed atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		// The give-up's own, the janitor's at once, and its goroutine's first.
+		if op.Conn == connB && op.Name == "Fire" && failed.Add(1) <= 3 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	cancel()
+	if r := <-gave; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a cancelled acquire returned %v", r.err)
+	}
+	fakeQueued(t, f, "/hf/lock", 1)
+	if w := grantWatches(f); len(w) != 0 {
+		t.Fatalf("the waiter's node is gone and its grant watch stays: %v (%d fires)", w, failed.Load())
+	}
+	if got := h.levelsOf("zklock: cleanup will retry"); !slices.Contains(got, "WARN") {
+		t.Fatalf("the janitor's retry after a failed fire was logged at %v, want Warn", got)
+	}
+	release(t, la)
+}
+
+// giveUpMutexes connects two Clients to f, the second logging to h, each
+// with a Mutex on path.
+func giveUpMutexes(t *testing.T, f *zkfake.Server, path string, h *records) (ma, mb *zklock.Mutex, cb *zklock.Client) {
+	t.Helper()
+	ca := fakeClient(t, f)
+	cb = fakeClient(t, f, zklock.WithLogger(slog.New(h)))
+	ma, err := zklock.NewMutex(ca, path)
+	must(t, err)
+	mb, err = zklock.NewMutex(cb, path)
+	must(t, err)
+	return ma, mb, cb
 }

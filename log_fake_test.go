@@ -46,6 +46,19 @@ func (h *records) about(node string) []string {
 	return out
 }
 
+// levelsOf returns the levels of the records whose message is msg.
+func (h *records) levelsOf(msg string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.recs {
+		if r.Message == msg {
+			out = append(out, r.Level.String())
+		}
+	}
+	return out
+}
+
 // A lease lost to ZooKeeper is logged at Warn; the leases Close ends, as
 // the caller asked, at Info.
 func TestFakeCloseLogsLeasesAtInfo(t *testing.T) {

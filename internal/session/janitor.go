@@ -31,7 +31,8 @@ type Job struct {
 	// leaves a node known only by its protected id).
 	Parent, Prefix string
 	// Grant, with one node, is a grant watch of ours to fire before the
-	// node is deleted ([janitor.fire]), and Heard the watch's channel.
+	// node is deleted ([janitor.fire]), and Heard the watch's channel
+	// (required with Grant: the node stays until it has its event).
 	Grant string
 	Heard <-chan Event
 }
@@ -218,11 +219,8 @@ func (j *janitor) fire(zc Conn, jb Job, node string) (d deletion, fired bool) {
 }
 
 // heard reports whether a watch's channel has had its event (go-zookeeper
-// closes it after it), without waiting; a nil channel has.
+// closes it after it), without waiting.
 func heard(ch <-chan Event) bool {
-	if ch == nil {
-		return true
-	}
 	select {
 	case <-ch:
 		return true
