@@ -663,6 +663,34 @@ func TestFakeHandoffGiveUpFireFails(t *testing.T) {
 	release(t, la)
 }
 
+// TestFakeHandoffGiveUpFireRefused: a give-up whose fire the server
+// refuses for good (here no right to create the grant) deletes its node all
+// the same, as any other: waiting would keep the lock from everyone
+// behind it, for a watch that cannot be fired anyway.
+func TestFakeHandoffGiveUpFireRefused(t *testing.T) {
+	f := zkfake.New()
+	var h records
+	ma, mb, cb := giveUpMutexes(t, f, "/hr/lock", &h)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	gave := async(mb.Acquire, ctx)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	connB := connOf(t, f, cb)
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == connB && op.Name == "Fire" {
+			return zk.ErrNoAuth
+		}
+		return nil
+	}})
+	cancel()
+	if r := <-gave; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a cancelled acquire returned %v", r.err)
+	}
+	fakeQueued(t, f, "/hr/lock", 1)
+	release(t, la)
+}
+
 // giveUpMutexes connects two Clients to f, the second logging to h, each
 // with a Mutex on path.
 func giveUpMutexes(t *testing.T, f *zkfake.Server, path string, h *records) (ma, mb *zklock.Mutex, cb *zklock.Client) {
