@@ -627,6 +627,43 @@ func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
 	release(t, la)
 }
 
+// TestFakeHandoffGiveUpInASwappedSession: the same, when the reconnect
+// brings another session (a server that swaps sessions): go-zookeeper sets
+// the watches again in the new session, late, and the waiter, whose wait
+// the swap ends, still fires its grant, from the new session (the fire
+// checks its node, which the old session still owns), before its node is
+// deleted.
+func TestFakeHandoffGiveUpInASwappedSession(t *testing.T) {
+	f := zkfake.New()
+	var h records
+	ma, mb, cb := giveUpMutexes(t, f, "/hs/lock", &h)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	gave := async(mb.Acquire, ctxT(t))
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	grant := grantWatches(f)[0]
+	connB := connOf(t, f, cb)
+	var fires atomic.Int32
+	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if op.Conn == connB && (op.Name == "Fire" || op.Name == "HandOff") && slices.Contains(op.Paths, grant) && fires.Add(1) == 2 {
+			connB.SetWatches()
+		}
+		return err
+	}})
+	connB.Disconnect()
+	connB.LateWatches()
+	connB.ReconnectSwapped()
+	if r := <-gave; !errors.Is(r.err, zklock.ErrSessionReplaced) {
+		t.Fatalf("a wait in a swapped session returned %v", r.err)
+	}
+	fakeQueued(t, f, "/hs/lock", 1)
+	connB.SetWatches() // if no second fire came
+	if w := grantWatches(f); len(w) != 0 {
+		t.Fatalf("the waiter's node is gone and its grant watch stays: %v (%d fires)", w, fires.Load())
+	}
+	release(t, la)
+}
+
 // TestFakeHandoffGiveUpFireFails: a give-up whose fires of its grant fail
 // (a dropped connection) keeps its node, and fires again, until one goes
 // through: a node deleted with its grant watch still set would leave the

@@ -173,7 +173,9 @@ func (j *janitor) delete(jb Job) deletion {
 			return d
 		}
 	}
-	if jb.Grant != "" && len(nodes) == 1 && zc.SessionID() == jb.Session {
+	// In another session too (ours was swapped): the fire checks the node,
+	// not the session, and go-zookeeper set our watches again in it.
+	if jb.Grant != "" && len(nodes) == 1 {
 		if d, fired := j.fire(zc, jb, nodes[0]); !fired {
 			return d
 		}

@@ -10,8 +10,9 @@ import "time"
 // id). The old session lives on, attached to no connection, with its
 // ephemeral nodes, until it expires ([Server.Expire], [Server.ExpireIdle]).
 // The connection's watches are set again in the new session, as
-// go-zookeeper's setWatches does on every connection, and requests that
-// waited for the reconnect run in the new session.
+// go-zookeeper's setWatches does on every connection (late, after
+// [Conn.LateWatches]), and requests that waited for the reconnect run in
+// the new session.
 func (c *Conn) ReconnectSwapped() {
 	s := c.srv
 	s.mu.Lock()
@@ -31,6 +32,7 @@ func (c *Conn) ReconnectSwapped() {
 		se := s.sessions[c.sid]
 		se.dataW, se.childW, se.pending = old.dataW, old.childW, old.pending
 		old.dataW, old.childW, old.pending = map[string]bool{}, map[string]bool{}, nil
+		s.takeLateLocked(c, se)
 	}
 	s.state.Broadcast()
 }
