@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zkrecipes/zklock"
@@ -664,6 +665,35 @@ func TestFakeHandoffGiveUpInASwappedSession(t *testing.T) {
 	release(t, la)
 }
 
+// TestFakeHandoffGiveUpWithTheWatchesLost: a give-up whose watches the
+// reconnect lost for good (a setWatches the server refused, which
+// go-zookeeper only logs) never hears its fire; its node is deleted all the
+// same after a few fires, with a Warn, rather than kept, which would hold up
+// every waiter behind it for the session's life.
+func TestFakeHandoffGiveUpWithTheWatchesLost(t *testing.T) {
+	f := zkfake.New()
+	var h records
+	ma, mb, cb := giveUpMutexes(t, f, "/hn/lock", &h)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	gave := async(mb.Acquire, ctx)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
+	connB := connOf(t, f, cb)
+	connB.Disconnect()
+	cancel()
+	connB.LoseWatches()
+	connB.Reconnect()
+	if r := <-gave; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a cancelled acquire returned %v", r.err)
+	}
+	fakeQueued(t, f, "/hn/lock", 1)
+	if got := h.levelsOf("zklock: the grant watch of an abandoned wait never heard its fire; its node is deleted, and the watch may stay until the session ends"); fmt.Sprint(got) != "[WARN]" {
+		t.Fatalf("the node deleted unheard was logged %v, want once at Warn", got)
+	}
+	release(t, la)
+}
+
 // TestFakeHandoffGiveUpFireFails: a give-up whose fires of its grant fail
 // (a dropped connection) keeps its node, and fires again, until one goes
 // through: a node deleted with its grant watch still set would leave the
@@ -733,7 +763,9 @@ func TestFakeHandoffGiveUpFireRefused(t *testing.T) {
 func giveUpMutexes(t *testing.T, f *zkfake.Server, path string, h *records) (ma, mb *zklock.Mutex, cb *zklock.Client) {
 	t.Helper()
 	ca := fakeClient(t, f)
-	cb = fakeClient(t, f, zklock.WithLogger(slog.New(h)))
+	// Retries at once: the janitor's tries are counted, not timed.
+	cb = fakeClient(t, f, zklock.WithLogger(slog.New(h)),
+		zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
 	ma, err := zklock.NewMutex(ca, path)
 	must(t, err)
 	mb, err = zklock.NewMutex(cb, path)

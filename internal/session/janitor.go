@@ -35,6 +35,18 @@ type Job struct {
 	// (required with Grant: the node stays until it has its event).
 	Grant string
 	Heard <-chan Event
+
+	unheard int // fires of Grant that went through unheard ([janitor.fire])
+}
+
+// rest is what is left of jb to retry after d: its nodes left, named, and
+// one more unheard fire if that is why.
+func (jb Job) rest(d deletion) Job {
+	r := Job{Nodes: d.left, Session: jb.Session, Grant: jb.Grant, Heard: jb.Heard, unheard: jb.unheard}
+	if d.retry == errUnheard {
+		r.unheard++
+	}
+	return r
 }
 
 func newJanitor(c *Session) *janitor {
@@ -55,7 +67,7 @@ func (j *janitor) discard(jb Job) {
 			return // what failed for good was logged
 		}
 		if d.left != nil {
-			jb = Job{Nodes: d.left, Session: jb.Session, Grant: jb.Grant, Heard: jb.Heard}
+			jb = jb.rest(d)
 		}
 	}
 	j.enqueue(jb)
@@ -153,7 +165,7 @@ func (j *janitor) settle(d deletion) bool {
 		return true
 	}
 	if d.left != nil { // else a prefix job whose listing failed: as it was
-		j.jobs[0] = Job{Nodes: d.left, Session: j.jobs[0].Session, Grant: j.jobs[0].Grant, Heard: j.jobs[0].Heard}
+		j.jobs[0] = j.jobs[0].rest(d)
 	}
 	return false
 }
@@ -183,6 +195,10 @@ func (j *janitor) delete(jb Job) deletion {
 	return j.c.deleteOwned(zc, nodes, jb.Session)
 }
 
+// maxUnheard bounds the fires of a grant that go through unheard before
+// its node is deleted all the same ([janitor.fire]).
+const maxUnheard = 8
+
 // errUnheard: a fire of a grant watch went through, and the watch did not
 // hear it ([janitor.fire]).
 var errUnheard = errors.New("zklock: the grant watch did not hear its fire; the watches are being set again")
@@ -205,10 +221,23 @@ var errUnheard = errors.New("zklock: the grant watch did not hear its fire; the 
 // channel before it reads the next reply). Until it hears one, node stays
 // and the fire is tried again (safe: the check); the setWatches is on its
 // way. TestGiveUpAtAReconnectLeavesNoWatch.
+//
+// Unless it never comes: a setWatches the server refused, which
+// go-zookeeper only logs (conn.go, "Failed to set previous watches"),
+// leaves the watch in its map and not on the server. After maxUnheard
+// fires (about five seconds with the default backoff; go-zookeeper sends
+// setWatches as it connects) the node is deleted all the same: a watch may
+// then come back at a later reconnect, but a node kept would hold up every
+// waiter behind it.
+// TestFakeHandoffGiveUpWithTheWatchesLost.
 func (j *janitor) fire(zc Conn, jb Job, node string) (d deletion, fired bool) {
 	err := zc.Fire(node, jb.Grant, j.c.ACL(jb.Grant))
 	switch {
 	case err == nil && heard(jb.Heard):
+		return deletion{}, true
+	case err == nil && jb.unheard >= maxUnheard:
+		j.c.log.Warn("zklock: the grant watch of an abandoned wait never heard its fire; its node is deleted, and the watch may stay until the session ends",
+			"node", node, "grant", jb.Grant)
 		return deletion{}, true
 	case err == nil:
 		return deletion{left: []string{node}, retry: errUnheard}, false
