@@ -593,39 +593,16 @@ func TestFakeHandoffFireFails(t *testing.T) {
 // the janitor's at once, its goroutine's first), whatever sent them. The
 // janitor's retries meanwhile are no failure: logged at Debug.
 func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
-	f := zkfake.New()
-	var h records
-	ma, mb, cb := giveUpMutexes(t, f, "/hl/lock", &h)
-	la, err := ma.Acquire(ctxT(t))
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	gave := async(mb.Acquire, ctx)
-	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
-	grant := grantWatches(f)[0]
-	connB := connOf(t, f, cb)
-	var fires atomic.Int32
-	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
-		if op.Conn == connB && (op.Name == "Fire" || op.Name == "HandOff") && slices.Contains(op.Paths, grant) && fires.Add(1) == 3 {
-			connB.SetWatches()
-		}
-		return err
-	}})
-	connB.Disconnect()
-	cancel()
-	connB.LateWatches()
-	connB.Reconnect()
-	if r := <-gave; !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("a cancelled acquire returned %v", r.err)
-	}
-	fakeQueued(t, f, "/hl/lock", 1)
-	connB.SetWatches() // if no second fire came
-	if w := grantWatches(f); len(w) != 0 {
-		t.Fatalf("the waiter's node is gone and its grant watch stays: %v (%d fires)", w, fires.Load())
-	}
-	if got := h.levelsOf("zklock: cleanup will retry"); len(got) == 0 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
+	g := newGiveUp(t, "/hl/lock")
+	fires := g.setWatchesAfter(3)
+	g.connB.Disconnect()
+	g.cancel()
+	g.connB.LateWatches()
+	g.connB.Reconnect()
+	g.ended(t, context.Canceled, fires)
+	if got := g.h.levelsOf("zklock: cleanup will retry"); len(got) == 0 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
 		t.Fatalf("the janitor's retries for a fire not heard were logged at %v, want Debug (at least one)", got)
 	}
-	release(t, la)
 }
 
 // TestFakeHandoffGiveUpInASwappedSession: the same, when the reconnect
@@ -635,34 +612,12 @@ func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
 // checks its node, which the old session still owns), before its node is
 // deleted.
 func TestFakeHandoffGiveUpInASwappedSession(t *testing.T) {
-	f := zkfake.New()
-	var h records
-	ma, mb, cb := giveUpMutexes(t, f, "/hs/lock", &h)
-	la, err := ma.Acquire(ctxT(t))
-	must(t, err)
-	gave := async(mb.Acquire, ctxT(t))
-	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
-	grant := grantWatches(f)[0]
-	connB := connOf(t, f, cb)
-	var fires atomic.Int32
-	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
-		if op.Conn == connB && (op.Name == "Fire" || op.Name == "HandOff") && slices.Contains(op.Paths, grant) && fires.Add(1) == 2 {
-			connB.SetWatches()
-		}
-		return err
-	}})
-	connB.Disconnect()
-	connB.LateWatches()
-	connB.ReconnectSwapped()
-	if r := <-gave; !errors.Is(r.err, zklock.ErrSessionReplaced) {
-		t.Fatalf("a wait in a swapped session returned %v", r.err)
-	}
-	fakeQueued(t, f, "/hs/lock", 1)
-	connB.SetWatches() // if no second fire came
-	if w := grantWatches(f); len(w) != 0 {
-		t.Fatalf("the waiter's node is gone and its grant watch stays: %v (%d fires)", w, fires.Load())
-	}
-	release(t, la)
+	g := newGiveUp(t, "/hs/lock")
+	fires := g.setWatchesAfter(2)
+	g.connB.Disconnect()
+	g.connB.LateWatches()
+	g.connB.ReconnectSwapped()
+	g.ended(t, zklock.ErrSessionReplaced, fires)
 }
 
 // TestFakeHandoffGiveUpWithTheWatchesLost: a give-up whose watches the
@@ -671,27 +626,15 @@ func TestFakeHandoffGiveUpInASwappedSession(t *testing.T) {
 // same after a few fires, with a Warn, rather than kept, which would hold up
 // every waiter behind it for the session's life.
 func TestFakeHandoffGiveUpWithTheWatchesLost(t *testing.T) {
-	f := zkfake.New()
-	var h records
-	ma, mb, cb := giveUpMutexes(t, f, "/hn/lock", &h)
-	la, err := ma.Acquire(ctxT(t))
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	gave := async(mb.Acquire, ctx)
-	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
-	connB := connOf(t, f, cb)
-	connB.Disconnect()
-	cancel()
-	connB.LoseWatches()
-	connB.Reconnect()
-	if r := <-gave; !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("a cancelled acquire returned %v", r.err)
-	}
-	fakeQueued(t, f, "/hn/lock", 1)
-	if got := h.levelsOf("zklock: the grant watch of an abandoned wait never heard its fire; its node is deleted, and the watch may stay until the session ends"); fmt.Sprint(got) != "[WARN]" {
+	g := newGiveUp(t, "/hn/lock")
+	g.connB.Disconnect()
+	g.cancel()
+	g.connB.LoseWatches()
+	g.connB.Reconnect()
+	g.ended(t, context.Canceled, nil)
+	if got := g.h.levelsOf("zklock: the grant watch of an abandoned wait never heard its fire; its node is deleted, and the watch may stay until the session ends"); fmt.Sprint(got) != "[WARN]" {
 		t.Fatalf("the node deleted unheard was logged %v, want once at Warn", got)
 	}
-	release(t, la)
 }
 
 // TestFakeHandoffGiveUpFireFails: a give-up whose fires of its grant fail
@@ -699,35 +642,20 @@ func TestFakeHandoffGiveUpWithTheWatchesLost(t *testing.T) {
 // through: a node deleted with its grant watch still set would leave the
 // watch for the session's life. Those retries are logged at Warn.
 func TestFakeHandoffGiveUpFireFails(t *testing.T) {
-	f := zkfake.New()
-	var h records
-	ma, mb, cb := giveUpMutexes(t, f, "/hf/lock", &h)
-	la, err := ma.Acquire(ctxT(t))
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	gave := async(mb.Acquire, ctx)
-	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
-	connB := connOf(t, f, cb)
+	g := newGiveUp(t, "/hf/lock")
 	var failed atomic.Int32
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+	g.f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
 		// The give-up's own, the janitor's at once, and its goroutine's first.
-		if op.Conn == connB && op.Name == "Fire" && failed.Add(1) <= 3 {
+		if op.Conn == g.connB && op.Name == "Fire" && failed.Add(1) <= 3 {
 			return zk.ErrConnectionClosed
 		}
 		return nil
 	}})
-	cancel()
-	if r := <-gave; !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("a cancelled acquire returned %v", r.err)
-	}
-	fakeQueued(t, f, "/hf/lock", 1)
-	if w := grantWatches(f); len(w) != 0 {
-		t.Fatalf("the waiter's node is gone and its grant watch stays: %v (%d fires)", w, failed.Load())
-	}
-	if got := h.levelsOf("zklock: cleanup will retry"); !slices.Contains(got, "WARN") {
+	g.cancel()
+	g.ended(t, context.Canceled, &failed)
+	if got := g.h.levelsOf("zklock: cleanup will retry"); !slices.Contains(got, "WARN") {
 		t.Fatalf("the janitor's retry after a failed fire was logged at %v, want Warn", got)
 	}
-	release(t, la)
 }
 
 // TestFakeHandoffGiveUpFireRefused: a give-up whose fire the server
@@ -735,40 +663,84 @@ func TestFakeHandoffGiveUpFireFails(t *testing.T) {
 // the same, as any other: waiting would keep the lock from everyone
 // behind it, for a watch that cannot be fired anyway.
 func TestFakeHandoffGiveUpFireRefused(t *testing.T) {
-	f := zkfake.New()
-	var h records
-	ma, mb, cb := giveUpMutexes(t, f, "/hr/lock", &h)
-	la, err := ma.Acquire(ctxT(t))
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	gave := async(mb.Acquire, ctx)
-	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter watches the grant")
-	connB := connOf(t, f, cb)
-	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
-		if op.Conn == connB && op.Name == "Fire" {
+	g := newGiveUp(t, "/hr/lock")
+	g.f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == g.connB && op.Name == "Fire" {
 			return zk.ErrNoAuth
 		}
 		return nil
 	}})
-	cancel()
-	if r := <-gave; !errors.Is(r.err, context.Canceled) {
+	g.cancel()
+	if r := <-g.gave; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("a cancelled acquire returned %v", r.err)
 	}
-	fakeQueued(t, f, "/hr/lock", 1)
-	release(t, la)
+	fakeQueued(t, g.f, g.path, 1)
 }
 
-// giveUpMutexes connects two Clients to f, the second logging to h, each
-// with a Mutex on path.
-func giveUpMutexes(t *testing.T, f *zkfake.Server, path string, h *records) (ma, mb *zklock.Mutex, cb *zklock.Client) {
+// giveUp is the give-up tests' queue: la holds path, and a handoff waiter
+// of another Client (connB, logging to h, retrying at once: the janitor's
+// tries are counted, not timed) waits on it, watching its grant, until
+// cancel ends its acquire (gave).
+type giveUp struct {
+	f      *zkfake.Server
+	h      records
+	path   string
+	la     *zklock.Lease
+	gave   <-chan result
+	cancel context.CancelFunc
+	connB  *zkfake.Conn
+	grant  string
+}
+
+func newGiveUp(t *testing.T, path string) *giveUp {
 	t.Helper()
-	ca := fakeClient(t, f)
-	// Retries at once: the janitor's tries are counted, not timed.
-	cb = fakeClient(t, f, zklock.WithLogger(slog.New(h)),
+	g := &giveUp{f: zkfake.New(), path: path}
+	ca := fakeClient(t, g.f)
+	cb := fakeClient(t, g.f, zklock.WithLogger(slog.New(&g.h)),
 		zklock.WithRetry(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
 	ma, err := zklock.NewMutex(ca, path)
 	must(t, err)
-	mb, err = zklock.NewMutex(cb, path)
+	mb, err := zklock.NewMutex(cb, path)
 	must(t, err)
-	return ma, mb, cb
+	g.la, err = ma.Acquire(ctxT(t))
+	must(t, err)
+	var ctx context.Context
+	ctx, g.cancel = context.WithCancel(ctxT(t))
+	g.gave = async(mb.Acquire, ctx)
+	eventually(t, func() bool { return len(grantWatches(g.f)) == 1 }, "the waiter watches the grant")
+	g.grant, g.connB = grantWatches(g.f)[0], connOf(t, g.f, cb)
+	t.Cleanup(func() { release(t, g.la) })
+	return g
+}
+
+// setWatchesAfter has the late setWatches come right after the n-th fire
+// of the grant (a Fire or a HandOff naming it); the count is returned.
+func (g *giveUp) setWatchesAfter(n int32) *atomic.Int32 {
+	var fires atomic.Int32
+	g.f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if op.Conn == g.connB && (op.Name == "Fire" || op.Name == "HandOff") && slices.Contains(op.Paths, g.grant) && fires.Add(1) == n {
+			g.connB.SetWatches()
+		}
+		return err
+	}})
+	return &fires
+}
+
+// ended checks that the waiter's acquire ended with want, and that once its
+// node is gone (and any late setWatches has come) no grant watch is left;
+// fires, if any, counts the grant's fires, for the message.
+func (g *giveUp) ended(t *testing.T, want error, fires *atomic.Int32) {
+	t.Helper()
+	if r := <-g.gave; !errors.Is(r.err, want) {
+		t.Fatalf("the waiter's acquire returned %v, want %v", r.err, want)
+	}
+	fakeQueued(t, g.f, g.path, 1)
+	g.connB.SetWatches() // if the fires it waited for never came
+	if w := grantWatches(g.f); len(w) != 0 {
+		n := int32(-1)
+		if fires != nil {
+			n = fires.Load()
+		}
+		t.Fatalf("the waiter's node is gone and its grant watch stays: %v (fires: %d)", w, n)
+	}
 }
