@@ -677,6 +677,26 @@ func TestFakeHandoffGiveUpFireRefused(t *testing.T) {
 	fakeQueued(t, g.f, g.path, 1)
 }
 
+// TestFakeHandoffDeletedWaiterLogsItsWatch: a waiter whose node someone
+// else deletes queues again, and says once, at Info, that its watch on the
+// predecessor's grant stays (it may no longer fire it).
+func TestFakeHandoffDeletedWaiterLogsItsWatch(t *testing.T) {
+	g := newGiveUp(t, "/hd2/lock")
+	for _, k := range g.f.Children(g.path) {
+		if n := g.path + "/" + k; n != g.la.Node() {
+			must(t, g.f.Delete(n))
+		}
+	}
+	msg := "zklock: a waiting node was deleted by someone else; its watch on the predecessor's grant stays until that grant or the session's end"
+	eventually(t, func() bool { return len(g.h.levelsOf(msg)) > 0 }, "the waiter logs the watch it leaves")
+	fakeQueued(t, g.f, g.path, 2) // queued again
+	if got := g.h.levelsOf(msg); fmt.Sprint(got) != "[INFO]" {
+		t.Fatalf("logged %v, want once at Info", got)
+	}
+	g.cancel()
+	<-g.gave
+}
+
 // giveUp is the give-up tests' queue: la holds path, and a handoff waiter
 // of another Client (connB, logging to h, retrying at once: the janitor's
 // tries are counted, not timed) waits on it, watching its grant, until

@@ -242,7 +242,12 @@ func (j *janitor) fire(zc Conn, jb Job, node string) (d deletion, fired bool) {
 	case err == nil:
 		return deletion{left: []string{node}, retry: errUnheard}, false
 	case GoneAt(err, node):
-		return deletion{}, false // gone before us: nobody may fire it now
+		// Gone before us (someone else deleted it): nobody may fire the
+		// grant now, so the watch stays until the predecessor grants or
+		// the session ends (docs/model.md, "A finding").
+		j.c.log.Info("zklock: a waiting node was deleted by someone else; its watch on the predecessor's grant stays until that grant or the session's end",
+			"node", node, "grant", jb.Grant)
+		return deletion{}, false
 	case classify(err) == Retry || classify(err) == Closing:
 		return deletion{left: []string{node}, retry: err}, false
 	}
