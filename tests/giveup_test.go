@@ -58,13 +58,15 @@ func TestGiveUpAtAReconnectLeavesNoWatch(t *testing.T) {
 		require.True(t, errors.Is(<-gaveUp, context.Canceled))
 		fb.Heal()
 
-		// Once the waiter's node is gone and its watch on the holder's
-		// node is on the server again (only the setWatches of the new
-		// connection sets it again), the grant has no watch of its.
+		// Once the waiter's node is gone, and a round trip on its
+		// connection has come back (go-zookeeper queued the connection's
+		// setWatches as it came up, before anything sent now, and a
+		// session's requests are applied in order), the grant has no
+		// watch of its session.
 		queued(t, a, lock, 1)
-		awaitWatches(t, "the waiter's watch on the holder, set again", func(w map[string][]string) bool {
-			return has(w[held.Node()], sid)
-		})
+		_, err = b.Conn().Sync(lock)
+		require.NoError(t, err)
+		require.Equal(t, sid, b.SessionID(), "the waiter's session lives on")
 		w := serverWatches(t)
 		require.False(t, has(w[grant], sid), "the grant %s is still watched by the waiter's session %#x: %v", grant, sid, w[grant])
 		release(t, held)
