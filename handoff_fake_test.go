@@ -600,6 +600,7 @@ func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
 	g.connB.LateWatches()
 	g.connB.Reconnect()
 	g.ended(t, context.Canceled, fires)
+	g.heardIt(t)
 	if got := g.h.levelsOf("zklock: cleanup will retry"); len(got) == 0 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
 		t.Fatalf("the janitor's retries for a fire not heard were logged at %v, want Debug (at least one)", got)
 	}
@@ -618,6 +619,7 @@ func TestFakeHandoffGiveUpInASwappedSession(t *testing.T) {
 	g.connB.LateWatches()
 	g.connB.ReconnectSwapped()
 	g.ended(t, zklock.ErrSessionReplaced, fires)
+	g.heardIt(t)
 }
 
 // TestFakeHandoffGiveUpWithTheWatchesLost: a give-up whose watches the
@@ -632,7 +634,7 @@ func TestFakeHandoffGiveUpWithTheWatchesLost(t *testing.T) {
 	g.connB.LoseWatches()
 	g.connB.Reconnect()
 	g.ended(t, context.Canceled, nil)
-	if got := g.h.levelsOf("zklock: the grant watch of an abandoned wait never heard its fire; its node is deleted, and the watch may stay until the session ends"); fmt.Sprint(got) != "[WARN]" {
+	if got := g.h.levelsOf(neverHeard); fmt.Sprint(got) != "[WARN]" {
 		t.Fatalf("the node deleted unheard was logged %v, want once at Warn", got)
 	}
 }
@@ -653,6 +655,7 @@ func TestFakeHandoffGiveUpFireFails(t *testing.T) {
 	}})
 	g.cancel()
 	g.ended(t, context.Canceled, &failed)
+	g.heardIt(t)
 	if got := g.h.levelsOf("zklock: cleanup will retry"); !slices.Contains(got, "WARN") {
 		t.Fatalf("the janitor's retry after a failed fire was logged at %v, want Warn", got)
 	}
@@ -696,6 +699,11 @@ func TestFakeHandoffDeletedWaiterLogsItsWatch(t *testing.T) {
 	g.cancel()
 	<-g.gave
 }
+
+// neverHeard is the janitor's Warn for a node deleted though its grant
+// watch never heard a fire: the give-up tests where the watch does hear
+// one must not log it (the janitor follows the waiter's own watch).
+const neverHeard = "zklock: the grant watch of an abandoned wait never heard its fire; its node is deleted, and the watch may stay until the session ends"
 
 // giveUp is the give-up tests' queue: la holds path, and a handoff waiter
 // of another Client (connB, logging to h, retrying at once: the janitor's
@@ -744,6 +752,15 @@ func (g *giveUp) setWatchesAfter(n int32) *atomic.Int32 {
 		return err
 	}})
 	return &fires
+}
+
+// heardIt checks that the node went once its grant watch heard a fire,
+// not after the janitor gave up hearing one.
+func (g *giveUp) heardIt(t *testing.T) {
+	t.Helper()
+	if got := g.h.levelsOf(neverHeard); len(got) != 0 {
+		t.Fatalf("the node was deleted unheard (%v): the janitor did not follow the waiter's watch", got)
+	}
 }
 
 // ended checks that the waiter's acquire ended with want, and that once its
