@@ -269,10 +269,8 @@ func (p *participant) disarm(w *waiter) error {
 		// watches again with a request of its own, which a fire can
 		// overtake; then the watch is set after it, and must be fired
 		// again later.
-		select {
-		case <-w.grant:
+		if session.Heard(w.grant) {
 			w.armed, w.armedFor, w.grant = "", "", nil
-		default:
 		}
 	case session.GoneAt(err, own):
 		return errRequeue

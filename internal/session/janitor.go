@@ -233,7 +233,7 @@ var errUnheard = errors.New("zklock: the grant watch did not hear its fire; the 
 func (j *janitor) fire(zc Conn, jb Job, node string) (d deletion, fired bool) {
 	err := zc.Fire(node, jb.Grant, j.c.ACL(jb.Grant))
 	switch {
-	case err == nil && heard(jb.Heard):
+	case err == nil && Heard(jb.Heard):
 		return deletion{}, true
 	case err == nil && jb.unheard >= maxUnheard:
 		j.c.log.Warn("zklock: the grant watch of an abandoned wait never heard its fire; its node is deleted, and the watch may stay until the session ends",
@@ -254,9 +254,10 @@ func (j *janitor) fire(zc Conn, jb Job, node string) (d deletion, fired bool) {
 	return deletion{}, true // it cannot be fired: delete node as any other
 }
 
-// heard reports whether a watch's channel has had its event (go-zookeeper
-// closes it after it), without waiting.
-func heard(ch <-chan Event) bool {
+// Heard reports whether a watch's channel has had its event (go-zookeeper
+// closes it after it), without waiting: after a request's reply, an event
+// the server sent before it (zklock's participant.disarm, [janitor.fire]).
+func Heard(ch <-chan Event) bool {
 	select {
 	case <-ch:
 		return true
