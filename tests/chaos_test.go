@@ -989,11 +989,19 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 				return
 			case errors.Is(err, zklock.ErrLocked):
 				rec.count("try-locked")
-			case errors.Is(err, context.DeadlineExceeded) && tk.lock == "rw" && tk.write && timeout == 30*time.Second:
-				// No fault keeps the lock from everyone for long
-				// (chaosRecovery): a writer waiting this long was starved.
-				rec.fail("client %d: write acquire of the RWMutex still waiting after %v: %v", cl.i, timeout, err)
 			case errors.Is(err, context.DeadlineExceeded):
+				// Not a failure even for a writer: one acquire's wait sums
+				// the faults that come back to back while it queues (a
+				// write waited 20.5 s through 20 of them in a clean-clone
+				// CI run), so a bound on it asserts the schedule's timing,
+				// not the library's. Writers' progress is checked from
+				// each fault's heal instead (writeAfter, in check: at
+				// most 5.4 s in that run against chaosRecovery), and
+				// TestSharedReadsWriterNotStarved pins, with no clock,
+				// that readers cannot keep a writer out.
+				if tk.lock == "rw" && tk.write && timeout == 30*time.Second {
+					rec.count("write gave up after 30s")
+				}
 				rec.count("cancelled")
 				rec.count(tk.recipe + " cancelled")
 			default:
