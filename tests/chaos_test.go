@@ -1000,7 +1000,7 @@ func (cl *chaosClient) work(ctx context.Context, rec *chaosRecorder, lock string
 				// TestSharedReadsWriterNotStarved pins, with no clock,
 				// that readers cannot keep a writer out.
 				if tk.lock == "rw" && tk.write && timeout == 30*time.Second {
-					rec.count("write gave up after 30s")
+					rec.count("write gave up")
 				}
 				rec.count("cancelled")
 				rec.count(tk.recipe + " cancelled")
@@ -1635,8 +1635,8 @@ func (f *chaosFigures) recipeLines() []string {
 				fmt.Fprintf(&b, "; on %d nodes, at most %d leases live at once on one; longest acquire %v",
 					c["shared read nodes"], f.peaks[r], f.waits[r].Round(time.Millisecond))
 			case r == "write":
-				fmt.Fprintf(&b, "; longest acquire %v, longest from a fault's heal to a write hold %v",
-					f.waits[r].Round(time.Millisecond), f.writeProgress.Round(time.Millisecond))
+				fmt.Fprintf(&b, "; longest acquire %v, gave up after 30s %d, longest from a fault's heal to a write hold %v",
+					f.waits[r].Round(time.Millisecond), c["write gave up"], f.writeProgress.Round(time.Millisecond))
 			case r == "sem-kazoo":
 				b.WriteString("; no AcquireN in kazoo's layout")
 			case strings.HasPrefix(r, "sem-"):
