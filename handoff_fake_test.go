@@ -639,6 +639,43 @@ func TestFakeHandoffGiveUpWithTheWatchesLost(t *testing.T) {
 	}
 }
 
+// TestFakeHandoffGiveUpUnheardFiresBounded: with the watches lost for
+// good, a give-up's node goes after maxUnheard (8) of the janitor's fires
+// went through unheard, on the fire after them: not sooner (the setWatches
+// may be on its way, and a node deleted before it sets the watch again
+// leaves the watch for the session's life) and not later (every waiter
+// behind the node waits for it). The fires, 10 in all: the give-up's own
+// (queued while the connection was down), the janitor's at once (the
+// first unheard), 7 more unheard from its goroutine, each retried at
+// Debug, and the one after which it deletes the node, with a Warn.
+func TestFakeHandoffGiveUpUnheardFiresBounded(t *testing.T) {
+	g := newGiveUp(t, "/hu/lock")
+	var fires atomic.Int32
+	g.f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if op.Conn == g.connB && op.Name == "Fire" && err == nil && slices.Contains(op.Paths, g.grant) {
+			fires.Add(1)
+		}
+		return err
+	}})
+	g.connB.Disconnect()
+	g.cancel()
+	g.connB.LoseWatches()
+	g.connB.Reconnect()
+	if r := <-g.gave; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the waiter's acquire returned %v, want %v", r.err, context.Canceled)
+	}
+	fakeQueued(t, g.f, g.path, 1)
+	if got := g.h.levelsOf(neverHeard); fmt.Sprint(got) != "[WARN]" {
+		t.Fatalf("the node deleted unheard was logged %v, want once at Warn", got)
+	}
+	if got := g.h.levelsOf("zklock: cleanup will retry"); len(got) != 7 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
+		t.Fatalf("the janitor's retries were logged %v, want 7 at Debug", got)
+	}
+	if n := fires.Load(); n != 10 {
+		t.Fatalf("the grant was fired %d times, want 10", n)
+	}
+}
+
 // TestFakeHandoffGiveUpFireFails: a give-up whose fires of its grant fail
 // (a dropped connection) keeps its node, and fires again, until one goes
 // through: a node deleted with its grant watch still set would leave the
