@@ -601,7 +601,7 @@ func TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain(t *testing.T) {
 	g.connB.Reconnect()
 	g.ended(t, context.Canceled, fires)
 	g.heardIt(t)
-	if got := g.h.levelsOf("zklock: cleanup will retry"); len(got) == 0 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
+	if got := g.h.levelsOf(cleanupRetries); len(got) == 0 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
 		t.Fatalf("the janitor's retries for a fire not heard were logged at %v, want Debug (at least one)", got)
 	}
 }
@@ -668,7 +668,7 @@ func TestFakeHandoffGiveUpUnheardFiresBounded(t *testing.T) {
 	if got := g.h.levelsOf(neverHeard); fmt.Sprint(got) != "[WARN]" {
 		t.Fatalf("the node deleted unheard was logged %v, want once at Warn", got)
 	}
-	if got := g.h.levelsOf("zklock: cleanup will retry"); len(got) != 7 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
+	if got := g.h.levelsOf(cleanupRetries); len(got) != 7 || slices.ContainsFunc(got, func(l string) bool { return l != "DEBUG" }) {
 		t.Fatalf("the janitor's retries were logged %v, want 7 at Debug", got)
 	}
 	if n := fires.Load(); n != 10 {
@@ -693,7 +693,7 @@ func TestFakeHandoffGiveUpFireFails(t *testing.T) {
 	g.cancel()
 	g.ended(t, context.Canceled, &failed)
 	g.heardIt(t)
-	if got := g.h.levelsOf("zklock: cleanup will retry"); !slices.Contains(got, "WARN") {
+	if got := g.h.levelsOf(cleanupRetries); !slices.Contains(got, "WARN") {
 		t.Fatalf("the janitor's retry after a failed fire was logged at %v, want Warn", got)
 	}
 }
@@ -741,6 +741,9 @@ func TestFakeHandoffDeletedWaiterLogsItsWatch(t *testing.T) {
 // watch never heard a fire: the give-up tests where the watch does hear
 // one must not log it (the janitor follows the waiter's own watch).
 const neverHeard = "zklock: the grant watch of an abandoned wait never heard its fire; its node is deleted, and the watch may stay until the session ends"
+
+// cleanupRetries is the janitor's record of a job it will try again.
+const cleanupRetries = "zklock: cleanup will retry"
 
 // giveUp is the give-up tests' queue: la holds path, and a handoff waiter
 // of another Client (connB, logging to h, retrying at once: the janitor's

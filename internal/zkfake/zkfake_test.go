@@ -25,6 +25,20 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{ch: make(chan struct{}, 1000)} }
 
+// dialPair dials two connections to f, each with a session of timeout,
+// closed when the test ends, and waits until both have their session; it
+// returns a's session events.
+func dialPair(t *testing.T, f *zkfake.Server, timeout time.Duration) (a, b *zkfake.Conn, ra, rb *recorder, aEvents []string) {
+	t.Helper()
+	ra, rb = newRecorder(), newRecorder()
+	a, b = f.Dial(ra.event, timeout), f.Dial(rb.event, timeout)
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	aEvents = ra.await(t, 3)
+	rb.await(t, 3)
+	return a, b, ra, rb, aEvents
+}
+
 func (r *recorder) event(ev zk.Event) {
 	r.mu.Lock()
 	if ev.Type == zk.EventSession {
@@ -65,15 +79,10 @@ func mustNil(t *testing.T, err error) {
 
 func TestExpiry(t *testing.T) {
 	f := zkfake.New()
-	ra, rb := newRecorder(), newRecorder()
-	a := f.Dial(ra.event, time.Second)
-	b := f.Dial(rb.event, time.Second)
-	defer a.Close()
-	defer b.Close()
-	if got := fmt.Sprint(ra.await(t, 3)); got != "[StateConnecting StateConnected StateHasSession]" {
+	a, b, ra, rb, events := dialPair(t, f, time.Second)
+	if got := fmt.Sprint(events); got != "[StateConnecting StateConnected StateHasSession]" {
 		t.Fatalf("session events %s", got)
 	}
-	rb.await(t, 3)
 	acl := zk.WorldACL(zk.PermAll)
 	mustNil(t, a.CreatePersistent("/p", nil, acl))
 	made, err := a.CreateEach([]string{"/p/n-"}, nil, func(string) []zk.ACL { return acl })
@@ -110,13 +119,7 @@ func TestExpiry(t *testing.T) {
 
 func TestDisconnectHoldsRequestsAndEvents(t *testing.T) {
 	f := zkfake.New()
-	ra, rb := newRecorder(), newRecorder()
-	a := f.Dial(ra.event, time.Second)
-	b := f.Dial(rb.event, time.Second)
-	defer a.Close()
-	defer b.Close()
-	ra.await(t, 3)
-	rb.await(t, 3)
+	a, b, _, rb, _ := dialPair(t, f, time.Second)
 	acl := zk.WorldACL(zk.PermAll)
 	mustNil(t, a.CreatePersistent("/d", nil, acl))
 	_, _, err := b.ChildrenStatW("/d")
@@ -213,13 +216,7 @@ func TestHooksAndContainers(t *testing.T) {
 // meanwhile is set again and told nothing, until the node is created again.
 func TestLateSetWatches(t *testing.T) {
 	f := zkfake.New()
-	ra, rb := newRecorder(), newRecorder()
-	a := f.Dial(ra.event, time.Minute)
-	b := f.Dial(rb.event, time.Minute)
-	defer a.Close()
-	defer b.Close()
-	ra.await(t, 3)
-	rb.await(t, 3)
+	a, b, ra, _, _ := dialPair(t, f, time.Minute)
 	acl := zk.WorldACL(zk.PermAll)
 	for _, p := range []string{"/p", "/y", "/z", "/q"} {
 		mustNil(t, b.CreatePersistent(p, nil, acl))
