@@ -173,7 +173,7 @@ func sharedContend(t *testing.T, java peerLang, recipe string) {
 	most := mostAtOnce(holds)
 	t.Logf("%s %s: %d holds (%v), most at once %d, limit %d; %d handoffs between languages",
 		java.lib, recipe, len(holds), n, most, limit, handoffs(holds))
-	require.LessOrEqual(t, most, limit, "more holders at once than the %s allows", recipe)
+	requireAtMost(t, holds, limit, recipe)
 	if limit == 1 {
 		requireNoOverlap(t, holds)
 	}
