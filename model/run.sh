@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# run.sh model-checks zklock's lease deadline (model/lease.pml) and the
+# run.sh model-checks zklock's lease deadline (model/lease.pml), the
 # mutex's grant handoff (model/handoff.pml, issue 37; its runs are named
-# handoff*) with spin: the real protocol must show no error in any state,
+# handoff*) and the semaphore's holder registry (model/registry.pml, issue
+# 37, designed and not built yet; its runs are named registry*) with
+# spin: the real protocol must show no error in any state,
 # and each known-broken variant must show a counterexample, whose story is
 # printed. It exits non-zero otherwise. It installs nothing:
 # scripts/setup.sh installs spin.
@@ -9,6 +11,7 @@
 #   model/run.sh            the runs below but the long one (make model)
 #   model/run.sh real       only the runs whose name contains "real"
 #   model/run.sh handoff    only the handoff model's runs
+#   model/run.sh registry   only the registry model's runs
 #   MODEL_FULL=1 model/run.sh   also real-2faults: two faults per run, about
 #                           23 million states, 3 GB and a minute or more
 #
@@ -58,6 +61,18 @@ runs=(
 	# Not a variant: a waiter whose node an operator deleted can be left
 	# with an exists-watch on a g(X) that no one will create again.
 	"handoff-watch-left|broken|-DWATCH_CHECK -DMAXEXP=0 -DMAXGIVEUP=0|finding: an operator's delete leaves a watch until the session ends"
+	# The semaphore's holder registry (model/registry.pml): one size K,
+	# late notifications read in any order, every fault; holders that keep
+	# their leases for ever, and at the end no waiter waits while a lease
+	# is free. The broken runs need fewer faults, some 4 participants.
+	"registry|safe|-DN=3 -DMAXEXP=3 -DMAXGIVEUP=3 -DMAXDEL=2 -DMAXKEEP=2|3 participants, K=2, every fault: at most K holders, no entry left, no waiter asleep while a lease is free"
+	"registry-4|safe|-DN=4 -DMAXEXP=0 -DMAXGIVEUP=1 -DMAXDEL=1|4 participants, K=2, a give-up, an operator's delete, a lease kept"
+	"registry-early-reg|broken|-DN=3 -DEARLY_REG -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0|a holder registers before every node ahead of it has"
+	"registry-chain-on-del|broken|-DN=4 -DCHAIN_ON_DEL -DMAXEXP=0 -DMAXDEL=0 -DMAXKEEP=0|a waiter told X went reads the registry as if X had registered"
+	"registry-no-own-check|broken|-DN=4 -DNO_OWN_CHECK -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=1 -DMAXKEEP=0|a chained waiter decides without looking at its own watch"
+	"registry-any-made|broken|-DN=4 -DANY_MADE -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0 -DMAXKEEP=0|a waiter takes NodeCreated on any entry as its X's registration"
+	"registry-unchecked-fire|broken|-DN=4 -DK=1 -DUNCHECKED_FIRE -DMAXEXP=0 -DMAXGIVEUP=1 -DMAXDEL=1 -DMAXKEEP=0|the fire of r(X) does not check the own node|dfs"
+	"registry-no-holder-watch|broken|-DN=4 -DNO_HOLDER_WATCH -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0|an unchained holder does not watch its X: a waiter sleeps while a lease is free"
 )
 
 failed=0
@@ -70,7 +85,8 @@ for run in "${runs[@]}"; do
 	mkdir -p "$dir"
 	model=lease.pml
 	[[ $name != handoff* ]] || model=handoff.pml
-	cp "$here/lease.pml" "$here/handoff.pml" "$here/params.h" "$dir/"
+	[[ $name != registry* ]] || model=registry.pml
+	cp "$here/lease.pml" "$here/handoff.pml" "$here/registry.pml" "$here/params.h" "$dir/"
 	start=$SECONDS
 	# shellcheck disable=SC2086 # defs is a list of words
 	(cd "$dir" && spin -a $defs "$model" >spin.out 2>&1) || {
@@ -125,10 +141,11 @@ for run in "${runs[@]}"; do
 	esac
 	if [[ $errors != 0 && -f $dir/$model.trail ]]; then
 		# The model's printf's tell the story (lease.pml's lines start
-		# t=, handoff.pml's h: ); spin -t replays the trail.
+		# t=, handoff.pml's h: , registry.pml's r: ); spin -t replays the
+		# trail.
 		# The start (the phases), then the end.
 		# shellcheck disable=SC2086
-		(cd "$dir" && spin -t $defs "$model") | sed -n -e 's/^ *\(t=.*\)$/    \1/p' -e 's/^ *h: \(.*\)$/    \1/p' >"$dir/story"
+		(cd "$dir" && spin -t $defs "$model") | sed -n -e 's/^ *\(t=.*\)$/    \1/p' -e 's/^ *h: \(.*\)$/    \1/p' -e 's/^ *r: \(.*\)$/    \1/p' >"$dir/story"
 		head -n1 "$dir/story"
 		if (($(wc -l <"$dir/story") > 31)); then
 			echo "    ..."
