@@ -11,9 +11,11 @@
 // What it models, with the ZooKeeper behaviour it follows:
 //
 //   - A sequential node's suffix is its parent's cversion before the
-//     create, in ten digits (PrepRequestProcessor); each create and delete
-//     of a child bumps the parent's cversion and sets its pzxid to the
-//     transaction's zxid (DataTree.createNode, deleteNode).
+//     create, in ten digits (PrepRequestProcessor); a create of a child
+//     bumps the parent's cversion, a delete does not, and both set its
+//     pzxid to the transaction's zxid (DataTree.createNode, deleteNode;
+//     PrepRequestProcessor's delete changes only the parent's pzxid and
+//     child count, in 3.8.6 and 3.9.3 alike).
 //   - One zxid per transaction: a multi's operations share it.
 //   - Watches are one-shot and per session (WatchManager): a create fires
 //     NodeCreated on the path's exists watches, then NodeChildrenChanged on
@@ -441,7 +443,6 @@ func (s *Server) deleteLocked(path string, evs []firing) []firing {
 	delete(s.nodes, path)
 	if parent := s.nodes[pp]; parent != nil {
 		delete(parent.children, name)
-		parent.cversion++
 		parent.pzxid = s.zxid
 	}
 	return append(evs, firing{zk.EventNodeDeleted, path}, firing{zk.EventNodeChildrenChanged, pp})
