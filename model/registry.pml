@@ -76,6 +76,15 @@
  *   NO_HOLDER_WATCH an unchained holder does not watch its X: it never
  *                 learns the chain, and the waiter behind it sleeps while a
  *                 lease is free (the check at the end)
+ * A different protocol, not a broken variant:
+ *   AT_GRANT      a holder registers only at its grant (chained, a node
+ *                 behind), else announces as today's semaphore does (a
+ *                 version bump, when it waited or a node is behind); an
+ *                 unchained waiter told of an announce, or whose getData
+ *                 reads a version bumped before its watch, reads the queue
+ *   NO_ANN_READ   (with AT_GRANT) the bump read with the watch is ignored:
+ *                 a waiter that watched after the announce sleeps while a
+ *                 lease is free
  *   CHAIN_ON_DEL  a waiter told X is deleted reads the registry, not the
  *                 queue, as if X had registered
  *   NO_OWN_CHECK  a chained waiter decides without looking at its own
@@ -112,11 +121,13 @@
 #define MADE  2 /* NodeCreated on r(s) */
 #define KIDS  3 /* NodeChildrenChanged on `_holders` */
 #define JOIN  4 /* NodeChildrenChanged on the lock path */
+#define ANN   5 /* NodeDataChanged on node s: its announce (AT_GRANT) */
 
 /* The server, by sequence number 1..N; node s is P(s-1)'s. */
 byte nseq;
 bool node[N + 1];
 bool reg[N + 1];   /* r(s), the registry entry of node s */
+bool ann[N + 1];   /* node s's version was bumped: its announce (AT_GRANT) */
 byte wn[N + 1];    /* participants (bits) getData-watching node s */
 byte wr[N + 1];    /* participants (bits) exists-watching r(s) */
 byte wk;           /* participants (bits) watching `_holders`' children */
@@ -130,6 +141,8 @@ byte rmail[N];     /* NodeCreated(r(s)) arrived, s its X (bits) */
 byte dmail[N];     /* NodeDeleted(s) of a node it watches arrived (bits) */
 bool kmail[N];     /* the registry changed */
 bool omail[N];     /* its own node's deletion arrived, or getData found it gone */
+bool amail[N];     /* a node it waits on announced its hold (AT_GRANT) */
+byte aseen[N];     /* announces it was told of or read (bits): the code's w.seen */
 bool behind[N];    /* a node may be behind it: its read listed one, or its children watch fired */
 bool expired[N];
 bool holding[N];
@@ -146,6 +159,7 @@ inline notify(w, kind, s) {
 			if
 			:: kind == DEL && s == me[j] -> omail[j] = true
 			:: kind == DEL && s != me[j] && (watching[j] & BIT(s)) -> dmail[j] = dmail[j] | BIT(s)
+			:: kind == ANN && s != me[j] && (watching[j] & BIT(s)) -> amail[j] = true; aseen[j] = aseen[j] | BIT(s)
 #ifdef ANY_MADE
 			:: kind == MADE -> rmail[j] = rmail[j] | BIT(cur[j])
 #else
@@ -257,6 +271,7 @@ inline readqueue() {
 	wc = wc | BIT(i);
 	rmail[i] = 0;
 	dmail[i] = 0;
+	amail[i] = false;
 	chain = (n == 0)
 }
 
@@ -277,7 +292,8 @@ inline readregistry() {
 
 proctype Participant(byte i) {
 	byte s, j, n, known, dirty, done;
-	bool quitter, doomed, chain, registered, keep;
+	bool quitter, doomed, chain, registered, keep, waited;
+	byte pend;  /* AT_GRANT: 1 register, 2 announce, still to send */
 
 	atomic {
 		nseq == i ->  /* symmetry: Pi creates node i+1 */
@@ -345,7 +361,17 @@ watch:
 		do
 		:: s <= N ->
 			if
-			:: (watching[i] & BIT(s)) && node[s] -> wn[s] = wn[s] | BIT(i)
+			:: (watching[i] & BIT(s)) && node[s] ->
+				wn[s] = wn[s] | BIT(i);
+				if
+#ifndef NO_ANN_READ
+				:: ann[s] && !(aseen[i] & BIT(s)) ->
+					/* announced before the watch: the version read says so */
+					amail[i] = true;
+					aseen[i] = aseen[i] | BIT(s)
+#endif
+				:: else -> skip
+				fi
 			:: (watching[i] & BIT(s)) && !node[s] -> dmail[i] = dmail[i] | BIT(s)
 			:: else -> skip
 			fi;
@@ -364,6 +390,10 @@ watch:
 	   }
 	od;
 end_unchained:
+#ifdef AT_GRANT
+	waited = true;
+#endif
+end_unchained_loop:
 	do
 	:: chain -> goto registry
 	:: atomic { doomed -> expire(); goto gone }
@@ -394,6 +424,18 @@ end_unchained:
 		watching[i] = 0;
 		goto queue
 	   }
+#ifdef AT_GRANT
+	:: atomic {
+		amail[i] && !(rmail[i] & BIT(cur[i])) ->
+		printf("r: P%d told a node it waits on announced, no r(%d): reads the queue\n", i, cur[i]);
+		if
+		:: !node[cur[i]] -> dirty = cur[i]
+		:: else -> skip
+		fi;
+		watching[i] = 0;
+		goto queue
+	   }
+#endif
 	:: atomic {
 		omail[i] -> printf("r: P%d told its node %d deleted (ends)\n", i, me[i]); goto gone
 	   }
@@ -434,6 +476,10 @@ registry:
 	   }
 	od;
 end_chained:
+#ifdef AT_GRANT
+	waited = true;
+#endif
+end_chained_loop:
 	do
 	:: atomic { doomed -> expire(); goto gone }
 	:: atomic { kmail[i] -> goto registry }
@@ -457,7 +503,19 @@ hold:
 		if
 		:: nkeep < MAXKEEP && !doomed -> nkeep++; keep = true
 		:: true -> skip
+		fi;
+#ifdef AT_GRANT
+		/* at the grant: register if chained and a node is behind; else
+		 * announce (a version bump) if it waited or a node is behind */
+		if
+		:: chain && behind[i] -> pend = 1
+		:: else ->
+			if
+			:: waited || behind[i] -> pend = 2
+			:: else -> skip
+			fi
 		fi
+#endif
 	}
 end_hold:
 	do
@@ -465,10 +523,19 @@ end_hold:
 	:: atomic { dirty != 0 -> fire() }
 #ifdef EARLY_REG
 	:: atomic { dirty == 0 && !registered && behind[i] -> register() }
+#elif defined(AT_GRANT)
+	:: atomic { dirty == 0 && pend == 1 -> pend = 0; register() }
+	:: atomic {
+		dirty == 0 && pend == 2 ->
+		pend = 0;
+		printf("r: P%d announces: bumps node %d\n", i, me[i]);
+		ann[me[i]] = true;
+		notify(wn[me[i]], ANN, me[i])
+	   }
 #else
 	:: atomic { dirty == 0 && !registered && behind[i] && chain -> register() }
 #endif
-#ifndef NO_HOLDER_WATCH
+#if !defined(NO_HOLDER_WATCH) && !defined(AT_GRANT)
 	:: atomic {
 		dirty == 0 && !chain && !(done & 1) ->
 		done = done | 1;
@@ -497,7 +564,7 @@ end_hold:
 		printf("r: P%d (holding) told X went with no entry: reads the queue, %d ahead\n", i, n)
 	   }
 	:: atomic {
-		dirty == 0 && registered && !keep ->
+		dirty == 0 && pend == 0 && registered && !keep ->
 		holding[i] = false;
 		nholders--;
 		printf("r: P%d releases: one multi, delete node %d, delete r(%d)\n", i, me[i], me[i]);
@@ -508,11 +575,15 @@ end_hold:
 		goto gone
 	   }
 	:: atomic {
-		dirty == 0 && !registered && !keep ->
+		dirty == 0 && pend == 0 && !registered && !keep ->
 		holding[i] = false;
 		nholders--;
 		if
+#ifdef AT_GRANT
+		:: cur[i] != 0 && (wr[cur[i]] & BIT(i)) && !reg[cur[i]] ->
+#else
 		:: !chain && (done & 1) && !reg[cur[i]] ->
+#endif
 			/* its exists-watch on r(X) may be armed: fire it */
 			printf("r: P%d releases unregistered: one multi, create r(%d), delete node %d, delete r(%d)\n", i, cur[i], me[i], cur[i]);
 			notify(wr[cur[i]], MADE, cur[i]);
@@ -530,6 +601,7 @@ gone:
 		dmail[i] = 0;
 		kmail[i] = false;
 		omail[i] = false;
+		amail[i] = false;
 		behind[i] = false;
 		watching[i] = 0;
 		s = 0;
@@ -540,7 +612,10 @@ gone:
 		quitter = false;
 		doomed = false;
 		chain = false;
-		registered = false
+		registered = false;
+		waited = false;
+		pend = 0;
+		aseen[i] = 0
 	}
 }
 

@@ -73,6 +73,12 @@ runs=(
 	"registry-any-made|broken|-DN=4 -DANY_MADE -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0 -DMAXKEEP=0|a waiter takes NodeCreated on any entry as its X's registration"
 	"registry-unchecked-fire|broken|-DN=4 -DK=1 -DUNCHECKED_FIRE -DMAXEXP=0 -DMAXGIVEUP=1 -DMAXDEL=1 -DMAXKEEP=0|the fire of r(X) does not check the own node|dfs"
 	"registry-no-holder-watch|broken|-DN=4 -DNO_HOLDER_WATCH -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0|an unchained holder does not watch its X: a waiter sleeps while a lease is free"
+	# The simpler build (AT_GRANT): register only at the grant, announce
+	# as today otherwise; its broken run ignores an announce read with the
+	# watch.
+	"registry-at-grant|safe|-DN=3 -DAT_GRANT -DMAXEXP=3 -DMAXGIVEUP=3 -DMAXDEL=2 -DMAXKEEP=2|registration only at the grant, announces as today: 3 participants, every fault"
+	"registry-at-grant-4|safe|-DN=4 -DAT_GRANT -DMAXEXP=0 -DMAXGIVEUP=1 -DMAXDEL=1|registration only at the grant: 4 participants, a give-up, a delete, a lease kept"
+	"registry-at-grant-no-ann-read|broken|-DN=4 -DAT_GRANT -DNO_ANN_READ -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=1|registration only at the grant, an announce made before the watch ignored"
 )
 
 failed=0
