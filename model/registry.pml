@@ -579,12 +579,11 @@ end_hold:
 		holding[i] = false;
 		nholders--;
 		if
-#ifdef AT_GRANT
 		:: cur[i] != 0 && (wr[cur[i]] & BIT(i)) && !reg[cur[i]] ->
-#else
-		:: !chain && (done & 1) && !reg[cur[i]] ->
-#endif
-			/* its exists-watch on r(X) may be armed: fire it */
+			/* its exists-watch on r(X) is armed: it set it, while
+			 * waiting or holding, and has not been told of it (a
+			 * fired watch leaves wr and sets rmail), which the code
+			 * knows too: fire it */
 			printf("r: P%d releases unregistered: one multi, create r(%d), delete node %d, delete r(%d)\n", i, cur[i], me[i], cur[i]);
 			notify(wr[cur[i]], MADE, cur[i]);
 			notify(wk, KIDS, 0)
