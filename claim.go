@@ -41,7 +41,8 @@ type claim interface {
 	// is unknown, in the session that sent it: nil if there are none.
 	find(p *participant, w *waiter) ([]string, error)
 	// forget hands whatever nodes an unknown create may have left on w's
-	// path to the janitor.
+	// path to the janitor, but w.nodes, which [participant.abandon] hands
+	// over itself, with their grant watch.
 	forget(p *participant, w *waiter)
 	// survey reads w's path and decides whether p holds there.
 	survey(p *participant, w *waiter, epoch uint64) (view, error)
@@ -197,17 +198,20 @@ func (p *participant) recover(ctx context.Context, sid int64) (made, again bool,
 }
 
 // abandon hands whatever nodes of ours may exist to the janitor, and
-// forgets them. After a create whose fate was unknown it asks the claim,
-// which deletes by protected id: that also catches a node a retried
-// create may have left beside the ones we know.
+// forgets them. The nodes we know go with their grant watch, fired first
+// (handoff.go). After a create whose fate was unknown the claim also
+// hands over, by protected id, a node a retried create may have left
+// beside them; never the ones we know: deleted before their fire, they
+// would leave the watch for the session's life, since nobody may fire it
+// once the node is gone. TestGiveUpAfterLostCreateReplyLeavesNoWatch.
 func (p *participant) abandon() {
 	for _, w := range p.ws {
-		switch {
-		case p.unsure:
-			p.claim.forget(p, w)
-		case w.nodes != nil:
+		if w.nodes != nil {
 			_ = p.disarm(w) // if that fails, or the watch did not hear it, the janitor fires it first
 			p.c.s.Discard(session.Job{Nodes: w.nodes, Session: p.session, Grant: w.armed, Heard: w.grant})
+		}
+		if p.unsure {
+			p.claim.forget(p, w)
 		}
 		w.reset()
 	}
@@ -349,7 +353,7 @@ func (q queueClaim) find(p *participant, w *waiter) ([]string, error) {
 }
 
 func (q queueClaim) forget(p *participant, w *waiter) {
-	p.c.s.Discard(session.Job{Parent: w.l.path, Prefix: w.l.pol.idPrefix(p.id), Session: p.session})
+	p.c.s.Discard(session.Job{Parent: w.l.path, Prefix: w.l.pol.idPrefix(p.id), Except: w.nodes, Session: p.session})
 }
 
 func (q queueClaim) survey(p *participant, w *waiter, epoch uint64) (view, error) {
@@ -403,8 +407,10 @@ func (c placeClaim) newID() (string, error) { return c.id, nil }
 func (c placeClaim) session() int64         { return c.sid }
 func (c placeClaim) queues() bool           { return false }
 func (c placeClaim) names(string) []string  { return []string{c.node} }
-func (c placeClaim) forget(p *participant, _ *waiter) {
-	p.c.s.Discard(session.Job{Nodes: []string{c.node}, Session: p.session})
+func (c placeClaim) forget(p *participant, w *waiter) {
+	if w.nodes == nil { // else it is w's node, which abandon hands over
+		p.c.s.Discard(session.Job{Nodes: []string{c.node}, Session: p.session})
+	}
 }
 
 // create makes the node. One that exists already was made by a create of

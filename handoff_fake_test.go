@@ -582,6 +582,45 @@ func TestFakeHandoffFireFails(t *testing.T) {
 	release(t, handOver(t, ca, path, lh, ch, log, 2)) // X queued again, behind the waiter
 }
 
+// TestFakeHandoffGiveUpAfterLostCreateReply: a waiter whose create's
+// reply was lost (applied, its connection dropped) finds its node by its
+// protected id, waits on the holder's grant and gives up. Its node goes
+// only after its grant watch heard the fire, as any give-up's: the cleanup
+// by id of what else the create may have left spares it. Deleted first, as
+// it once was, it left the watch for the session's life
+// (TestGiveUpAfterLostCreateReplyLeavesNoWatch in tests/ is the same on a
+// real ZooKeeper).
+func TestFakeHandoffGiveUpAfterLostCreateReply(t *testing.T) {
+	f := zkfake.New()
+	path := "/hc/lock"
+	_, cb, ma, mb := fakeMutexes(t, f, path)
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	conn := connOf(t, f, cb)
+	var cut atomic.Bool
+	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if op.Conn == conn && op.Name == "CreateEach" && err == nil && cut.CompareAndSwap(false, true) {
+			conn.Disconnect() // the reply is lost with its connection
+			conn.Reconnect()
+			return zk.ErrConnectionClosed
+		}
+		return err
+	}})
+	ctx, cancel := context.WithCancel(ctxT(t))
+	gave := async(mb.Acquire, ctx)
+	eventually(t, func() bool { return len(grantWatches(f)) == 1 }, "the waiter found its node and watches the grant")
+	if !cut.Load() {
+		t.Fatal("the waiter's create was never cut off")
+	}
+	cancel()
+	mustIs(t, (<-gave).err, context.Canceled)
+	fakeQueued(t, f, path, 1)
+	if w := grantWatches(f); len(w) != 0 {
+		t.Fatalf("the waiter's node is gone and its grant watch stays: %v", w)
+	}
+	release(t, la)
+}
+
 // TestFakeHandoffGiveUpBeforeTheWatchesAreSetAgain: a handoff waiter that
 // gives up while disconnected, whose fires of its grant go out on the new
 // connection before go-zookeeper's setWatches (a late one, as the fake

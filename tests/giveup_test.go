@@ -74,6 +74,55 @@ func TestGiveUpAtAReconnectLeavesNoWatch(t *testing.T) {
 	}
 }
 
+// TestGiveUpAfterLostCreateReplyLeavesNoWatch: a handoff waiter whose
+// create's reply was cut off finds its node again by its protected id,
+// waits on its predecessor's grant, and gives up: it fires the grant watch
+// before its node goes, as any give-up does. The cleanup of a create whose
+// fate was unknown deletes every node of the waiter's id (a retried create
+// may have left a stray); done at once, it deleted the waiter's node too,
+// before the fire, which then nobody may make (handoff.go), and the watch
+// stayed for the session's life (the chaos suite found 3 on one session).
+func TestGiveUpAfterLostCreateReplyLeavesNoWatch(t *testing.T) {
+	lock := lockPath(t)
+	a := connect(t)
+	ma, err := zklock.NewMutex(a, lock)
+	require.NoError(t, err)
+	held, err := ma.Acquire(ctxT(t)) // the parents exist: the waiter's first request is its create
+	require.NoError(t, err)
+
+	fb := zktest.NewFaults(nil)
+	t.Cleanup(fb.Close)
+	b := connect(t, zklock.WithDialer(fb.Dialer()), zklock.WithSessionTimeout(30*time.Second))
+	mb, err := zklock.NewMutex(b, lock)
+	require.NoError(t, err)
+	fb.DropAfter(zktest.OpCreate)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	gaveUp := make(chan error, 1)
+	go func() {
+		l, err := mb.Acquire(ctx)
+		if l != nil {
+			_ = l.Release(ctxT(t))
+		}
+		gaveUp <- err
+	}()
+	queued(t, a, lock, 2)
+	grant := lock + "/_g_" + held.Node()[len(held.Node())-10:] + "_"
+	awaitWatches(t, "the waiter's grant watch, once it found its node", func(w map[string][]string) bool {
+		return has(w[grant], b.SessionID())
+	})
+	sid := b.SessionID()
+	cancel()
+	require.True(t, errors.Is(<-gaveUp, context.Canceled))
+
+	queued(t, a, lock, 1)
+	_, err = b.Conn().Sync(lock)
+	require.NoError(t, err)
+	require.Equal(t, sid, b.SessionID(), "the waiter's session lives on")
+	w := serverWatches(t)
+	require.False(t, has(w[grant], sid), "the grant %s is still watched by the waiter's session %#x: %v", grant, sid, w[grant])
+	release(t, held)
+}
+
 // serverWatches reads every server's wchp: each watched path, with the
 // sessions (0x...) that watch it.
 func serverWatches(t *testing.T) map[string][]string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,8 +29,10 @@ type Job struct {
 	Session int64
 	// Parent and Prefix, when set, name the nodes instead: every child of
 	// Parent whose name starts with Prefix (a create whose reply was lost
-	// leaves a node known only by its protected id).
+	// leaves a node known only by its protected id), but those in Except
+	// (nodes another job deletes, after its grant's fire).
 	Parent, Prefix string
+	Except         []string
 	// Grant, with one node, is a grant watch of ours to fire before the
 	// node is deleted ([janitor.fire]), and Heard the watch's channel
 	// (required with Grant: the node stays until it has its event).
@@ -301,8 +304,8 @@ func (j *janitor) find(zc Conn, jb Job) ([]string, deletion) {
 	}
 	var nodes []string
 	for _, n := range names {
-		if strings.HasPrefix(n, jb.Prefix) {
-			nodes = append(nodes, jb.Parent+"/"+n)
+		if node := jb.Parent + "/" + n; strings.HasPrefix(n, jb.Prefix) && !slices.Contains(jb.Except, node) {
+			nodes = append(nodes, node)
 		}
 	}
 	return nodes, deletion{}

@@ -120,6 +120,21 @@ func TestDiscardQueuesAPrefixJobWhole(t *testing.T) {
 	}
 }
 
+// A prefix job leaves the nodes it excepts: another job deletes them,
+// after their grant's fire (zklock's participant.abandon).
+func TestDiscardPrefixSparesItsExceptions(t *testing.T) {
+	f := zkfake.New()
+	s := openFake(t, f)
+	makeNodes(t, s, "/p/_c_x-lock-1", "/p/_c_x-lock-2", "/p/_c_y-lock-3")
+	s.Discard(session.Job{Parent: "/p", Prefix: "_c_x-", Except: []string{"/p/_c_x-lock-2"}, Session: s.ID()})
+	if f.Exists("/p/_c_x-lock-1") {
+		t.Fatal("the prefix job left a node of its prefix")
+	}
+	if !f.Exists("/p/_c_x-lock-2") || !f.Exists("/p/_c_y-lock-3") {
+		t.Fatal("the prefix job deleted a node it excepts, or one of another prefix")
+	}
+}
+
 // countingBackOff is a backoff of a millisecond whose calls are counted.
 type countingBackOff struct {
 	mu    *sync.Mutex
