@@ -224,6 +224,9 @@ func TestFakeTraceAheadIsTheMostOnAnyPath(t *testing.T) {
 	wm := async(ml.Acquire, ctxT(t))
 	fakeQueued(t, f, "/ta/a", 3)
 	fakeQueued(t, f, "/ta/b", 2)
+	// It has looked and queued before anyone ahead leaves (on the fake its
+	// look is a read of its own, after the create).
+	eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 }, "the MultiLock queues")
 	release(t, l1)
 	release(t, await(t, w2)) // the MultiLock holds on /a, and looks at /b, behind l3
 	release(t, l3)
