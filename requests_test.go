@@ -1,6 +1,8 @@
 package zklock_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -132,5 +134,43 @@ func TestHandoffRequests(t *testing.T) {
 			t.Fatalf("cycle %d: a waiter's acquire and release made %s; want %s, its release a %s",
 				i, got.per(1), fmt.Sprint(want), opName(releaseOp))
 		}
+	}
+}
+
+// A waiter that gives up costs its grant watch's fire and the delete of
+// its node (one multi each, or a plain delete), and no read: the cleanup by
+// protected id, with its sync and listing of the path, is only for an
+// acquire whose create's fate was unknown (participant.abandon).
+func TestGiveUpRequests(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	holder := newMutex(t, connect(t), path)
+	var rc reqCounter
+	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial), zklock.WithSessionTimeout(time.Minute)), path)
+	watcher := connect(t)
+	held, err := holder.Acquire(ctxT(t))
+	must(t, err)
+	defer release(t, held)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	ch := async(waiter.Acquire, ctx)
+	eventually(t, func() bool {
+		return len(children(t, watcher, path)) == 2 && rc.watches(held.Node()) > 0 && rc.outstanding() == 0
+	}, "the waiter queued behind %s", held.Node())
+	before := rc.snapshot()
+	cancel()
+	if r := <-ch; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("a cancelled acquire returned %v", r.err)
+	}
+	eventually(t, func() bool { return len(children(t, watcher, path)) == 1 && rc.outstanding() == 0 },
+		"the waiter's node is deleted")
+	got := rc.snapshot().minus(before)
+	const (
+		opDelete       = 2
+		opSync         = 9
+		opGetChildren2 = 12
+		opMulti        = 14
+	)
+	if got[opSync] != 0 || got[opGetChildren2] != 0 || got[opMulti]+got[opDelete] < 1 {
+		t.Fatalf("a give-up made %s; want its fire and delete, and no sync or listing", got.per(1))
 	}
 }
