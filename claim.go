@@ -407,10 +407,11 @@ func (c placeClaim) newID() (string, error) { return c.id, nil }
 func (c placeClaim) session() int64         { return c.sid }
 func (c placeClaim) queues() bool           { return false }
 func (c placeClaim) names(string) []string  { return []string{c.node} }
-func (c placeClaim) forget(p *participant, w *waiter) {
-	if w.nodes == nil { // else it is w's node, which abandon hands over
-		p.c.s.Discard(session.Job{Nodes: []string{c.node}, Session: p.session})
-	}
+
+// forget hands over our node if abandon did not: a place's node has no
+// grant watch to fire first, and a second delete finds it gone.
+func (c placeClaim) forget(p *participant, _ *waiter) {
+	p.c.s.Discard(session.Job{Nodes: []string{c.node}, Session: p.session})
 }
 
 // create makes the node. One that exists already was made by a create of
