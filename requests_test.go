@@ -59,11 +59,7 @@ func TestUncontendedAcquireRequests(t *testing.T) {
 // on the read path, its predecessor's deletion alone.
 func TestHandoffRequests(t *testing.T) {
 	t.Parallel()
-	path := lockPath(t)
-	holder := newMutex(t, connect(t), path)
-	var rc reqCounter
-	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial), zklock.WithSessionTimeout(time.Minute)), path)
-	watcher := connect(t)
+	path, holder, waiter, rc, watcher := countedWaiter(t)
 	ctx := ctxT(t)
 
 	const (
@@ -143,11 +139,7 @@ func TestHandoffRequests(t *testing.T) {
 // acquire whose create's fate was unknown (participant.abandon).
 func TestGiveUpRequests(t *testing.T) {
 	t.Parallel()
-	path := lockPath(t)
-	holder := newMutex(t, connect(t), path)
-	var rc reqCounter
-	waiter := newMutex(t, connect(t, zklock.WithDialer(rc.dial), zklock.WithSessionTimeout(time.Minute)), path)
-	watcher := connect(t)
+	path, holder, waiter, rc, watcher := countedWaiter(t)
 	held, err := holder.Acquire(ctxT(t))
 	must(t, err)
 	defer release(t, held)
@@ -173,4 +165,13 @@ func TestGiveUpRequests(t *testing.T) {
 	if got[opSync] != 0 || got[opGetChildren2] != 0 || got[opMulti]+got[opDelete] < 1 {
 		t.Fatalf("a give-up made %s; want its fire and delete, and no sync or listing", got.per(1))
 	}
+}
+
+// countedWaiter makes, on a path of the test's, a holder's Mutex, a
+// waiter's whose requests rc counts, and a Client to watch the queue with.
+func countedWaiter(t *testing.T) (path string, holder, waiter *zklock.Mutex, rc *reqCounter, watcher *zklock.Client) {
+	path, rc = lockPath(t), new(reqCounter)
+	holder = newMutex(t, connect(t), path)
+	waiter = newMutex(t, connect(t, zklock.WithDialer(rc.dial), zklock.WithSessionTimeout(time.Minute)), path)
+	return path, holder, waiter, rc, connect(t)
 }

@@ -27,26 +27,9 @@ import (
 func TestGiveUpAtAReconnectLeavesNoWatch(t *testing.T) {
 	for i := range 3 { // each round a reconnect: the order it tries is a race
 		lock := lockPath(t) + "-" + string(rune('a'+i))
-		a := connect(t)
-		ma, err := zklock.NewMutex(a, lock)
-		require.NoError(t, err)
-		held, err := ma.Acquire(ctxT(t))
-		require.NoError(t, err)
-
 		fb := zktest.NewFaults(nil)
 		t.Cleanup(fb.Close)
-		b := connect(t, zklock.WithDialer(fb.Dialer()), zklock.WithSessionTimeout(30*time.Second))
-		mb, err := zklock.NewMutex(b, lock)
-		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(ctxT(t))
-		gaveUp := make(chan error, 1)
-		go func() {
-			l, err := mb.Acquire(ctx)
-			if l != nil {
-				_ = l.Release(ctxT(t))
-			}
-			gaveUp <- err
-		}()
+		a, held, b, cancel, gaveUp := waitBehind(t, lock, fb)
 		queued(t, b, lock, 2)
 		grant := lock + "/_g_" + held.Node()[len(held.Node())-10:] + "_"
 		sid := b.SessionID()
@@ -58,17 +41,7 @@ func TestGiveUpAtAReconnectLeavesNoWatch(t *testing.T) {
 		require.True(t, errors.Is(<-gaveUp, context.Canceled))
 		fb.Heal()
 
-		// Once the waiter's node is gone, and a round trip on its
-		// connection has come back (go-zookeeper queued the connection's
-		// setWatches as it came up, before anything sent now, and a
-		// session's requests are applied in order), the grant has no
-		// watch of its session.
-		queued(t, a, lock, 1)
-		_, err = b.Conn().Sync(lock)
-		require.NoError(t, err)
-		require.Equal(t, sid, b.SessionID(), "the waiter's session lives on")
-		w := serverWatches(t)
-		require.False(t, has(w[grant], sid), "the grant %s is still watched by the waiter's session %#x: %v", grant, sid, w[grant])
+		noWatchLeft(t, a, b, lock, grant, sid)
 		release(t, held)
 		require.NoError(t, b.Close())
 	}
@@ -84,27 +57,10 @@ func TestGiveUpAtAReconnectLeavesNoWatch(t *testing.T) {
 // stayed for the session's life (the chaos suite found 3 on one session).
 func TestGiveUpAfterLostCreateReplyLeavesNoWatch(t *testing.T) {
 	lock := lockPath(t)
-	a := connect(t)
-	ma, err := zklock.NewMutex(a, lock)
-	require.NoError(t, err)
-	held, err := ma.Acquire(ctxT(t)) // the parents exist: the waiter's first request is its create
-	require.NoError(t, err)
-
 	fb := zktest.NewFaults(nil)
 	t.Cleanup(fb.Close)
-	b := connect(t, zklock.WithDialer(fb.Dialer()), zklock.WithSessionTimeout(30*time.Second))
-	mb, err := zklock.NewMutex(b, lock)
-	require.NoError(t, err)
-	fb.DropAfter(zktest.OpCreate)
-	ctx, cancel := context.WithCancel(ctxT(t))
-	gaveUp := make(chan error, 1)
-	go func() {
-		l, err := mb.Acquire(ctx)
-		if l != nil {
-			_ = l.Release(ctxT(t))
-		}
-		gaveUp <- err
-	}()
+	fb.DropAfter(zktest.OpCreate) // the holder's create makes the parents: the waiter's first request is its create
+	a, held, b, cancel, gaveUp := waitBehind(t, lock, fb)
 	queued(t, a, lock, 2)
 	grant := lock + "/_g_" + held.Node()[len(held.Node())-10:] + "_"
 	awaitWatches(t, "the waiter's grant watch, once it found its node", func(w map[string][]string) bool {
@@ -114,13 +70,49 @@ func TestGiveUpAfterLostCreateReplyLeavesNoWatch(t *testing.T) {
 	cancel()
 	require.True(t, errors.Is(<-gaveUp, context.Canceled))
 
+	noWatchLeft(t, a, b, lock, grant, sid)
+	release(t, held)
+}
+
+// noWatchLeft checks, once the waiter's node is gone from lock (a's view)
+// and a round trip on the waiter's connection has come back (go-zookeeper
+// queued the connection's setWatches as it came up, before anything sent
+// now, and a session's requests are applied in order), that its session
+// sid, still live, watches grant no more.
+func noWatchLeft(t *testing.T, a, b *zklock.Client, lock, grant string, sid int64) {
+	t.Helper()
 	queued(t, a, lock, 1)
-	_, err = b.Conn().Sync(lock)
+	_, err := b.Conn().Sync(lock)
 	require.NoError(t, err)
 	require.Equal(t, sid, b.SessionID(), "the waiter's session lives on")
 	w := serverWatches(t)
 	require.False(t, has(w[grant], sid), "the grant %s is still watched by the waiter's session %#x: %v", grant, sid, w[grant])
-	release(t, held)
+}
+
+// waitBehind has a Client hold a Mutex on lock, and another Client, dialled
+// through fb, wait behind it: the holder's Client and lease, the waiter's
+// Client, the cancel of its acquire and the acquire's error once it ends
+// (a lease it got is released).
+func waitBehind(t *testing.T, lock string, fb *zktest.Faults) (a *zklock.Client, held *zklock.Lease, b *zklock.Client, cancel context.CancelFunc, gaveUp <-chan error) {
+	t.Helper()
+	a = connect(t)
+	ma, err := zklock.NewMutex(a, lock)
+	require.NoError(t, err)
+	held, err = ma.Acquire(ctxT(t))
+	require.NoError(t, err)
+	b = connect(t, zklock.WithDialer(fb.Dialer()), zklock.WithSessionTimeout(30*time.Second))
+	mb, err := zklock.NewMutex(b, lock)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	ended := make(chan error, 1)
+	go func() {
+		l, err := mb.Acquire(ctx)
+		if l != nil {
+			_ = l.Release(ctxT(t))
+		}
+		ended <- err
+	}()
+	return a, held, b, cancel, ended
 }
 
 // serverWatches reads every server's wchp: each watched path, with the
