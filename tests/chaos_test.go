@@ -777,6 +777,15 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	if !progressed() {
+		// The checker below says which fault was not followed by progress;
+		// this says who the locks wait for, while their queues stand.
+		for _, lock := range chaosLocks {
+			if !chaosLockProgressed(rec, lock) {
+				t.Logf("chaos: %s has not progressed since a fault healed; its queues now:%s", lock, chaosQueues(observer, clients, nodePaths[lock]))
+			}
+		}
+	}
 	// The observer stops first: its channel must close once its context
 	// has ended.
 	stopObserving()
@@ -2375,6 +2384,18 @@ type chaosQuietLogger struct{}
 
 func (chaosQuietLogger) Printf(string, ...any) {}
 
+// chaosLockProgressed reports whether lock was held after every fault
+// recorded so far healed.
+func chaosLockProgressed(rec *chaosRecorder, lock string) bool {
+	holds, faults := rec.snapshot()
+	for _, f := range faults {
+		if _, ok := lockAfter(f, holds, lock); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // chaosWatchdog (ZKLOCK_CHAOS_DEBUG) describes a lock that nobody has held
 // for five seconds: its queue, with each node's owner session, and each
 // client's session and state.
@@ -2391,31 +2412,37 @@ func chaosWatchdog(ctx context.Context, t *testing.T, observer *zk.Conn, rec *ch
 			if time.Since(last[lock]) < 5*time.Second {
 				continue
 			}
-			var b strings.Builder
-			fmt.Fprintf(&b, "chaos: %s not held for %v", lock, time.Since(last[lock]).Round(time.Millisecond))
-			for _, path := range ps {
-				fmt.Fprintf(&b, "\n\tqueue of %s:", path)
-				kids, _, err := observer.Children(path)
-				slices.Sort(kids)
-				sort.Slice(kids, func(i, j int) bool { return kids[i][max(0, len(kids[i])-10):] < kids[j][max(0, len(kids[j])-10):] })
-				for _, k := range kids {
-					_, st, err := observer.Get(path + "/" + k)
-					owner := int64(0)
-					if err == nil {
-						owner = st.EphemeralOwner
-					}
-					fmt.Fprintf(&b, "\n\t%s owner %#x (%v)", k, owner, err)
-				}
-				fmt.Fprintf(&b, "\n\tchildren err %v", err)
-			}
-			fmt.Fprintf(&b, "\n\tclients:")
-			for _, cl := range clients {
-				fmt.Fprintf(&b, "\n\tclient %d session %#x state %v held %d faulted %v partitioned %v",
-					cl.i, cl.c.SessionID(), cl.c.Conn().State(), cl.held.Load(), cl.busy.Load(), cl.f.Partitioned())
-			}
-			t.Log(b.String())
+			t.Logf("chaos: %s not held for %v%s", lock, time.Since(last[lock]).Round(time.Millisecond), chaosQueues(observer, clients, ps))
 		}
 	}
+}
+
+// chaosQueues describes the queues of paths as they stand, each node with
+// its owner, and the clients' sessions and states: who a stalled lock
+// waits for.
+func chaosQueues(observer *zk.Conn, clients []*chaosClient, paths []string) string {
+	var b strings.Builder
+	for _, path := range paths {
+		fmt.Fprintf(&b, "\n\tqueue of %s:", path)
+		kids, _, err := observer.Children(path)
+		slices.Sort(kids)
+		sort.Slice(kids, func(i, j int) bool { return kids[i][max(0, len(kids[i])-10):] < kids[j][max(0, len(kids[j])-10):] })
+		for _, k := range kids {
+			_, st, err := observer.Get(path + "/" + k)
+			owner := int64(0)
+			if err == nil {
+				owner = st.EphemeralOwner
+			}
+			fmt.Fprintf(&b, "\n\t%s owner %#x (%v)", k, owner, err)
+		}
+		fmt.Fprintf(&b, "\n\tchildren err %v", err)
+	}
+	fmt.Fprintf(&b, "\n\tclients:")
+	for _, cl := range clients {
+		fmt.Fprintf(&b, "\n\tclient %d session %#x state %v held %d faulted %v partitioned %v",
+			cl.i, cl.c.SessionID(), cl.c.Conn().State(), cl.held.Load(), cl.busy.Load(), cl.f.Partitioned())
+	}
+	return b.String()
 }
 
 // The checker must fail on what it exists to catch.
