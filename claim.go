@@ -41,8 +41,10 @@ type claim interface {
 	// is unknown, in the session that sent it: nil if there are none.
 	find(p *participant, w *waiter) ([]string, error)
 	// forget hands whatever nodes an unknown create may have left on w's
-	// path to the janitor, but w.nodes, which [participant.abandon] hands
-	// over itself, with their grant watch.
+	// path to the janitor. w.nodes, which [participant.abandon] hands over
+	// itself with their grant watch, must not go before that watch is
+	// fired: a queue's cleanup by id spares them; a place's node has no
+	// grant watch.
 	forget(p *participant, w *waiter)
 	// survey reads w's path and decides whether p holds there.
 	survey(p *participant, w *waiter, epoch uint64) (view, error)
