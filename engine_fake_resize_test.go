@@ -740,8 +740,39 @@ func TestFakeSemaphoreHeldBackRevoked(t *testing.T) {
 // node says "__REVOKE__" when it holds.
 func TestFakeSemaphoreRevokedAfterTheMark(t *testing.T) {
 	r := newLateRig(t, "/ra", func(*lateRig, zkfake.Op) error { return nil })
-	awaitWatch(t, r.watched, r.cs[0], r.nodeN)
+	awaitWatch(t, r.watched, r.cs[0], r.nodeA.Load().(string))
 	must(t, zklock.Revoke(ctxT(t), r.cs[3], r.nodeA.Load().(string)))
+	r.revokedAgain(t, "/ra")
+}
+
+// A revocation written after the mark, before the waiter's watch on its
+// own node is set, replaces it too: the watch, set on the node at another
+// version than the mark left it, fires nothing, so the waiter must tell
+// from the version that it decides again, and mark its node again. It
+// watches its node twice in all: once at the revoked version, once at
+// the version its second mark left (the version it expects is exact).
+func TestFakeSemaphoreRevokedBeforeItsWatch(t *testing.T) {
+	var watches atomic.Int32
+	r := newLateRig(t, "/rw", func(r *lateRig, op zkfake.Op) error {
+		if r.isA(op, "GetW") && watches.Add(1) == 1 {
+			if err := connOf(t, r.f, r.cs[3]).Set(op.Paths[0], []byte("__REVOKE__")); err != nil {
+				t.Errorf("revoking A: %v", err)
+			}
+		}
+		return nil
+	})
+	awaitWatch(t, r.watched, r.cs[0], r.nodeA.Load().(string))
+	r.revokedAgain(t, "/rw")
+	if n := watches.Load(); n != 2 {
+		t.Fatalf("A watched its node %d times, want 2", n)
+	}
+}
+
+// revokedAgain: A, revoked while held back, marks its node again in front
+// of the revocation, and waits; it holds once B has gone, with its node
+// saying "__REVOKE__" alone, and is revoked at once.
+func (r *lateRig) revokedAgain(t *testing.T, path string) {
+	t.Helper()
 	eventually(t, func() bool { return r.raw(t) == "\x00zklock:held-back\x00__REVOKE__" },
 		"A did not mark its node again in front of the revocation: %q", r.raw(t))
 	pending(t, r.ra)
@@ -754,7 +785,7 @@ func TestFakeSemaphoreRevokedAfterTheMark(t *testing.T) {
 	release(t, la)
 	release(t, r.lc)
 	release(t, await(t, r.rn))
-	fakeQueued(t, r.f, "/ra", 0)
+	fakeQueued(t, r.f, path, 0)
 }
 
 // awaitRevoked waits until l is revoked.

@@ -75,16 +75,20 @@ func (p *participant) readMarks(w *waiter, kids []Child, asked []int) (map[int]b
 // mark that failed, or that a Revoke replaced, is written again (the wait
 // watches our node for the latter). From the moment the request is sent,
 // the node may carry it: w.marked says so until an unmark has succeeded,
-// so that no read of ours grants while it may be there.
+// so that no read of ours grants while it may be there. w.markedAt is
+// the node's version with the mark on, for the wait: a write after it (a
+// Revoke's) shows as another version when the wait sets its watch.
 func (p *participant) mark(w *waiter) error {
 	w.marked = true
-	return p.rewrite(w, func(data []byte) ([]byte, bool) {
+	var err error
+	w.markedAt, err = p.rewrite(w, func(data []byte) ([]byte, bool) {
 		if heldBackData(data) {
 			return nil, false
 		}
 		out := make([]byte, 0, len(heldBackMark)+len(data))
 		return append(append(out, heldBackMark...), data...), true
 	})
+	return err
 }
 
 // unmark takes the held-back mark off our last node of w, if it is there.
@@ -96,7 +100,7 @@ func (p *participant) mark(w *waiter) error {
 // (PrepRequestProcessor checks each setData's owner:
 // SessionTrackerImpl.checkSession, SessionMovedException).
 func (p *participant) unmark(w *waiter) error {
-	err := p.rewrite(w, func(data []byte) ([]byte, bool) {
+	_, err := p.rewrite(w, func(data []byte) ([]byte, bool) {
 		if !heldBackData(data) {
 			return nil, false
 		}
@@ -110,20 +114,23 @@ func (p *participant) unmark(w *waiter) error {
 
 // rewrite reads our last node on w's path and writes back what edit makes
 // of its data (write false: nothing to do), at the version read: again if
-// someone wrote in between, so that what they wrote stays.
-func (p *participant) rewrite(w *waiter, edit func([]byte) ([]byte, bool)) error {
+// someone wrote in between, so that what they wrote stays. It returns the
+// node's version as it left it: the version read, or the one after it
+// once written (a setData at version v leaves v+1:
+// PrepRequestProcessor.checkAndIncVersion).
+func (p *participant) rewrite(w *waiter, edit func([]byte) ([]byte, bool)) (int32, error) {
 	zc, node := p.c.s.Conn(), w.nodes[len(w.nodes)-1]
 	for {
 		data, st, err := zc.Get(node)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		out, write := edit(data)
 		if !write {
-			return nil
+			return st.Version, nil
 		}
 		if err = zc.SetIf(node, out, st.Version); !session.BadVersion(err) {
-			return err
+			return st.Version + 1, err
 		}
 	}
 }

@@ -31,7 +31,8 @@ type waiter struct {
 	held     bool                 // decided to hold...
 	heldAt   uint64               // ...in this epoch
 	announce bool                 // on the grant, tell successors waiting with awaitHold
-	marked   bool                 // our last node may carry the held-back mark (heldback.go)
+	marked   bool                 // our last node may carry the held-back mark (heldback.go)...
+	markedAt int32                // ...and its data version once our last mark left it there
 	look     session.Look         // the first look's children watch, while it may cover our nodes (look.go)
 
 	// A handoff's (handoff.go): the grant whose exists watch we set, for
@@ -247,12 +248,19 @@ func (w *waiter) plan(v view) watchPlan {
 	for _, idx := range d.behind {
 		pl.paths = append(pl.paths, w.l.path+"/"+v.kids[idx].Name)
 	}
+	pl.marks = v.seen
 	if len(d.behind) > 0 {
 		// Held back: our own node too, whose mark a Revoke may replace
-		// (then we mark it again: [participant.mark]).
-		pl.paths = append(pl.paths, w.nodes[len(w.nodes)-1])
+		// (then we mark it again: [participant.mark]), and may have
+		// replaced already when the watch is set: found at another
+		// version than our mark left, it is decided on again.
+		own := w.nodes[len(w.nodes)-1]
+		pl.paths = append(pl.paths, own)
+		if pl.marks == nil {
+			pl.marks = map[string]int32{}
+		}
+		pl.marks[own] = w.markedAt
 	}
-	pl.marks = v.seen
 	return pl
 }
 
