@@ -761,7 +761,8 @@ func TestFakeSemaphoreRevokedBeforeItsWatch(t *testing.T) {
 		}
 		return nil
 	})
-	awaitWatch(t, r.watched, r.cs[0], r.nodeA.Load().(string))
+	awaitWatch(t, r.watched, r.cs[0], r.nodeA.Load().(string)) // at the revoked version
+	awaitWatch(t, r.watched, r.cs[0], r.nodeA.Load().(string)) // at its mark's: B may go now
 	r.revokedAgain(t, "/rw")
 	if n := watches.Load(); n != 2 {
 		t.Fatalf("A watched its node %d times, want 2", n)
