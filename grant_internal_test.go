@@ -17,22 +17,13 @@ import (
 // last read and the grant has no ZooKeeper operation a hook could stop in,
 // so the test steps the participant itself.
 func TestGrantOfAnEarlierEpochDecidesAgain(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f := zkfake.New()
-	c, err := Connect(ctx, []string{"zkfake"}, WithFakeForTest(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	m, err := NewMutex(c, "/ge/lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newQueueParticipant(c, m.lock.path, []*Lock{m.lock}, 1)
-	if err := p.enqueue(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx, f, c, p := enqueuedOnFake(t, func(c *Client) (*Lock, error) {
+		m, err := NewMutex(c, "/ge/lock")
+		if err != nil {
+			return nil, err
+		}
+		return m.lock, nil
+	})
 	st, err := p.ready(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -67,4 +58,28 @@ func TestGrantOfAnEarlierEpochDecidesAgain(t *testing.T) {
 	if err := leases[0].Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// enqueuedOnFake connects a Client to a new fake, makes a lock on it with
+// mk, and queues a participant of one node on that lock: the start of the
+// tests that step a participant themselves.
+func enqueuedOnFake(t *testing.T, mk func(*Client) (*Lock, error)) (context.Context, *zkfake.Server, *Client, *participant) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	f := zkfake.New()
+	c, err := Connect(ctx, []string{"zkfake"}, WithFakeForTest(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	l, err := mk(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newQueueParticipant(c, l.path, []*Lock{l}, 1)
+	if err := p.enqueue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, f, c, p
 }

@@ -1,12 +1,6 @@
 package zklock
 
-import (
-	"context"
-	"testing"
-	"time"
-
-	"github.com/zkrecipes/zklock/internal/zkfake"
-)
+import "testing"
 
 // TestMarkKnowsItsVersion: the version a mark records is the node's own
 // after it, whether the mark wrote (a node without it, then one whose data
@@ -15,23 +9,13 @@ import (
 // held-back waiter decide once more for nothing, or sleep through a
 // Revoke (TestFakeSemaphoreRevokedBeforeItsWatch).
 func TestMarkKnowsItsVersion(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	f := zkfake.New()
-	c, err := Connect(ctx, []string{"zkfake"}, WithFakeForTest(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := NewSemaphore(c, "/mv/sem", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := s.layout.(zklockLayout).lock
-	p := newQueueParticipant(c, l.path, []*Lock{l}, 1)
-	if err := p.enqueue(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, _, c, p := enqueuedOnFake(t, func(c *Client) (*Lock, error) {
+		s, err := NewSemaphore(c, "/mv/sem", 2)
+		if err != nil {
+			return nil, err
+		}
+		return s.layout.(zklockLayout).lock, nil
+	})
 	w := p.ws[0]
 	defer p.abandon()
 	zc := c.s.Conn()
