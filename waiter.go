@@ -233,8 +233,9 @@ type watchPlan struct {
 	paths     []string
 	awaitHold bool
 	// marks: for the nodes whose marks a held-back waiter's decision read,
-	// by path, the data version read; a node found at another when its
-	// watch is set has changed its mark since.
+	// by path, the data version read, and for our own node the version
+	// our mark left; a node found at another when its watch is set has
+	// changed its mark since.
 	marks map[string]int32
 }
 
