@@ -1,8 +1,9 @@
 /*
  * A semaphore handoff whose cost does not grow with the queue: the holders'
  * registry (issue 37; docs/design.md, "Why a semaphore's waiters still read
- * the queue"). Not built yet: the code is to be built to this model, and a
- * change to the design is made here first (`model/run.sh registry`).
+ * the queue"). Not built yet: the code is to be built to this model, in
+ * its REG_ALL form (below), and a change to the design is made here first
+ * (`model/run.sh registry`).
  * docs/model.md ("The registry model") maps it to the design and to
  * ZooKeeper.
  *
@@ -85,11 +86,32 @@
  *   NO_ANN_READ   (with AT_GRANT) the bump read with the watch is ignored:
  *                 a waiter that watched after the announce sleeps while a
  *                 lease is free
+ *   REG_ALL       (implies AT_GRANT) every holder that waited or has a
+ *                 node behind registers at its grant, in the multi of its
+ *                 announce: chained, as r(me) (which its successor's
+ *                 exists-watch hears); unchained, as u(me), which counts
+ *                 in the registry but chains nobody. A read of the queue
+ *                 comes after a read of the registry, and chains its
+ *                 reader if every node it lists ahead was listed there.
+ *                 No holder watches anything after its grant.
+ *   COUNT_CLEAN   (broken, with REG_ALL) a chained waiter counts only the r
+ *                 entries ahead, not the u ones
+ *   UNCLEAN_AS_CLEAN (broken, with REG_ALL) an unchained holder registers as
+ *                 r(me), as a chained one does
+ *   CHAIN_BY_PRED (broken, with REG_ALL) a read of the queue chains its reader if
+ *                 its X alone was in the registry read before it
  *   CHAIN_ON_DEL  a waiter told X is deleted reads the registry, not the
  *                 queue, as if X had registered
  *   NO_OWN_CHECK  a chained waiter decides without looking at its own
  *                 watch (its node may be gone)
  */
+
+#ifdef REG_ALL
+#define AT_GRANT
+#define QREADY (node[me[i]] && snapped)
+#else
+#define QREADY node[me[i]]
+#endif
 
 #ifndef N
 #define N 4
@@ -127,6 +149,7 @@
 byte nseq;
 bool node[N + 1];
 bool reg[N + 1];   /* r(s), the registry entry of node s */
+bool ureg[N + 1];  /* u(s): node s registered unchained (REG_ALL) */
 bool ann[N + 1];   /* node s's version was bumped: its announce (AT_GRANT) */
 byte wn[N + 1];    /* participants (bits) getData-watching node s */
 byte wr[N + 1];    /* participants (bits) exists-watching r(s) */
@@ -211,7 +234,8 @@ inline fire() {
 	dirty = 0
 }
 
-/* One multi [check(own node), create r(me)]. */
+/* One multi [check(own node), create r(me)]; with REG_ALL, [create r(me),
+ * set its node's data] (the set is the check, and the announce). */
 inline register() {
 	if
 	:: node[me[i]] ->
@@ -219,8 +243,27 @@ inline register() {
 		registered = true;
 		printf("r: P%d registers r(%d)\n", i, me[i]);
 		notify(wr[me[i]], MADE, me[i]);
+#ifdef REG_ALL
+		ann[me[i]] = true;
+		notify(wn[me[i]], ANN, me[i]);
+#endif
 		notify(wk, KIDS, 0)
 	:: else -> printf("r: P%d registers: fails, its node is gone\n", i)
+	fi
+}
+
+/* REG_ALL: one multi [create u(me), set its node's data]: it counts in the
+ * registry, and announces, but tells no exists-watcher of r(me). */
+inline uregister() {
+	if
+	:: node[me[i]] ->
+		ureg[me[i]] = true;
+		registered = true;
+		ann[me[i]] = true;
+		printf("r: P%d registers unchained: u(%d), and announces\n", i, me[i]);
+		notify(wn[me[i]], ANN, me[i]);
+		notify(wk, KIDS, 0)
+	:: else -> printf("r: P%d registers unchained: fails, its node is gone\n", i)
 	fi
 }
 
@@ -243,7 +286,7 @@ inline expire() {
 	wc = wc & ~BIT(i);
 	/* closeSession: node and entry at one zxid */
 	if
-	:: node[me[i]] -> node[me[i]] = false; reg[me[i]] = false; notify(wn[me[i]], DEL, me[i]); notify(wk, KIDS, 0)
+	:: node[me[i]] -> node[me[i]] = false; reg[me[i]] = false; ureg[me[i]] = false; notify(wn[me[i]], DEL, me[i]); notify(wk, KIDS, 0)
 	:: else -> skip
 	fi
 }
@@ -273,6 +316,34 @@ inline readqueue() {
 	dmail[i] = 0;
 	amail[i] = false;
 	chain = (n == 0)
+#ifdef REG_ALL
+	/* or every node listed ahead was in the registry read before */
+	;
+#ifdef CHAIN_BY_PRED
+	chain = chain || ((rsnap & BIT(cur[i])) != 0);
+#else
+	chain = chain || ((known & rsnap) == known);
+#endif
+	rsnap = 0;
+	snapped = false
+#endif
+}
+
+/* REG_ALL: the read of the registry that comes before a read of the
+ * queue: which nodes had an entry (r or u). */
+inline snapregistry() {
+	rsnap = 0;
+	s = 1;
+	do
+	:: s <= N -> if
+		:: reg[s] || ureg[s] -> rsnap = rsnap | BIT(s)
+		:: else -> skip
+		fi;
+		s++
+	:: else -> break
+	od;
+	printf("r: P%d reads the registry, before the queue\n", i);
+	snapped = true
 }
 
 /* The read of the registry: entries ahead of the own node. */
@@ -281,7 +352,11 @@ inline readregistry() {
 	s = 1;
 	do
 	:: s < me[i] -> if
+#if defined(REG_ALL) && !defined(COUNT_CLEAN)
+		:: reg[s] || ureg[s] -> n++
+#else
 		:: reg[s] -> n++
+#endif
 		:: else -> skip
 		fi;
 		s++
@@ -293,7 +368,9 @@ inline readregistry() {
 proctype Participant(byte i) {
 	byte s, j, n, known, dirty, done;
 	bool quitter, doomed, chain, registered, keep, waited;
-	byte pend;  /* AT_GRANT: 1 register, 2 announce, still to send */
+	byte pend;  /* AT_GRANT: 1 register, 2 announce, 3 register unchained (REG_ALL), still to send */
+	byte rsnap; /* REG_ALL: the nodes with an entry at the registry's read */
+	bool snapped;
 
 	atomic {
 		nseq == i ->  /* symmetry: Pi creates node i+1 */
@@ -318,8 +395,11 @@ queue:
 	:: atomic {
 		!node[me[i]] -> printf("r: P%d reads the queue: its node is gone (ends)\n", i); goto gone
 	   }
+#ifdef REG_ALL
+	:: atomic { !snapped -> snapregistry() }
+#endif
 	:: atomic {
-		node[me[i]] ->
+		QREADY ->
 		readqueue();
 		if
 		:: n < K -> printf("r: P%d reads the queue: %d ahead, holds\n", i, n); decide(); goto hold
@@ -504,7 +584,19 @@ hold:
 		:: nkeep < MAXKEEP && !doomed -> nkeep++; keep = true
 		:: true -> skip
 		fi;
-#ifdef AT_GRANT
+#ifdef REG_ALL
+		/* at the grant, if it waited or a node is behind: register, as
+		 * r(me) if chained, else as u(me); the announce is in it */
+		if
+		:: (waited || behind[i]) && chain -> pend = 1
+#ifdef UNCLEAN_AS_CLEAN
+		:: (waited || behind[i]) && !chain -> pend = 1
+#else
+		:: (waited || behind[i]) && !chain -> pend = 3
+#endif
+		:: else -> skip
+		fi
+#elif defined(AT_GRANT)
 		/* at the grant: register if chained and a node is behind; else
 		 * announce (a version bump) if it waited or a node is behind */
 		if
@@ -525,6 +617,7 @@ end_hold:
 	:: atomic { dirty == 0 && !registered && behind[i] -> register() }
 #elif defined(AT_GRANT)
 	:: atomic { dirty == 0 && pend == 1 -> pend = 0; register() }
+	:: atomic { dirty == 0 && pend == 3 -> pend = 0; uregister() }
 	:: atomic {
 		dirty == 0 && pend == 2 ->
 		pend = 0;
@@ -567,9 +660,10 @@ end_hold:
 		dirty == 0 && pend == 0 && registered && !keep ->
 		holding[i] = false;
 		nholders--;
-		printf("r: P%d releases: one multi, delete node %d, delete r(%d)\n", i, me[i], me[i]);
+		printf("r: P%d releases: one multi, delete node %d, delete its entry\n", i, me[i]);
 		node[me[i]] = false;
 		reg[me[i]] = false;
+		ureg[me[i]] = false;
 		notify(wn[me[i]], DEL, me[i]);
 		notify(wk, KIDS, 0);
 		goto gone
@@ -614,6 +708,8 @@ gone:
 		registered = false;
 		waited = false;
 		pend = 0;
+		rsnap = 0;
+		snapped = false;
 		aseen[i] = 0
 	}
 }
@@ -677,7 +773,7 @@ init {
 		:: s <= N ->
 			assert(!node[s]);
 			if
-			:: reg[s] -> printf("r: ORPHAN: r(%d) stays\n", s); assert(false)
+			:: reg[s] || ureg[s] -> printf("r: ORPHAN: the entry of %d stays\n", s); assert(false)
 			:: else -> skip
 			fi;
 			s++
