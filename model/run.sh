@@ -79,7 +79,7 @@ runs=(
 	"registry-at-grant|safe|-DN=3 -DAT_GRANT -DMAXEXP=3 -DMAXGIVEUP=3 -DMAXDEL=2 -DMAXKEEP=2|registration only at the grant, announces as today: 3 participants, every fault"
 	"registry-at-grant-4|safe|-DN=4 -DAT_GRANT -DMAXEXP=0 -DMAXGIVEUP=1 -DMAXDEL=1|registration only at the grant: 4 participants, a give-up, a delete, a lease kept"
 	"registry-reg-all|safe|-DN=3 -DREG_ALL -DMAXEXP=3 -DMAXGIVEUP=3 -DMAXDEL=2 -DMAXKEEP=2|every holder registers at its grant, unchained ones as u(me): 3 participants, every fault"
-	"registry-reg-all-4|safe|-DN=4 -DREG_ALL -DMAXEXP=0 -DMAXGIVEUP=1 -DMAXDEL=0|every holder registers at its grant: 4 participants, a give-up, a lease kept"
+	"registry-reg-all-4|safe|-DN=4 -DREG_ALL -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0|every holder registers at its grant: 4 participants, a lease kept (with a fault: docs/model.md, by hand)"
 	"registry-reg-all-count-clean|broken|-DN=4 -DREG_ALL -DCOUNT_CLEAN -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0|every holder registers; a chained waiter counts only the r entries"
 	"registry-reg-all-unclean-as-clean|broken|-DN=4 -DREG_ALL -DUNCLEAN_AS_CLEAN -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0|every holder registers, an unchained one as r(me)"
 	"registry-reg-all-chain-by-pred|broken|-DN=4 -DREG_ALL -DCHAIN_BY_PRED -DMAXEXP=0 -DMAXGIVEUP=0 -DMAXDEL=0|every holder registers; a read of the queue chains on its X's entry alone"
