@@ -25,14 +25,14 @@ func TestRegistryRuleIsTheCountWithoutSmallerMarkers(t *testing.T) {
 	decided, differ := 0, 0
 	for round := 0; round < 20000; round++ {
 		sizes := make([]int, 1+rng.Intn(10))
-		kids := make([]Child, len(sizes))
+		spec := make([]string, len(sizes))
 		marked := make([]bool, len(sizes))
 		for i := range sizes {
 			sizes[i] = 1 + rng.Intn(6)
-			owner := sizedOwner(i, sizes[i])
-			kids[i] = Child{Name: fmt.Sprintf("_c_%s-lease-%010d", owner, i), Kind: KindLease, Owner: owner}
+			spec[i] = fmt.Sprintf("%c%d", 'A'+i, sizes[i]) // one participant a node
 			marked[i] = rng.Intn(3) == 0
 		}
+		kids := sized(spec...)
 		for w := range kids {
 			queue := decideMarked(d, kids, w, w, marked).Holds
 			registry := w < slices.Min(sizes[:w+1])
