@@ -65,6 +65,7 @@ const (
 	OpAddAuth                     // [Door.AddAuth]: Scheme, and the credentials in Data
 	OpHandOff                     // [Door.HandOff]: Paths are the node, then the grant
 	OpFire                        // [Door.Fire]: Paths are the guard, then the grant
+	OpRegister                    // [Door.Register]: Paths are the node, then the entry
 	opCount
 )
 
@@ -72,7 +73,7 @@ var opNames = [opCount]string{
 	"CreateEach", "CreateContainer", "CreatePersistent", "CreateEphemeral", "CreateEphemeralIf",
 	"Delete", "DeleteAll", "Children", "ChildrenStatW", "ChildrenStat", "ChildrenW",
 	"Get", "GetW", "GetDataW", "Check", "Set", "SetIf", "Exists", "ExistsW", "Sync", "AddAuth",
-	"HandOff", "Fire",
+	"HandOff", "Fire", "Register",
 }
 
 // String is the name of the [Door] method that makes the request.
@@ -259,9 +260,29 @@ func (d *Door) HandOff(node, grant string, acl []zk.ACL) error {
 
 // Fire fires grant as HandOff does, if guard exists: a check of guard,
 // then grant created and deleted, in one multi. If guard is gone it fails
-// whole, [GoneAt] guard.
+// whole, [GoneAt] guard. If grant's parent is missing (a registry, a
+// container the server reaps when empty), Fire makes it, as
+// CreateContainer does, and fires again. If grant exists (a registry's
+// entry, made by its owner meanwhile), it returns nil: an exists watch set
+// while grant was missing heard NodeCreated when it was made, and one set
+// again after a reconnect hears it at once (DataTree.setWatches).
 func (d *Door) Fire(guard, grant string, acl []zk.ACL) error {
 	return d.run(Request{Op: OpFire, Paths: []string{guard, grant}, ACL: [][]zk.ACL{acl}})
+}
+
+// Register makes entry, a plain ephemeral node with no data, and sets
+// node's data if its version is version (-1: any), in one multi: a check
+// that node exists, the create, then the set. The create comes first so
+// that a session with an exists watch on entry hears NodeCreated(entry)
+// before NodeDataChanged(node): ZooKeeper applies a multi's operations in
+// order, each triggering its own watches (DataTree.processTxn). Nothing is
+// made if it fails: [GoneAt](err, node) if node is gone, [BadVersion] if
+// its version differs, [NodeExists] if entry exists. If entry's parent is
+// missing (a container the server reaps when empty), Register makes it, as
+// CreateContainer does with acl, and sends the multi again; the check
+// keeps it from making one for a node that is gone.
+func (d *Door) Register(node, entry string, data []byte, version int32, acl []zk.ACL) error {
+	return d.run(Request{Op: OpRegister, Paths: []string{node, entry}, Data: data, Version: version, ACL: [][]zk.ACL{acl}})
 }
 
 // SessionID is the current session's id, 0 while there is none.
@@ -421,31 +442,103 @@ var zkOps = [opCount]func(c *zk.Conn, r Request) (Result, error){
 	OpAddAuth: func(c *zk.Conn, r Request) (Result, error) {
 		return Result{}, c.AddAuth(r.Scheme, r.Data)
 	},
-	OpHandOff: zkGrant,
-	OpFire:    zkGrant,
+	OpHandOff:  zkHandOff,
+	OpFire:     zkFire,
+	OpRegister: zkRegister,
 }
 
-// zkGrant is HandOff's multi (the node deleted) or Fire's (the guard
-// checked), with the grant made and deleted; the node's or guard's NoNode
-// comes back as a [GoneNodeError] at its path.
-func zkGrant(c *zk.Conn, r Request) (Result, error) {
+// zkHandOff is HandOff's multi: the grant made, the node deleted, the
+// grant deleted; the node's NoNode comes back as a [GoneNodeError] at its
+// path. The grant's parent is the node's, which exists while it does.
+func zkHandOff(c *zk.Conn, r Request) (Result, error) {
 	node, grant := r.Paths[0], r.Paths[1]
-	var first any = &zk.DeleteRequest{Path: node, Version: -1}
-	ops := []any{&zk.CreateRequest{Path: grant, Acl: r.ACL[0], Flags: zk.FlagEphemeral}, first, &zk.DeleteRequest{Path: grant, Version: -1}}
-	at := 1
-	if r.Op == OpFire {
-		ops[0], ops[1] = &zk.CheckVersionRequest{Path: node, Version: -1}, ops[0]
-		at = 0
-	}
+	ops := []any{&zk.CreateRequest{Path: grant, Acl: r.ACL[0], Flags: zk.FlagEphemeral},
+		&zk.DeleteRequest{Path: node, Version: -1}, &zk.DeleteRequest{Path: grant, Version: -1}}
 	res, err := c.Multi(ops...)
 	if len(res) != len(ops) {
 		return Result{}, err
 	}
-	if errors.Is(res[at].Error, zk.ErrNoNode) {
-		return Result{}, &goneNode{path: node, err: res[at].Error}
+	if errors.Is(res[1].Error, zk.ErrNoNode) {
+		return Result{}, &goneNode{path: node, err: res[1].Error}
 	}
 	_, err = multi(res, nil)
 	return Result{}, err
+}
+
+// zkFire is Fire's multi, [check guard, create grant, delete grant], with
+// grant's parent made when missing; grant found existing is success (see
+// [Door.Fire]).
+func zkFire(c *zk.Conn, r Request) (Result, error) {
+	guard, grant := r.Paths[0], r.Paths[1]
+	err := withParent(c, grant, r.ACL[0], func() error {
+		return zkGuarded(c, guard, grant, r.ACL[0], &zk.DeleteRequest{Path: grant, Version: -1})
+	})
+	return Result{}, existsFine(err)
+}
+
+// zkRegister is Register's multi, [check node, create entry, set node],
+// with entry's parent made when missing.
+func zkRegister(c *zk.Conn, r Request) (Result, error) {
+	node, entry := r.Paths[0], r.Paths[1]
+	return Result{}, withParent(c, entry, r.ACL[0], func() error {
+		return zkGuarded(c, node, entry, r.ACL[0], &zk.SetDataRequest{Path: node, Data: r.Data, Version: r.Version})
+	})
+}
+
+// noParent: a guarded multi's create found its parent missing.
+type noParent struct{ err error }
+
+func (e noParent) Error() string { return "parent missing: " + e.err.Error() }
+func (e noParent) Unwrap() error { return e.err }
+
+// zkGuarded sends [check guard, create path (ephemeral, no data), then]
+// as one multi. A failed multi reports the failing operation's error and
+// OK or runtime-inconsistency for the others (PrepRequestProcessor stops
+// at the first failure; DataTree.processTxn), so the index tells which
+// failed: the guard's NoNode comes back as a [GoneNodeError] at guard, the
+// create's as noParent (the guard exists, so path's parent is missing),
+// anything else as the multi's first error.
+func zkGuarded(c *zk.Conn, guard, path string, acl []zk.ACL, then any) error {
+	res, err := c.Multi(&zk.CheckVersionRequest{Path: guard, Version: -1},
+		&zk.CreateRequest{Path: path, Acl: acl, Flags: zk.FlagEphemeral}, then)
+	switch {
+	case len(res) != 3:
+		return err
+	case errors.Is(res[0].Error, zk.ErrNoNode):
+		return &goneNode{path: guard, err: res[0].Error}
+	case errors.Is(res[1].Error, zk.ErrNoNode):
+		return noParent{res[1].Error}
+	}
+	return err
+}
+
+// maxParentTries bounds the multis a create under a missing parent sends:
+// the parent, once made, goes only when the server reaps it, empty, which
+// it does once a minute (ContainerManager), so a second try almost always
+// finds it.
+const maxParentTries = 3
+
+// withParent sends send, and while it finds path's parent missing
+// (noParent), makes the parent as a container (one that exists is fine)
+// and sends it again, up to maxParentTries in all. A parent that cannot be
+// made for its own parent missing (the lock path gone, and the guard with
+// it) is left to the next send to report.
+func withParent(c *zk.Conn, path string, acl []zk.ACL, send func() error) error {
+	parent := path[:max(strings.LastIndexByte(path, '/'), 1)]
+	for try := 1; ; try++ {
+		err := send()
+		var np noParent
+		if !errors.As(err, &np) {
+			return err
+		}
+		if try == maxParentTries {
+			return np.err
+		}
+		_, err = c.CreateContainer(parent, nil, zk.FlagContainer, acl)
+		if err = existsFine(err); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	}
 }
 
 func existsFine(err error) error {
@@ -561,8 +654,8 @@ type goneNode struct {
 func (g *goneNode) Error() string { return g.path + ": " + g.err.Error() }
 func (g *goneNode) Unwrap() error { return g.err }
 
-// GoneAt reports an error of [Door.Check] or [Door.CreateEphemeralIf]
-// that says path is gone.
+// GoneAt reports an error of [Door.Check], [Door.CreateEphemeralIf],
+// [Door.HandOff], [Door.Fire] or [Door.Register] that says path is gone.
 func GoneAt(err error, path string) bool {
 	var g *goneNode
 	return errors.As(err, &g) && g.path == path

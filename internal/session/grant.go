@@ -92,17 +92,21 @@ func (c *Session) lose(l *Hold, err error) {
 }
 
 // loseLocked ends a held lease with err; if it was live, the janitor gets
-// its nodes, unless the session is gone (and they with it).
+// its nodes, then its extras ([Hold.Attach]), unless the session is gone
+// (and they with it).
 func (c *Session) loseLocked(l *Hold, err error) {
 	if !l.end(err, c.deadline) {
 		return
 	}
 	c.held.remove(l)
 	c.hooks.Lost(l, err)
-	if err != ErrSessionExpired && err != ErrClientClosed {
-		c.janitor.enqueue(Job{Nodes: l.nodes, Session: l.session})
+	if !sessionGone(err) {
+		c.janitor.enqueue(Job{Nodes: l.nodes, Then: l.extrasOf(), Session: l.session})
 	}
 }
+
+// sessionGone reports a lease's end that took its session's nodes with it.
+func sessionGone(err error) bool { return err == ErrSessionExpired || err == ErrClientClosed }
 
 // valid reports whether a lease of session is within its deadline at now,
 // and the deadline.

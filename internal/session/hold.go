@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,16 +24,49 @@ type Hold struct {
 	Meta    any // the recipe's, for its traces
 
 	mu       sync.Mutex
-	handoff  string // the grant its release fires, if any ([Grant].Handoffs)...
-	alone    bool   // ...unless nobody has queued behind it ([Grant].Alone)
-	err      error  // set once, when the lease ends; never changes after
+	extras   []string // deleted with its nodes, after them ([Hold.Attach])
+	handoff  string   // the grant its release fires, if any ([Grant].Handoffs)...
+	alone    bool     // ...unless nobody has queued behind it ([Grant].Alone)
+	err      error    // set once, when the lease ends; never changes after
 	until    time.Time
 	released bool
 	done     chan struct{}
 }
 
-// Nodes returns the lease's nodes, Node first.
+// Nodes returns the lease's nodes, Node first (not its extras).
 func (l *Hold) Nodes() []string { return l.nodes }
+
+// Attach records paths (a registry entry, a marker) that go with the
+// lease's nodes: every deletion of the nodes by the Session (Release, the
+// janitor's after a loss) deletes them too. If the lease has ended
+// already (lost between its grant and the registration), the janitor
+// deletes its nodes and then paths, unless the session is gone (and they
+// with it). A lease with extras never hands off ([Hold.handOff]).
+//
+// The invariant: an extra is never deleted before its lease's nodes, only
+// in the same multi or after (deleteThen), so a reader counting entries
+// never under-counts a live holder; an extra left behind only over-counts.
+func (l *Hold) Attach(paths ...string) {
+	if len(paths) == 0 {
+		return
+	}
+	l.mu.Lock()
+	err := l.err
+	if err == nil {
+		l.extras = append(l.extras, paths...)
+	}
+	l.mu.Unlock()
+	if err != nil && !sessionGone(err) {
+		l.s.janitor.enqueue(Job{Nodes: l.nodes, Then: slices.Clone(paths), Session: l.session})
+	}
+}
+
+// extrasOf returns the lease's extras, fixed once it has ended.
+func (l *Hold) extrasOf() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.extras
+}
 
 // Session returns the id of the session that holds the lease.
 func (l *Hold) Session() int64 { return l.session }
@@ -75,9 +109,10 @@ func (l *Hold) ValidUntil() time.Time {
 }
 
 // Release ends the lease (closes Done), so that it never outlives its
-// nodes, then deletes each, whatever becomes of the others, retrying
-// connection errors with backoff until ctx is done; the janitor deletes
-// what is left then, while the session lasts.
+// nodes, then deletes each, whatever becomes of the others, and its
+// extras after them ([Hold.Attach]), retrying connection errors with
+// backoff until ctx is done; the janitor deletes what is left then, while
+// the session lasts.
 //
 // It returns nil; an error wrapping the reason if the lease was lost
 // already (the janitor deletes its nodes, if the session still has them);
@@ -107,9 +142,9 @@ func (l *Hold) Release(ctx context.Context) error {
 	if quiet := l.s.released(l); !(quiet && l.alone) && l.handOff() {
 		return nil
 	}
-	d := l.s.deleteReleased(ctx, l.nodes, l.session)
+	d := l.s.deleteReleased(ctx, l.nodes, l.extrasOf(), l.session)
 	if d.left != nil && l.s.Classify(d.retry) != Closing {
-		l.s.Discard(Job{Nodes: d.left, Session: l.session})
+		l.s.Discard(Job{Nodes: d.left, Then: d.then, Session: l.session})
 	}
 	return d.failed
 }
@@ -126,9 +161,9 @@ func (l *Hold) Release(ctx context.Context) error {
 // whoever the grant tells holds is then first.
 func (l *Hold) handOff() bool {
 	l.mu.Lock()
-	grant := l.handoff
+	grant, extras := l.handoff, len(l.extras)
 	l.mu.Unlock()
-	if grant == "" {
+	if grant == "" || extras > 0 { // HandOff deletes the node alone
 		return false
 	}
 	zc := l.s.Conn()
@@ -190,6 +225,7 @@ type releases struct {
 // releaseReq is one Release's delete, queued behind the one in flight.
 type releaseReq struct {
 	nodes   []string
+	then    []string // deleted after nodes (Job.Then)
 	session int64
 	res     chan releaseRes // gets one message: the lead, or the outcome
 	left    bool            // its Release's ctx ended; under releases.mu
@@ -206,25 +242,26 @@ type releaseRes struct {
 // 1 MiB request limit.
 const maxReleaseBatch = 1000
 
-// deleteReleased deletes a released lease's nodes; with a delete in flight
-// it queues, and whoever's delete returns first sends the queue as one
-// multi-operation. A batch that fails in any way (a node gone or not ours,
-// a lost connection) is not retried as one: each Release deletes its own,
-// with retries, so no lease's undeletable node keeps another's in place.
-func (c *Session) deleteReleased(ctx context.Context, nodes []string, session int64) deletion {
-	if len(nodes) > maxReleaseBatch {
-		return c.deleteRetried(ctx, nodes, session)
+// deleteReleased deletes a released lease's nodes, then its extras (then);
+// with a delete in flight it queues, and whoever's delete returns first
+// sends the queue as one multi-operation. A batch that fails in any way (a
+// node gone or not ours, a lost connection) is not retried as one: each
+// Release deletes its own, with retries, so no lease's undeletable node
+// keeps another's in place.
+func (c *Session) deleteReleased(ctx context.Context, nodes, then []string, session int64) deletion {
+	if len(nodes)+len(then) > maxReleaseBatch {
+		return c.deleteRetried(ctx, nodes, then, session)
 	}
 	r := &c.releases
 	r.mu.Lock()
 	if !r.busy {
 		r.busy = true
 		r.mu.Unlock()
-		d := c.deleteRetried(ctx, nodes, session)
+		d := c.deleteRetried(ctx, nodes, then, session)
 		c.nextReleases()
 		return d
 	}
-	me := &releaseReq{nodes: nodes, session: session, res: make(chan releaseRes, 1)}
+	me := &releaseReq{nodes: nodes, then: then, session: session, res: make(chan releaseRes, 1)}
 	r.pending = append(r.pending, me)
 	r.mu.Unlock()
 	var res releaseRes
@@ -232,7 +269,7 @@ func (c *Session) deleteReleased(ctx context.Context, nodes []string, session in
 	case res = <-me.res:
 	case <-ctx.Done():
 		c.leave(me)
-		return deletion{left: nodes, retry: ctx.Err()} // Release hands our nodes to the janitor
+		return deletion{left: nodes, then: then, retry: ctx.Err()} // Release hands our nodes to the janitor
 	}
 	if res.lead != nil {
 		res = c.sendReleases(res.lead, me)
@@ -240,31 +277,31 @@ func (c *Session) deleteReleased(ctx context.Context, nodes []string, session in
 	if res.batched {
 		return deletion{}
 	}
-	return c.deleteRetried(ctx, nodes, session)
+	return c.deleteRetried(ctx, nodes, then, session)
 }
 
 // deleteRetried deletes as deleteAllOwned does, retrying what a connection
 // error left, with backoff, until ctx is done or the Session closes; the
 // caller hands what is then left to the janitor.
-func (c *Session) deleteRetried(ctx context.Context, nodes []string, session int64) deletion {
+func (c *Session) deleteRetried(ctx context.Context, nodes, then []string, session int64) deletion {
 	// No closure for the first try, almost always the last (hot path).
-	first := c.deleteAllOwned(c.Conn(), nodes, session)
+	first := c.deleteAllOwned(c.Conn(), nodes, then, session)
 	if first.retry == nil {
 		return first
 	}
-	failed, left := first.failed, first.left
+	failed, left, then := first.failed, first.left, first.then
 	err := c.Retry(ctx, func(zc Conn) error {
-		d := c.deleteAllOwned(zc, left, session)
-		left = d.left
+		d := c.deleteAllOwned(zc, left, then, session)
+		left, then = d.left, d.then
 		if failed == nil {
 			failed = d.failed
 		}
 		return d.retry
 	})
 	if err == nil {
-		left = nil
+		left, then = nil, nil
 	}
-	return deletion{left: left, retry: err, failed: failed}
+	return deletion{left: left, then: then, retry: err, failed: failed}
 }
 
 // leave takes a queued Release whose ctx ended out of the running for the
@@ -326,9 +363,9 @@ func (c *Session) sendReleases(batch []*releaseReq, me *releaseReq) releaseRes {
 	zc := c.Conn()
 	sid := zc.SessionID()
 	for _, q := range batch {
-		if q.session == sid && len(nodes)+len(q.nodes) <= maxReleaseBatch {
+		if q.session == sid && len(nodes)+len(q.nodes)+len(q.then) <= maxReleaseBatch {
 			take = append(take, q)
-			nodes = append(nodes, q.nodes...)
+			nodes = append(append(nodes, q.nodes...), q.then...) // one multi: all or none
 		} else {
 			rest = append(rest, q) // on their own
 		}

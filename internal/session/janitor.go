@@ -25,7 +25,10 @@ type janitor struct {
 
 // Job is a set of our nodes that must go, and the session that owns them.
 type Job struct {
-	Nodes   []string
+	Nodes []string
+	// Then are nodes deleted only once every one of the job's nodes (Nodes,
+	// or those Prefix names) is gone: a lease's extras ([Hold.Attach]).
+	Then    []string
 	Session int64
 	// Parent and Prefix, when set, name the nodes instead: every child of
 	// Parent whose name starts with Prefix (a create whose reply was lost
@@ -45,7 +48,7 @@ type Job struct {
 // rest is what is left of jb to retry after d: its nodes left, named, and
 // one more unheard fire if that is why.
 func (jb Job) rest(d deletion) Job {
-	r := Job{Nodes: d.left, Session: jb.Session, Grant: jb.Grant, Heard: jb.Heard, unheard: jb.unheard}
+	r := Job{Nodes: d.left, Then: d.then, Session: jb.Session, Grant: jb.Grant, Heard: jb.Heard, unheard: jb.unheard}
 	if d.retry == errUnheard {
 		r.unheard++
 	}
@@ -61,7 +64,7 @@ func newJanitor(c *Session) *janitor {
 // discard deletes jb's nodes now if it can, else queues them. It does I/O:
 // never call it from the connection's Event callback (use enqueue).
 func (j *janitor) discard(jb Job) {
-	if len(jb.Nodes) == 0 && jb.Prefix == "" {
+	if len(jb.Nodes) == 0 && len(jb.Then) == 0 && jb.Prefix == "" {
 		return
 	}
 	if j.c.State().Connected {
@@ -184,8 +187,8 @@ func (j *janitor) delete(jb Job) deletion {
 	nodes := jb.Nodes
 	if jb.Prefix != "" {
 		var d deletion
-		if nodes, d = j.find(zc, jb); nodes == nil {
-			return d
+		if nodes, d = j.find(zc, jb); nodes == nil && (len(jb.Then) == 0 || d.retry != nil || d.failed != nil) {
+			return d // none found, or the listing failed (Then waits with the job)
 		}
 	}
 	// In another session too (ours was swapped): the fire checks the node,
@@ -195,7 +198,7 @@ func (j *janitor) delete(jb Job) deletion {
 			return d
 		}
 	}
-	return j.c.deleteOwned(zc, nodes, jb.Session)
+	return j.c.deleteThen(zc, nodes, jb.Then, jb.Session)
 }
 
 // maxUnheard bounds the fires of a grant that go through unheard before
@@ -317,6 +320,7 @@ type deletion struct {
 	// connection), to retry while their session lasts; retry is the error
 	// of the first.
 	left  []string
+	then  []string // what must wait for left to go first (Job.Then)
 	retry error
 	// failed: a *NodeError naming the first node that cannot be deleted,
 	// whatever is tried (no auth, a bad ACL). It stays the session's until
@@ -333,14 +337,40 @@ type NodeError struct {
 func (e *NodeError) Error() string { return "delete " + e.Node + ": " + e.Err.Error() }
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// deleteAllOwned deletes session's nodes in one multi-op when there are
-// several, so a [MultiLock] frees its paths in one transaction; if that
-// fails (one gone or undeletable, a dropped connection), via deleteOwned.
-func (c *Session) deleteAllOwned(zc Conn, nodes []string, session int64) deletion {
-	if len(nodes) > 1 && zc.SessionID() == session && zc.DeleteAll(nodes) == nil {
+// deleteAllOwned deletes session's nodes, then those of then, in one
+// multi-op when there are several, so a [MultiLock] frees its paths in one
+// transaction; if that fails (one gone or undeletable, a dropped
+// connection), via deleteThen.
+func (c *Session) deleteAllOwned(zc Conn, nodes, then []string, session int64) deletion {
+	all := nodes
+	if len(then) > 0 {
+		all = append(slices.Clip(nodes), then...)
+	}
+	if len(all) > 1 && zc.SessionID() == session && zc.DeleteAll(all) == nil {
 		return deletion{}
 	}
-	return c.deleteOwned(zc, nodes, session)
+	return c.deleteThen(zc, nodes, then, session)
+}
+
+// deleteThen deletes nodes as deleteOwned does, then, once every one of
+// them is gone, those of then; else then waits (d.then) behind the nodes
+// left to retry, or, behind a node that cannot be deleted, stays with it
+// until the session ends (closeSession deletes all of a session's
+// ephemerals in one transaction: DataTree.killSession). So a lease's
+// extra is never deleted while its node exists ([Hold.Attach]).
+func (c *Session) deleteThen(zc Conn, nodes, then []string, session int64) deletion {
+	d := c.deleteOwned(zc, nodes, session)
+	switch {
+	case len(then) == 0:
+		return d
+	case d.failed != nil:
+		c.log.Warn("zklock: nodes stay with a node that cannot be deleted, until the session ends", "nodes", then)
+		return d
+	case d.left != nil:
+		d.then = then
+		return d
+	}
+	return c.deleteOwned(zc, then, session)
 }
 
 // deleteOwned deletes each of session's nodes whatever becomes of the

@@ -341,6 +341,41 @@ func script(t *testing.T, w world, root string) []string {
 	names, err = b.conn.Children(H)
 	tr.add("B children registry: %v %s", sorted(names), errName(err))
 
+	// The registration (Door.Register): [check node, create entry, set
+	// node's data], one multi. B, watching the entry's creation and the
+	// node's data, hears the entry made first.
+	L2, L3 := R+"/l2", R+"/l3"
+	mnode, mentry := registerRows(tr, a, b, R, H, aclf, settle)
+	registerParentRows(tr, a, b, L2, aclf, settle)
+
+	// Fire under a missing registry makes it and fires; Fire on an entry
+	// that exists leaves it and succeeds; a guard gone makes nothing.
+	tr.add("A container l3: %s", errName(a.conn.CreateContainer(L3, nil, acl)))
+	made, err = a.conn.CreateEach([]string{L3 + "/f-"}, nil, aclf)
+	tr.add("A createEach l3/f-: %v %s", made, errName(err))
+	fnode, fgrant := L3+"/f-0000000000", L3+"/_holders/r-0000000099"
+	if len(made) == 1 {
+		fnode = made[0]
+	}
+	ok, ch, err = b.conn.ExistsW(fgrant)
+	b.watch("existsW l3 grant", ch)
+	tr.add("B existsW l3 grant, no registry: %v %s", ok, errName(err))
+	_, ch, err = b.conn.ChildrenW(L3)
+	b.watch("childrenW l3", ch)
+	tr.add("B childrenW l3: %s", errName(err))
+	tr.add("A fire, no registry: %s", errName(a.conn.Fire(fnode, fgrant, acl)))
+	names, err = b.conn.Children(L3 + "/_holders")
+	tr.add("B children l3 registry: %v %s", sorted(names), errName(err))
+	settle(false)
+	tr.add("A fire, grant exists: %s", errName(a.conn.Fire(mnode, mentry, acl)))
+	ok, err = b.conn.Exists(mentry)
+	tr.add("B exists m entry: %v %s", ok, errName(err))
+	err = a.conn.Fire(R+"/gone", L3+"/_none/r-x", acl)
+	tr.add("A fire, guard gone, no parent: %s gone-at-gone=%v", errName(err), session.GoneAt(err, R+"/gone"))
+	ok, err = b.conn.Exists(L3 + "/_none")
+	tr.add("B exists l3/_none: %v %s", ok, errName(err))
+	settle(false)
+
 	// A's session ends: its ephemerals go, in one transaction.
 	a.conn.Close()
 	settle(true)
@@ -366,8 +401,85 @@ func script(t *testing.T, w world, root string) []string {
 	_ = b.conn.DeleteAll(prefixAll(P, childrenOf(b.conn, P)))
 	_ = b.conn.Delete(P)
 	_ = b.conn.Delete(H)
+	for _, p := range []string{L2 + "/_holders", L2, L3 + "/_holders", L3} {
+		_ = b.conn.Delete(p)
+	}
 	_ = b.conn.Delete(R)
 	return normalise(tr.lines)
+}
+
+// registerRows registers a new node of A's under the registry H: with
+// B's watches on the entry and the node; then again (the entry exists),
+// with a bad version, and with the node gone. It returns the node and its
+// entry.
+func registerRows(tr *transcript, a, b *client, R, H string, aclf func(string) []zk.ACL, settle func(bool)) (node, entry string) {
+	acl := aclf(R)
+	made, err := a.conn.CreateEach([]string{R + "/m-"}, []byte("m"), aclf)
+	tr.add("A createEach m-: %v %s", made, errName(err))
+	node = R + "/m-0000000000"
+	if len(made) == 1 {
+		node = made[0]
+	}
+	entry = H + "/r-" + node[len(node)-10:]
+	ok, ch, err := b.conn.ExistsW(entry)
+	b.watch("existsW m entry", ch)
+	tr.add("B existsW m entry: %v %s", ok, errName(err))
+	_, ch, err = b.conn.GetW(node)
+	b.watch("getW m", ch)
+	tr.add("B getW m: %s", errName(err))
+	tr.add("A register m: %s", errName(a.conn.Register(node, entry, []byte("reg"), 0, acl)))
+	settle(false)
+	data, stt, err := b.conn.Get(node)
+	tr.add("B get m: %q %s %s", data, st(stt), errName(err))
+	data, stt, err = b.conn.Get(entry)
+	tr.add("B get m entry: %q %s %s", data, st(stt), errName(err))
+
+	err = a.conn.Register(node, entry, []byte("again"), 1, acl)
+	tr.add("A register m again: %s node-exists=%v", errName(err), session.NodeExists(err))
+	other := H + "/u-" + node[len(node)-10:]
+	err = a.conn.Register(node, other, []byte("bad"), 0, acl)
+	tr.add("A register m, bad version: %s bad-version=%v", errName(err), session.BadVersion(err))
+	ok, err = b.conn.Exists(other)
+	tr.add("B exists u entry: %v %s", ok, errName(err))
+	err = a.conn.Register(R+"/gone", H+"/r-gone", nil, -1, acl)
+	tr.add("A register gone: %s gone-at-gone=%v", errName(err), session.GoneAt(err, R+"/gone"))
+	err = a.conn.Register(R+"/gone", R+"/_none/r-gone", nil, -1, acl)
+	tr.add("A register gone, no registry: %s gone-at-gone=%v", errName(err), session.GoneAt(err, R+"/gone"))
+	ok, err = b.conn.Exists(R + "/_none")
+	tr.add("B exists _none: %v %s", ok, errName(err))
+	data, stt, err = b.conn.Get(node)
+	tr.add("B get m: %q %s %s", data, st(stt), errName(err))
+	settle(false)
+	return node, entry
+}
+
+// registerParentRows registers a node of A's on lock path L, whose
+// registry is missing: Register makes it (a container) and registers.
+func registerParentRows(tr *transcript, a, b *client, L string, aclf func(string) []zk.ACL, settle func(bool)) {
+	acl := aclf(L)
+	tr.add("A container l2: %s", errName(a.conn.CreateContainer(L, nil, acl)))
+	made, err := a.conn.CreateEach([]string{L + "/n-"}, nil, aclf)
+	tr.add("A createEach l2/n-: %v %s", made, errName(err))
+	node := L + "/n-0000000000"
+	if len(made) == 1 {
+		node = made[0]
+	}
+	entry := L + "/_holders/r-" + node[len(node)-10:]
+	ok, ch, err := b.conn.ExistsW(L + "/_holders")
+	b.watch("existsW l2 registry", ch)
+	tr.add("B existsW l2 registry: %v %s", ok, errName(err))
+	ok, ch, err = b.conn.ExistsW(entry)
+	b.watch("existsW l2 entry", ch)
+	tr.add("B existsW l2 entry: %v %s", ok, errName(err))
+	_, ch, err = b.conn.ChildrenW(L)
+	b.watch("childrenW l2", ch)
+	tr.add("B childrenW l2: %s", errName(err))
+	tr.add("A register l2, no registry: %s", errName(a.conn.Register(node, entry, []byte("reg"), -1, acl)))
+	settle(false)
+	names, err := b.conn.Children(L + "/_holders")
+	tr.add("B children l2 registry: %v %s", sorted(names), errName(err))
+	data, stt, err := b.conn.Get(node)
+	tr.add("B get l2 node: %q %s %s", data, st(stt), errName(err))
 }
 
 func childrenOf(c session.Conn, p string) []string {

@@ -1,6 +1,7 @@
 package zkfake
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
@@ -46,33 +47,108 @@ var ops = [...]func(c *Conn, r session.Request) (session.Result, error){
 	session.OpExistsW:           existsW,
 	session.OpSync:              nothing,
 	session.OpAddAuth:           nothing, // accepted, and not checked: the fake has no ACLs
-	session.OpHandOff:           grant,
-	session.OpFire:              grant,
+	session.OpHandOff:           handOff,
+	session.OpFire:              fire,
+	session.OpRegister:          register,
 }
 
-// grant is HandOff's multi (delete the node) or Fire's (check the guard),
-// with the grant created and deleted in the same transaction: its exists
-// watches fire NodeCreated, then the node's watches NodeDeleted (HandOff),
-// then the grant's deletion fires nothing (its watches were spent).
-func grant(c *Conn, r session.Request) (session.Result, error) {
+// handOff is HandOff's multi: the grant created, the node deleted, the
+// grant deleted, in one transaction: its exists watches fire NodeCreated,
+// then the node's watches NodeDeleted, then the grant's deletion fires
+// nothing (its watches were spent).
+func handOff(c *Conn, r session.Request) (session.Result, error) {
 	node, g := r.Paths[0], r.Paths[1]
 	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
 		return c.srv.txn(func(evs []firing) ([]firing, error) {
-			if c.srv.nodes[node] == nil {
-				return evs, session.GoneNodeError(node, zk.ErrNoNode)
+			evs, err := c.srv.guardedCreateLocked(node, g, se.id, evs)
+			if err == errNoParent {
+				err = zk.ErrNoNode // not met: the grant's parent is the node's
 			}
-			_, evs, err := c.srv.createLocked(g, nil, se.id, true, false, evs)
 			if err != nil {
 				return evs, err
 			}
-			if r.Op == session.OpHandOff {
-				if evs, err = c.srv.deleteChecked(node, evs); err != nil {
-					return evs, err
-				}
+			if evs, err = c.srv.deleteChecked(node, evs); err != nil {
+				return evs, err
 			}
 			return c.srv.deleteChecked(g, evs)
 		})
 	})
+}
+
+// fire is Fire's multi: the guard checked, the grant created and deleted,
+// with the grant's parent made first if missing; a grant that exists is
+// success, as the op sees it (the After hook gets nil).
+func fire(c *Conn, r session.Request) (session.Result, error) {
+	guard, g := r.Paths[0], r.Paths[1]
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
+		err := c.srv.withParentLocked(g, func() error {
+			return c.srv.txn(func(evs []firing) ([]firing, error) {
+				evs, err := c.srv.guardedCreateLocked(guard, g, se.id, evs)
+				if err != nil {
+					return evs, err
+				}
+				return c.srv.deleteChecked(g, evs)
+			})
+		})
+		if err == zk.ErrNodeExists {
+			return nil
+		}
+		return err
+	})
+}
+
+// register is Register's multi: the node checked, the entry created, the
+// node's data set if its version matches, with the entry's parent made
+// first if missing. The create's watches fire before the set's.
+func register(c *Conn, r session.Request) (session.Result, error) {
+	node, entry := r.Paths[0], r.Paths[1]
+	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
+		return c.srv.withParentLocked(entry, func() error {
+			return c.srv.txn(func(evs []firing) ([]firing, error) {
+				evs, err := c.srv.guardedCreateLocked(node, entry, se.id, evs)
+				if err != nil {
+					return evs, err
+				}
+				return c.srv.setLocked(node, r.Data, r.Version, evs)
+			})
+		})
+	})
+}
+
+// errNoParent: a guarded create's parent is missing (withParentLocked).
+var errNoParent = errors.New("zkfake: parent missing")
+
+// guardedCreateLocked checks that guard exists ([session.GoneNodeError]
+// if not), then creates path, a plain ephemeral of owner with no data;
+// errNoParent if path's parent is missing.
+func (s *Server) guardedCreateLocked(guard, path string, owner int64, evs []firing) ([]firing, error) {
+	if s.nodes[guard] == nil {
+		return evs, session.GoneNodeError(guard, zk.ErrNoNode)
+	}
+	if pp, _ := parentOf(path); s.nodes[pp] == nil {
+		return evs, errNoParent
+	}
+	_, evs, err := s.createLocked(path, nil, owner, true, false, evs)
+	return evs, err
+}
+
+// withParentLocked runs send; if it finds path's parent missing, it makes
+// the parent as a container (one that exists is fine) in a transaction of
+// its own and runs send again, as the door on go-zookeeper does. Nothing
+// reaps the parent in between: srv.mu is held.
+func (s *Server) withParentLocked(path string, send func() error) error {
+	err := send()
+	if err != errNoParent {
+		return err
+	}
+	pp, _ := parentOf(path)
+	if err := s.containerLocked(pp, nil); err != nil && err != zk.ErrNodeExists && err != zk.ErrNoNode {
+		return err
+	}
+	if err = send(); err == errNoParent {
+		return zk.ErrNoNode // the parent's own parent is missing
+	}
+	return err
 }
 
 // createEach makes ephemeral-sequential nodes, one multi.
@@ -141,18 +217,23 @@ func (s *Server) restore(sn snap) {
 func createContainer(c *Conn, r session.Request) (session.Result, error) {
 	path := r.Paths[0]
 	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
-		err := c.srv.txn(func(evs []firing) ([]firing, error) {
-			_, evs, err := c.srv.createLocked(path, r.Data, 0, false, false, evs)
-			return evs, err
-		})
-		if err == zk.ErrNodeExists {
-			return nil
+		if err := c.srv.containerLocked(path, r.Data); err != zk.ErrNodeExists {
+			return err
 		}
-		if err == nil {
-			c.srv.nodes[path].container = true
-		}
-		return err
+		return nil
 	})
+}
+
+// containerLocked creates a container node in a transaction of its own.
+func (s *Server) containerLocked(path string, data []byte) error {
+	err := s.txn(func(evs []firing) ([]firing, error) {
+		_, evs, err := s.createLocked(path, data, 0, false, false, evs)
+		return evs, err
+	})
+	if err == nil {
+		s.nodes[path].container = true
+	}
+	return err
 }
 
 // createPersistent: one that exists is fine, after the hooks (the After
@@ -319,18 +400,30 @@ func check(c *Conn, r session.Request) (session.Result, error) {
 func set(c *Conn, r session.Request) (session.Result, error) {
 	path := r.Paths[0]
 	return session.Result{}, c.do(r.Op.String(), r.Paths, func(se *sess) error {
-		n := c.srv.nodes[path]
-		switch {
-		case n == nil:
-			return zk.ErrNoNode
-		case r.Version != -1 && r.Version != n.version:
-			return zk.ErrBadVersion
+		s := c.srv
+		s.zxid++
+		evs, err := s.setLocked(path, r.Data, r.Version, nil)
+		if err != nil {
+			s.zxid-- // refused: no transaction
+			return err
 		}
-		c.srv.zxid++
-		n.data, n.version, n.mzxid = append([]byte(nil), r.Data...), n.version+1, c.srv.zxid
-		c.srv.fireLocked([]firing{{zk.EventNodeDataChanged, path}})
+		s.fireLocked(evs)
 		return nil
 	})
+}
+
+// setLocked sets path's data at s.zxid if its version is version (-1:
+// any). It changes nothing if it fails.
+func (s *Server) setLocked(path string, data []byte, version int32, evs []firing) ([]firing, error) {
+	n := s.nodes[path]
+	switch {
+	case n == nil:
+		return evs, zk.ErrNoNode
+	case version != -1 && version != n.version:
+		return evs, zk.ErrBadVersion
+	}
+	n.data, n.version, n.mzxid = append([]byte(nil), data...), n.version+1, s.zxid
+	return append(evs, firing{zk.EventNodeDataChanged, path}), nil
 }
 
 // nothing is an op that changes nothing on the fake: a round trip.
