@@ -209,8 +209,12 @@ func (p *participant) recover(ctx context.Context, sid int64) (made, again bool,
 func (p *participant) abandon() {
 	for _, w := range p.ws {
 		if w.nodes != nil {
-			_ = p.disarm(w) // if that fails, or the watch did not hear it, the janitor fires it first
-			p.c.s.Discard(session.Job{Nodes: w.nodes, Session: p.session, Grant: w.armed, Heard: w.grant})
+			_ = p.disarm(w)   // if that fails, or the watch did not hear it, the janitor fires it first
+			var then []string // our marker, after the node (registry.go)
+			if w.marker != "" {
+				then = []string{w.marker}
+			}
+			p.c.s.Discard(session.Job{Nodes: w.nodes, Then: then, Session: p.session, Grant: w.armed, Heard: w.grant})
 		}
 		if p.unsure {
 			p.claim.forget(p, w)

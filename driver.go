@@ -263,6 +263,10 @@ func (semaphorePolicy) size(k Child, path []byte) int { return newSemaphoreRule(
 
 func (semaphorePolicy) String() string { return "zklock semaphore policy" }
 
+// registers: zklock's semaphore keeps a registry of its holders
+// (registry.go); a policy that only decides ([Participants]) has no size.
+func (s semaphorePolicy) registers() int { return s.max }
+
 // decide asks for the path's data first if a node up to last carries no
 // size in its id (the legacy size may decide; our own nodes always carry
 // one), then decides by the rule and the count ([semaphoreRule]).

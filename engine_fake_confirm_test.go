@@ -72,7 +72,7 @@ func TestFakeFailedAnnounceDoesNotConfirm(t *testing.T) {
 		case op.Conn != conn:
 		case op.Name == "Check":
 			return zk.ErrConnectionClosed // the keeper's confirmations fail
-		case op.Name == "SetIf" && strings.HasPrefix(op.Paths[0], "/fa/sem/"):
+		case (op.Name == "SetIf" || op.Name == "Register") && strings.HasPrefix(op.Paths[0], "/fa/sem/"):
 			announces.Add(1)
 			return zk.ErrConnectionClosed
 		case op.Name == "GetW" && op.Paths[0] == lo.Node():

@@ -259,8 +259,8 @@ func TestFakeSemaphoreHeldBackWakes(t *testing.T) {
 // children before the create was started), and returns its path.
 func fakeNewNode(t testing.TB, f *zkfake.Server, path string, had []string) string {
 	t.Helper()
-	fakeQueued(t, f, path, len(had)+1)
-	for _, k := range f.Children(path) {
+	fakeQueued(t, f, path, len(queuedOn(had))+1)
+	for _, k := range queuedOn(f.Children(path)) {
 		if !slices.Contains(had, k) {
 			return path + "/" + k
 		}

@@ -55,10 +55,27 @@ func connOf(t testing.TB, f *zkfake.Server, c *zklock.Client) *zkfake.Conn {
 	return nil
 }
 
-// fakeQueued waits until path has n children on the fake.
+// fakeQueued waits until path has n participants' children on the fake:
+// its children but a semaphore's registry (`_holders`, registry.go), a
+// container the server reaps once empty; with n 0, the registry too must
+// be empty (no entry or marker left behind).
 func fakeQueued(t testing.TB, f *zkfake.Server, path string, n int) {
 	t.Helper()
-	eventually(t, func() bool { return len(f.Children(path)) == n }, "want %d children of %s, have %v", n, path, f.Children(path))
+	eventually(t, func() bool {
+		return len(queuedOn(f.Children(path))) == n && (n > 0 || len(f.Children(path+"/_holders")) == 0)
+	},
+		"want %d children of %s, have %v (registry %v)", n, path, f.Children(path), f.Children(path+"/_holders"))
+}
+
+// queuedOn is kids but a semaphore's registry (`_holders`).
+func queuedOn(kids []string) []string {
+	out := kids[:0:0]
+	for _, k := range kids {
+		if k != "_holders" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // doneWithin waits for a lease to end, and returns its error.

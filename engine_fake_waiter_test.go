@@ -109,7 +109,9 @@ func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
 			switch tc {
 			case "semaphore":
 				release(t, la)
-				want = []string{"ChildrenStat /wr/lock"}
+				// The registry first (registry.go: a read of the queue after
+				// it chains the waiter), without a watch too.
+				want = []string{"Children /wr/lock/_holders", "ChildrenStat /wr/lock"}
 			case "mutex granted":
 				heard(t, ca, "/wr/lock")
 				release(t, la)
@@ -120,7 +122,7 @@ func TestFakeWokenWaiterReadsWithoutAWatch(t *testing.T) {
 			lb := await(t, w)
 			after := log.since(waited)
 			if semaphore {
-				want = append(want, "SetIf "+lb.Node()) // it tells its successors that it holds
+				want = append(want, "Register "+lb.Node()) // it tells its successors that it holds, and registers
 			}
 			if tc == "mutex predecessor deleted" {
 				want[1] = "Fire " + lb.Node()
@@ -240,9 +242,12 @@ func TestFakeTraceAheadIsTheMostOnAnyPath(t *testing.T) {
 
 // TestFakeSemaphoreWaiterBehindAWaiter: a semaphore waiter behind another
 // waiting group watches that group's last node for its hold (awaitHold),
-// and sleeps on it at once: a version not yet announced (0) is no news.
-// It reads the queue twice in all: when the group ahead announces that it
-// holds, and when it releases.
+// and its entry in the registry (registry.go), and sleeps on them at once:
+// a version not yet announced (0) is no news. The group ahead registers as
+// chained (nothing is ahead of it when it holds), which chains the waiter:
+// from then on it decides from the registry, read twice in all (when the
+// group ahead registers, and when it releases), and never reads the queue
+// after its first look.
 func TestFakeSemaphoreWaiterBehindAWaiter(t *testing.T) {
 	f := zkfake.New()
 	ca, cb := fakeClient(t, f), fakeClient(t, f)
@@ -264,7 +269,7 @@ func TestFakeSemaphoreWaiterBehindAWaiter(t *testing.T) {
 		}
 	}
 	connB, connC := connOf(t, f, cb), connOf(t, f, cc)
-	var reads atomic.Int32
+	var reads, regReads atomic.Int32
 	var announced atomic.Bool
 	watching, settled := make(chan struct{}), make(chan struct{})
 	var onceW, onceS sync.Once
@@ -275,22 +280,22 @@ func TestFakeSemaphoreWaiterBehindAWaiter(t *testing.T) {
 	f.SetHooks(zkfake.Hooks{
 		Before: func(op zkfake.Op) error {
 			switch {
-			case op.Conn == connB && op.Name == "SetIf" && op.Paths[0] == nodeB:
+			case op.Conn == connB && (op.Name == "SetIf" || op.Name == "Register") && op.Paths[0] == nodeB:
 				announced.Store(true)
 			case op.Conn == connC && op.Name == "ChildrenStat":
 				reads.Add(1)
+			case op.Conn == connC && op.Name == "ChildrenW" && op.Paths[0] == "/sw/_holders":
+				regReads.Add(1)
 			}
 			return nil
 		},
 		After: func(op zkfake.Op, err error) error {
-			if op.Conn == connC && op.Name == "GetW" && op.Paths[0] == nodeB && err == nil {
-				// announced is read before watching closes: once it has,
-				// the test releases the holder and B may announce at once,
-				// and the first watch would pass for the second.
-				if announced.Load() {
-					onceS.Do(func() { close(settled) })
-				}
+			switch {
+			case op.Conn == connC && op.Name == "GetW" && op.Paths[0] == nodeB && err == nil:
 				onceW.Do(func() { close(watching) })
+			case op.Conn == connC && op.Name == "ChildrenW" && op.Paths[0] == "/sw/_holders" && err == nil && announced.Load():
+				// Chained by B's entry, C waits for the registry to change.
+				onceS.Do(func() { close(settled) })
 			}
 			return err
 		},
@@ -306,12 +311,15 @@ func TestFakeSemaphoreWaiterBehindAWaiter(t *testing.T) {
 			release(t, la)
 		}
 	}
-	lb := await(t, wb) // it announced, and the third waiter watches it again, now for its release
+	lb := await(t, wb) // it registered, and the third waiter watches the registry, now for its release
 	pending(t, wc)
 	release(t, lb)
 	lc := await(t, wc)
-	if n := reads.Load(); n != 2 {
-		t.Fatalf("the third waiter read the queue %d times after its first look; want 2", n)
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("the third waiter read the queue %d times after its first look; want 0 (it is chained)", n)
+	}
+	if n := regReads.Load(); n != 2 {
+		t.Fatalf("the third waiter read the registry %d times; want 2", n)
 	}
 	release(t, lc)
 }
@@ -362,7 +370,7 @@ func TestFakeSemaphoreAnnounceBeforeTheWatch(t *testing.T) {
 			return nil
 		},
 		After: func(op zkfake.Op, err error) error {
-			if op.Conn == connB && op.Name == "SetIf" && op.Paths[0] == nodeB {
+			if op.Conn == connB && (op.Name == "SetIf" || op.Name == "Register") && op.Paths[0] == nodeB {
 				onceA.Do(func() { close(announced) })
 			}
 			return err

@@ -54,7 +54,10 @@ func (p *participant) grant(ctx context.Context, st session.Snapshot) ([]*Lease,
 	}
 	for _, w := range p.ws {
 		w.look.End()
-		if w.announce {
+		switch {
+		case p.registers():
+			p.register(w, holds[0])
+		case w.announce:
 			p.announce(w)
 		}
 	}

@@ -221,6 +221,9 @@ func joined(ch chan error) error {
 // zxid if the notification carried it, else read later (see the top of
 // this file).
 func (p *participant) granted(w *waiter, st session.Snapshot, ev session.Event) error {
+	if p.registers() {
+		return p.entryHeard(w, st, ev) // the registry's entry watch (registry.go)
+	}
 	grant := w.armed
 	w.armed, w.armedFor, w.grant = "", "", nil
 	if !session.Created(ev) {

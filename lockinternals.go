@@ -339,7 +339,8 @@ func (p *participant) step(ctx context.Context, w *waiter, st session.Snapshot, 
 			_, err := p.backoff(ctx, b, p.unmark(w))
 			return err
 		}
-		w.hold(st.Epoch, v.d.announce && (p.waited || v.last < len(v.kids)-1))
+		// Decided from the registry, the nodes behind are not known: announce.
+		w.hold(st.Epoch, v.d.announce && (p.waited || v.fromReg || v.last < len(v.kids)-1))
 		return nil
 	}
 	if p.try {

@@ -55,6 +55,9 @@ type policy interface {
 	// is first, and otherwise watches its immediate predecessor alone: the
 	// handoff by grant then applies (handoff.go).
 	handsOff() bool
+	// registers is the size a participant registers with in the lock's
+	// registry (registry.go): a zklock-layout semaphore's; 0 for none.
+	registers() int
 }
 
 // question is what a policy decides on: the participant whose nodes are
@@ -132,6 +135,7 @@ func (nodes) size(Child, []byte) int        { return 0 }
 func (nodes) live() liveSize                { return nil }
 func (nodes) traced() bool                  { return true }
 func (nodes) handsOff() bool                { return false }
+func (nodes) registers() int                { return 0 }
 func (n nodes) String() string              { return "zklock " + n.k.String() + " policy" }
 
 // driverPolicy is the one adapter of a [Driver] onto the engine: zklock's

@@ -35,14 +35,17 @@ func TestRegistryRuleIsTheCountWithoutSmallerMarkers(t *testing.T) {
 		kids := sized(spec...)
 		for w := range kids {
 			queue := decideMarked(d, kids, w, w, marked).Holds
-			registry := w < slices.Min(sizes[:w+1])
-			if !smallerMarker(sizes, sizes[w]) {
+			decides, fromReg := registryOf(sizes, w).holds(int32(w), sizes[w])
+			if decides != !smallerMarker(sizes, sizes[w]) {
+				t.Fatalf("sizes %v: node %d: decides from the registry=%v, with a smaller marker=%v", sizes, w, decides, smallerMarker(sizes, sizes[w]))
+			}
+			if decides {
 				decided++
-				if registry != queue {
+				if fromReg != queue {
 					t.Fatalf("sizes %v, marks %v: node %d: from the registry holds=%v, from the queue %v, with no marker below its size %d",
-						sizes, marked, w, registry, queue, sizes[w])
+						sizes, marked, w, fromReg, queue, sizes[w])
 				}
-			} else if registry != queue {
+			} else if fromReg != queue {
 				differ++
 			}
 		}
@@ -54,6 +57,28 @@ func TestRegistryRuleIsTheCountWithoutSmallerMarkers(t *testing.T) {
 		t.Fatal("the registry's rule and the queue's decision never differ where a smaller marker exists: the markers would not be needed")
 	}
 	t.Logf("%d decisions checked with no smaller marker; %d differ where one exists", decided, differ)
+}
+
+// registryOf is the registry a chained waiter at node w reads: an entry for
+// every node ahead of it (all hold, and registered), and a marker of each
+// node of the queue whose first look listed a larger size ahead of it
+// (registry.go, markSize).
+func registryOf(sizes []int, w int) registry {
+	r := registry{read: true}
+	for j, s := range sizes {
+		if j < w {
+			// Chained or not, an entry counts: some of each.
+			kind := byte(entryChained)
+			if (j+w)%2 == 1 {
+				kind = entryUnchained
+			}
+			r.items = append(r.items, regItem{kind: kind, seq: int32(j), size: s})
+		}
+		if j > 0 && slices.Max(sizes[:j]) > s {
+			r.items = append(r.items, regItem{kind: entryMarker, seq: int32(j), size: s})
+		}
+	}
+	return r
 }
 
 // smallerMarker reports whether some node of the queue, of a size below

@@ -40,6 +40,14 @@ type waiter struct {
 	armed, armedFor string
 	grant           <-chan session.Event
 	alone           bool // the read that decided we hold listed nobody behind us
+
+	// The registry's (registry.go): whether every live node ahead is known
+	// to be registered, the entry of the predecessor whose hold we await,
+	// the registry's children watch of a chained wait, and our marker.
+	chained  bool
+	regPred  string
+	regWatch <-chan session.Event
+	marker   string
 }
 
 // reset forgets the nodes of an abandoned attempt.
@@ -64,18 +72,27 @@ type view struct {
 	first, last int
 	d           decision
 	seen        map[string]int32 // the data versions of the nodes whose marks decided, by path ([participant.readMarks])
+	fromReg     bool             // decided from the registry (registry.go): no kids...
+	reg         bool             // ...and, not holding, waits for the registry's children
 }
 
 // surveyQueue reads w's queue and decides, and gets what the decision
 // needs before acting on it: a holder's token, from the read itself
 // ([participant.token]); for a guarded waiter, whose grant checks every
-// path, a watch on our own node.
+// path, a watch on our own node. A waiter in the semaphore's registry
+// reads that first, and, chained, decides from it (registry.go).
 func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	if w.guard && w.ownAt != epoch {
 		w.own = nil // read sets a watch on our node again, in this epoch
 	}
-	var ps session.ParentStat
 	first := !w.looked
+	var reg registry
+	if p.registers() && !first {
+		if v, reg, err = p.surveyRegistered(w); v.fromReg || err != nil {
+			return v, err
+		}
+	}
+	var ps session.ParentStat
 	if first {
 		v.kids, ps, err = p.look(w)
 	} else {
@@ -84,15 +101,8 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	if err != nil {
 		return v, err
 	}
-	var ok bool
-	if v.first, v.last, ok = p.locate(w, v.kids); !ok {
-		return v, errRequeue
-	}
-	if v.d, v.seen, err = p.decideIn(w, v); err != nil {
+	if v, err = p.decideOn(w, v, reg, first); err != nil {
 		return v, err
-	}
-	if first {
-		w.l.queued.Store(!v.d.Holds) // how the next first look is sent ([participant.startLooks])
 	}
 	if v.d.Holds {
 		w.token, w.alone = ps.Pzxid, v.last == len(v.kids)-1
@@ -100,6 +110,28 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	if w.own == nil && w.guard {
 		_, err := p.watchOwn(w, epoch)
 		return v, err
+	}
+	return v, nil
+}
+
+// decideOn decides for w on v.kids, a read of its queue (made after reg,
+// if reg was read).
+func (p *participant) decideOn(w *waiter, v view, reg registry, first bool) (view, error) {
+	var ok bool
+	if v.first, v.last, ok = p.locate(w, v.kids); !ok {
+		return v, errRequeue
+	}
+	var err error
+	if v.d, v.seen, err = p.decideIn(w, v); err != nil {
+		return v, err
+	}
+	if p.registers() {
+		if err := p.afterRead(w, v, reg, first); err != nil {
+			return v, err
+		}
+	}
+	if first {
+		w.l.queued.Store(!v.d.Holds) // how the next first look is sent ([participant.startLooks])
 	}
 	return v, nil
 }
@@ -237,6 +269,8 @@ type watchPlan struct {
 	// our mark left; a node found at another when its watch is set has
 	// changed its mark since.
 	marks map[string]int32
+	// reg: a chained waiter's watch on the registry's children (registry.go).
+	reg <-chan session.Event
 }
 
 // plan prepares the wait.
@@ -250,6 +284,9 @@ func (w *waiter) plan(v view) watchPlan {
 		pl.paths = append(pl.paths, w.l.path+"/"+v.kids[idx].Name)
 	}
 	pl.marks = v.seen
+	if v.reg {
+		pl.reg = w.regWatch
+	}
 	if len(d.behind) > 0 {
 		// Held back: our own node too, whose mark a Revoke may replace
 		// (then we mark it again: [participant.mark]), and may have
@@ -273,6 +310,14 @@ func (w *waiter) plan(v view) watchPlan {
 func (p *participant) wait(ctx context.Context, w *waiter, st session.Snapshot, pl watchPlan) error {
 	if pred, ok := p.handoffPred(pl); ok {
 		return p.waitGrant(ctx, w, st, pred)
+	}
+	if pl.reg != nil {
+		return p.sleep(ctx, w, st, p.gone, pl.reg, nil)
+	}
+	if p.registers() {
+		if done, err := p.armEntry(w); done || err != nil {
+			return err
+		}
 	}
 	var buf [1]<-chan session.Event // the usual wait: no allocation
 	watches, done, err := p.watchAhead(w, pl, buf[:0])

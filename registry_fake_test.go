@@ -1,0 +1,146 @@
+package zklock_test
+
+// The semaphore's registry (registry.go) on the fake: the counterexamples
+// that model/registry.pml finds for its broken variants, as schedules,
+// each of which a waiter gets through only if the rule it breaks holds.
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/zkrecipes/zklock"
+	"github.com/zkrecipes/zklock/internal/zkfake"
+)
+
+// TestFakeRegistryUnchainedHolderChainsNobody: a semaphore of 2, A and B
+// hold (neither registered: nobody was behind them), C waits first and D
+// waits for C's hold, watching C's node and C's entry r(C). A goes: C
+// holds, but B, ahead of it, has no entry, so C registers unchained, u(C).
+// D, told C holds, reads the queue, finds B unregistered ahead, and waits
+// for B or C to go, although the registry lists one entry ahead of it.
+//
+//   - Had C registered as r(C) (registry-reg-all-unclean-as-clean), D would
+//     be chained by it, count one entry ahead of it, and hold beside B and
+//     C: three leases of a semaphore of 2.
+//   - Had D's read chained it because its predecessor C has an entry
+//     (registry-reg-all-chain-by-pred), its next wake, C's node revoked,
+//     would decide from the registry, and hold the same way.
+//
+// So D watches B (a read of the queue decided) after C's registration and
+// again after the revocation, and holds only once B goes.
+func TestFakeRegistryUnchainedHolderChainsNobody(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/ru", 2, 2, 2, 2)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	lb, err := s[1].Acquire(ctxT(t))
+	must(t, err)
+	if got := f.Children("/ru/_holders"); len(got) != 0 {
+		t.Fatalf("registry %v: a holder with nobody behind it registered", got)
+	}
+	watched := hookWatches(f)
+	had := f.Children("/ru")
+	rc := async(s[2].Acquire, ctxT(t))
+	nodeC := fakeNewNode(t, f, "/ru", had)
+	had = f.Children("/ru")
+	rd := async(s[3].Acquire, ctxT(t))
+	fakeNewNode(t, f, "/ru", had)
+	awaitWatch(t, watched, cs[3], nodeC) // D awaits C's hold
+
+	release(t, la) // [B C D]: C holds, unchained
+	lc := await(t, rc)
+	if got := f.Children("/ru/_holders"); len(got) != 1 || got[0][0] != 'u' {
+		t.Fatalf("registry %v once C holds behind B, which has no entry; want C's unchained entry alone", got)
+	}
+	awaitWatch(t, watched, cs[3], lb.Node()) // D decided on the queue: it waits for B and C
+	pending(t, rd)
+
+	must(t, zklock.Revoke(ctxT(t), cs[1], lc.Node())) // D wakes, and must read the queue again
+	awaitWatch(t, watched, cs[3], lb.Node())
+	pending(t, rd)
+
+	release(t, lb) // [C D]: D holds
+	ld := await(t, rd)
+	release(t, lc)
+	release(t, ld)
+	fakeQueued(t, f, "/ru", 0)
+}
+
+// TestFakeRegistryChainedDrain: a semaphore of 2 drained by waiters that
+// queued behind two holders. After the first round of holders every waiter
+// is chained: it decides from the registry and never reads the queue
+// after its first look, and at most two hold at once.
+func TestFakeRegistryChainedDrain(t *testing.T) {
+	f := zkfake.New()
+	const n = 8
+	sizes := make([]int, n)
+	for i := range sizes {
+		sizes[i] = 2
+	}
+	cs, s := fakeSems(t, f, "/rd", sizes...)
+	held := []*zklock.Lease{}
+	for _, sem := range s[:2] {
+		l, err := sem.Acquire(ctxT(t))
+		must(t, err)
+		held = append(held, l)
+	}
+	watched := make(chan watch, 1024)
+	var counting atomic.Bool
+	var reads atomic.Int32
+	report := reportWatches(watched)
+	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if counting.Load() && op.Name == "ChildrenStat" && op.Paths[0] == "/rd" {
+			reads.Add(1)
+		}
+		return report(op, err)
+	}})
+	var rs []<-chan result
+	for i := 2; i < n; i++ {
+		had := f.Children("/rd")
+		rs = append(rs, async(s[i].Acquire, ctxT(t)))
+		node := fakeNewNode(t, f, "/rd", had)
+		// Its first look is made once it watches the node ahead of it.
+		awaitWatch(t, watched, cs[i], aheadOf(f, "/rd", node))
+	}
+	counting.Store(true)
+	for i, r := range rs {
+		release(t, held[0]) // the oldest holder goes
+		held = append(held[1:], await(t, r))
+		if got := len(queuedOn(f.Children("/rd"))); got != n-i-1 {
+			t.Fatalf("%d nodes queued after %d handoffs, want %d", got, i+1, n-i-1)
+		}
+	}
+	for _, l := range held {
+		release(t, l)
+	}
+	fakeQueued(t, f, "/rd", 0)
+	// The first waiter reads the queue once, as it holds behind B, which
+	// has no entry (it registers unchained); the second twice, as the first
+	// holds (B still unregistered ahead) and as B goes (then chained: every
+	// node ahead has an entry). Every later one is chained by the entry of
+	// the one ahead of it, and reads only the registry.
+	if got := reads.Load(); got > 3 {
+		t.Fatalf("the waiters read the queue %d times after their first looks; want at most 3", got)
+	}
+}
+
+// aheadOf is the child of path on f just ahead of node.
+func aheadOf(f *zkfake.Server, path, node string) string {
+	prev := ""
+	for _, k := range sortedQueue(queuedOn(f.Children(path))) {
+		if path+"/"+k == node {
+			return path + "/" + prev
+		}
+		prev = k
+	}
+	return ""
+}
+
+// sortedQueue orders zklock node names by their sequence suffix.
+func sortedQueue(names []string) []string {
+	out := slices.Clone(names)
+	slices.SortFunc(out, func(a, b string) int { return strings.Compare(a[len(a)-10:], b[len(b)-10:]) })
+	return out
+}
