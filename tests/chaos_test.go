@@ -678,8 +678,12 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 			if cl.sems[sm.lock] == nil {
 				continue
 			}
-			rng := rand.New(rand.NewPCG(plan.seed, uint64(300+2*cl.i+j)))
-			workers.Go(func() { cl.work(work, rec, sm.lock, rng) })
+			// Deep as the mutex's: a zklock semaphore's waiters chain
+			// through its registry of holders (registry.go).
+			for d := range chaosDepth {
+				rng := rand.New(rand.NewPCG(plan.seed, uint64(300+2*cl.i+j+1000*d)))
+				workers.Go(func() { cl.work(work, rec, sm.lock, rng) })
+			}
 			j++
 		}
 		{
@@ -2352,7 +2356,7 @@ func chaosChildren(t *testing.T, conn *zk.Conn, path string) []string {
 	if err != nil {
 		return []string{"(" + err.Error() + ")"}
 	}
-	return kids
+	return withoutRegistry(t, conn, path, kids)
 }
 
 // chaosWait polls cond every 20ms until it holds or d passes.
