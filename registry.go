@@ -203,12 +203,21 @@ func (p *participant) surveyRegistry(w *waiter) (v view, r registry, err error) 
 		v.reg = true // wait for the registry's children to change
 		return v, r, nil
 	}
-	_, st, err := p.c.s.Conn().Get(w.l.path)
-	if err != nil {
-		return view{}, r, err
+	// The token: the path's pzxid from a read after the registry's, which
+	// may wait until the lease's token is first asked for (its lease reads
+	// it then, while its node is still there: session.Hold.Token), unless
+	// the lock's tokens are asked for already (then a read now, one round
+	// trip, as a queue read's would have been).
+	var token int64
+	if w.l.tokens.Load() {
+		_, st, err := p.c.s.Conn().Get(w.l.path)
+		if err != nil {
+			return view{}, r, err
+		}
+		token = st.Pzxid
 	}
 	w.regWatch = nil // nothing waits for it: a notification at most
-	w.token, w.alone = st.Pzxid, false
+	w.token, w.alone = token, false
 	v.d = decision{Decision: Decision{Holds: true}, announce: true}
 	return v, r, nil
 }
@@ -379,8 +388,28 @@ func (p *participant) register(w *waiter, h *session.Hold) {
 // follows it (see chainedBy).
 func (p *participant) surveyRegistered(w *waiter) (v view, r registry, err error) {
 	if !w.chained {
-		r, err = p.readRegistry(w, false)
-		return v, r, err
+		return v, r, nil // read with the queue (readQueueAndRegistry)
 	}
 	return p.surveyRegistry(w)
+}
+
+// readWithRegistry is [participant.read] with the registry read beside it,
+// in parallel: an unchained waiter's read, which chains it if every node
+// it lists ahead has an entry ([chainedBy]; the order of the two reads
+// does not matter: an entry read before the queue's read is still there
+// if its node is listed, as an entry goes only with its node; and one
+// read after proves its node was registered and live then, while a node
+// gone by then has none, and chains nobody). A failed read of the
+// registry leaves r unread: no chain, and the queue decides as ever.
+func (p *participant) readWithRegistry(w *waiter, epoch uint64) ([]Child, session.ParentStat, registry, error) {
+	reg := make(chan registry, 1)
+	go func() {
+		r, err := p.readRegistry(w, false)
+		if err != nil {
+			r = registry{}
+		}
+		reg <- r
+	}()
+	kids, ps, err := p.read(w, epoch)
+	return kids, ps, <-reg, err
 }

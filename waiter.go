@@ -93,9 +93,12 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 		}
 	}
 	var ps session.ParentStat
-	if first {
+	switch {
+	case first:
 		v.kids, ps, err = p.look(w)
-	} else {
+	case p.registers():
+		v.kids, ps, reg, err = p.readWithRegistry(w, epoch)
+	default:
 		v.kids, ps, err = p.read(w, epoch)
 	}
 	if err != nil {
