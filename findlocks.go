@@ -47,7 +47,8 @@ const (
 // The walk is breadth first and reads each node's children once. It does
 // not descend into a lock path's nodes (its plain children, which may be
 // other lock paths, it does), into a Curator or kazoo semaphore's nodes
-// (leases/ and locks/, the lease nodes, and <path>-__lock__), nor into
+// (leases/ and locks/, the lease nodes, and <path>-__lock__), nor into a
+// zklock semaphore's registry of holders beside its nodes, nor into
 // /zookeeper. root may be "/". It reads at most limit.Nodes nodes and none
 // deeper than limit.Depth below root; complete is false if a limit left
 // nodes unread. Participants that come and go while it reads may be seen
@@ -166,15 +167,16 @@ func (w *walk) read(ctx context.Context, v visit) ([]visit, error) {
 }
 
 // below returns the children of v to read next: those that are not lock
-// nodes, nor the lock of a kazoo semaphore next to them, nor /zookeeper.
+// nodes, nor the lock of a kazoo semaphore next to them, nor a zklock
+// semaphore's registry beside its nodes, nor /zookeeper.
 func (w *walk) below(v visit, names []string) []visit {
 	var out []visit
 	for _, name := range names {
 		if _, seq, _ := parseChild(name); seq {
 			continue // a lock node (or a sequential node of no lock)
 		}
-		if v.path == "/" && name == "zookeeper" {
-			continue
+		if v.path == "/" && name == "zookeeper" || name == registryName && mayBeLock(names) {
+			continue // ZooKeeper's own; a semaphore's registry of holders (registry.go)
 		}
 		if base, ok := strings.CutSuffix(name, "-"+kazooLock); ok {
 			if _, found := slices.BinarySearch(names, base); found {

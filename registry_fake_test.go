@@ -144,3 +144,47 @@ func sortedQueue(names []string) []string {
 	slices.SortFunc(out, func(a, b string) int { return strings.Compare(a[len(a)-10:], b[len(b)-10:]) })
 	return out
 }
+
+// TestFakeRegistryIsNoParticipant: with the registry beside a semaphore's
+// nodes (a holder that waited registered), Participants lists the nodes
+// alone, and FindLocks finds the path once and does not read the
+// registry.
+func TestFakeRegistryIsNoParticipant(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/fl/sem", 1, 1, 1)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	rb := async(s[1].Acquire, ctxT(t))
+	fakeQueued(t, f, "/fl/sem", 2)
+	release(t, la)
+	lb := await(t, rb) // it waited: it registers
+	rc := async(s[2].Acquire, ctxT(t))
+	fakeQueued(t, f, "/fl/sem", 2)
+	if len(f.Children("/fl/sem/_holders")) != 1 {
+		t.Fatalf("registry %v, want B's entry", f.Children("/fl/sem/_holders"))
+	}
+	ps, err := s[2].Participants(ctxT(t))
+	must(t, err)
+	if len(ps) != 2 || ps[0].Node != lb.Node() || !ps[0].Holder || ps[1].Holder {
+		t.Fatalf("participants %+v, want B holding and C waiting", ps)
+	}
+	var registryReads atomic.Int32
+	conn := connOf(t, f, cs[0])
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == conn && strings.HasPrefix(op.Paths[0], "/fl/sem/_holders") {
+			registryReads.Add(1)
+		}
+		return nil
+	}})
+	found, complete, err := zklock.FindLocks(ctxT(t), cs[0], "/fl", zklock.FindLimit{})
+	must(t, err)
+	if len(found) != 1 || found[0].Path != "/fl/sem" || len(found[0].Participants) != 2 || !complete {
+		t.Fatalf("FindLocks found %+v (complete %v), want /fl/sem with its two participants", found, complete)
+	}
+	if n := registryReads.Load(); n != 0 {
+		t.Fatalf("FindLocks read the registry %d times", n)
+	}
+	release(t, lb)
+	release(t, await(t, rc))
+	fakeQueued(t, f, "/fl/sem", 0)
+}

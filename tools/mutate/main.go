@@ -53,7 +53,7 @@ import (
 // defaultFiles is the decision code: the engine, the recipes and the
 // session layer.
 var defaultFiles = []string{
-	"lockinternals.go", "claim.go", "waiter.go", "look.go", "grant.go", "driver.go", "node.go",
+	"lockinternals.go", "claim.go", "waiter.go", "look.go", "grant.go", "registry.go", "driver.go", "node.go",
 	"multilock.go", "heldback.go", "semaphore.go", "semaphore_layout.go", "sharedcount.go", "rwlock.go",
 	"rwlock_shared.go", "election.go", "lease.go", "participants.go", "revoke.go", "mutex.go",
 	"internal/session/*.go",
