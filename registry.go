@@ -231,10 +231,8 @@ func (p *participant) afterRead(w *waiter, v view, r registry, first bool) error
 	if first && v.first == 0 || chainedBy(v.kids[:v.first], r) {
 		w.chained = true
 	}
-	if first {
-		if err := p.markSize(w, v.kids[:v.first]); err != nil {
-			return err
-		}
+	if err := p.markSize(w, v.kids[:v.first], first); err != nil {
+		return err
 	}
 	if w.chained || v.d.Holds || !v.d.awaitHold || len(v.d.Watch) != 1 {
 		return nil
@@ -248,37 +246,45 @@ func (p *participant) afterRead(w *waiter, v view, r registry, first bool) error
 	return nil
 }
 
-// markSize makes our marker if a node ahead is of a larger size than ours
-// (see the top of this file), in a multi that checks our node: it never
-// outlives the node, and goes with it.
-func (p *participant) markSize(w *waiter, ahead []Child) error {
-	size := w.l.pol.registers()
-	larger := false
-	for _, k := range ahead {
-		if s, ok := idSize(k.Owner); ok && s > size {
-			larger = true
-			break
-		}
+// markSize makes our marker if our first look listed a node of a larger
+// size than ours ahead of us (see the top of this file), in a multi that
+// checks our node: it never outlives the node, and goes with it. A try
+// whose outcome is unknown is made again on the next read (w.marker, once
+// set, goes with our node whether it was made or not).
+func (p *participant) markSize(w *waiter, ahead []Child, first bool) error {
+	if first {
+		w.marker = p.markerOf(w, ahead)
 	}
-	seq, ok := nodeSeq(w.nodes[0])
-	if !larger || !ok || w.marker != "" {
+	if w.marker == "" || w.markerMade {
 		return nil
 	}
-	marker := w.l.path + "/" + registryName + "/" + itemName(entryMarker, seq, size)
 	err := p.ensureRegistry(w, func(zc session.Conn) error {
-		return zc.CreateEphemeralIf(w.nodes[0], marker, nil, p.c.s.ACL(marker))
+		return zc.CreateEphemeralIf(w.nodes[0], w.marker, nil, p.c.s.ACL(w.marker))
 	})
 	switch {
 	case err == nil, session.NodeExists(err):
-		w.marker = marker
+		w.markerMade = true
 		return nil
 	case session.GoneAt(err, w.nodes[0]):
 		return errRequeue
 	}
-	// Unknown whether it was made: take it as made, so that it is deleted
-	// with our node; decide by the queue until the next survey.
-	w.marker = marker
 	return err
+}
+
+// markerOf is the path of w's marker if a node ahead is of a larger size
+// than w's, else "".
+func (p *participant) markerOf(w *waiter, ahead []Child) string {
+	size := w.l.pol.registers()
+	seq, ok := nodeSeq(w.nodes[0])
+	if !ok {
+		return ""
+	}
+	for _, k := range ahead {
+		if s, sized := idSize(k.Owner); sized && s > size {
+			return w.l.path + "/" + registryName + "/" + itemName(entryMarker, seq, size)
+		}
+	}
+	return ""
 }
 
 // ensureRegistry runs op, and again after making the registry if op

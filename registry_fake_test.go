@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zkrecipes/zklock"
 	"github.com/zkrecipes/zklock/internal/zkfake"
 )
@@ -187,4 +188,64 @@ func TestFakeRegistryIsNoParticipant(t *testing.T) {
 	release(t, lb)
 	release(t, await(t, rc))
 	fakeQueued(t, f, "/fl/sem", 0)
+}
+
+// TestFakeRegistryFirstLookChains: a first look that lists nothing ahead
+// chains its participant, which, holding with a node behind it, registers
+// chained: its entry is r, which the waiter behind it would be chained by.
+func TestFakeRegistryFirstLookChains(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/fc", 1, 1)
+	connA := connOf(t, f, cs[0])
+	behind := make(chan struct{})
+	var once atomic.Bool
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == connA && strings.HasPrefix(op.Name, "ChildrenStat") && op.Paths[0] == "/fc" && once.CompareAndSwap(false, true) {
+			<-behind // A's first look waits for B's node
+		}
+		return nil
+	}})
+	ra := async(s[0].Acquire, ctxT(t))
+	fakeQueued(t, f, "/fc", 1)
+	rb := async(s[1].Acquire, ctxT(t))
+	fakeQueued(t, f, "/fc", 2)
+	close(behind)
+	la := await(t, ra)
+	if got := f.Children("/fc/_holders"); len(got) != 1 || got[0][0] != 'r' {
+		t.Fatalf("registry %v; want A's chained entry (nothing was ahead of it, B behind)", got)
+	}
+	release(t, la)
+	release(t, await(t, rb))
+	fakeQueued(t, f, "/fc", 0)
+}
+
+// TestFakeRegistryMarkerMadeAgain: a participant whose first look lists a
+// larger size ahead makes its marker before it decides; a try lost with
+// the connection (unapplied) is made again on the next read, so the
+// smaller size does take effect for chained waiters (semantics.md,
+// "Resizing a semaphore"). The marker goes with its node.
+func TestFakeRegistryMarkerMadeAgain(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/mk", 3, 2)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	connB := connOf(t, f, cs[1])
+	var tries atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == connB && op.Name == "CreateEphemeralIf" && strings.HasPrefix(op.Paths[1], "/mk/_holders/z_") && tries.Add(1) == 1 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	lb, err := s[1].Acquire(ctxT(t)) // within both sizes: it holds
+	must(t, err)
+	if got := f.Children("/mk/_holders"); len(got) != 1 || got[0][0] != 'z' || tries.Load() < 2 {
+		t.Fatalf("registry %v after %d tries; want B's marker, made again after the first failed", got, tries.Load())
+	}
+	release(t, lb)
+	if got := f.Children("/mk/_holders"); len(got) != 0 {
+		t.Fatalf("registry %v once B released; want its marker gone with its node", got)
+	}
+	release(t, la)
+	fakeQueued(t, f, "/mk", 0)
 }

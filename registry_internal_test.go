@@ -55,8 +55,8 @@ func TestRegistryHolds(t *testing.T) {
 		{r(regItem{entryMarker, 9, 2}), 5, 3, false, false},
 		{r(regItem{entryMarker, 9, 3}), 5, 3, true, true},
 		{r(regItem{entryMarker, 9, 4}, regItem{entryChained, 1, 4}), 5, 3, true, true},
-		{r(regItem{entryMarker, 2, 2}), 5, 2, true, true}, // a marker counts no lease
-		{r(regItem{entryChained, 2147483647, 2}), -2147483648, 1, true, false},          // ahead across the wrap
+		{r(regItem{entryMarker, 2, 2}), 5, 2, true, true},                      // a marker counts no lease
+		{r(regItem{entryChained, 2147483647, 2}), -2147483648, 1, true, false}, // ahead across the wrap
 	} {
 		decided, hold := c.r.holds(c.seq, c.size)
 		if decided != c.decided || hold != c.hold {
@@ -86,7 +86,7 @@ func TestRegistryChainedBy(t *testing.T) {
 		{ahead, read(regItem{entryChained, 1, 2}), false},
 		{ahead, read(regItem{entryChained, 1, 2}, regItem{entryMarker, 2, 2}), false},
 		{ahead, registry{items: []regItem{{entryChained, 1, 2}, {entryChained, 2, 2}}}, false},
-		{[]Child{{Name: "plain"}}, read(regItem{entryChained, 1, 2}), false},
+		{[]Child{{Name: "plain"}}, read(regItem{entryChained, 0, 2}), false}, // no sequence: no entry is its
 	} {
 		if got := chainedBy(c.ahead, c.r); got != c.want {
 			t.Errorf("chainedBy(%d ahead, %+v) = %v, want %v", len(c.ahead), c.r, got, c.want)

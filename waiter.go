@@ -44,10 +44,11 @@ type waiter struct {
 	// The registry's (registry.go): whether every live node ahead is known
 	// to be registered, the entry of the predecessor whose hold we await,
 	// the registry's children watch of a chained wait, and our marker.
-	chained  bool
-	regPred  string
-	regWatch <-chan session.Event
-	marker   string
+	chained    bool
+	regPred    string
+	regWatch   <-chan session.Event
+	marker     string // our marker's path, if our first look asked for one...
+	markerMade bool   // ...and it is known made
 }
 
 // reset forgets the nodes of an abandoned attempt.
