@@ -249,3 +249,39 @@ func TestFakeRegistryMarkerMadeAgain(t *testing.T) {
 	release(t, la)
 	fakeQueued(t, f, "/mk", 0)
 }
+
+// TestFakeRegistryRegisterAfterARevocation: a holder's registration finds
+// its node written since its create (a revocation): the multi, refused
+// for the version, is made again on the version read, with the data read,
+// so the entry is made and what the revoker wrote stays.
+func TestFakeRegistryRegisterAfterARevocation(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/rr", 1, 1)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	rb := async(s[1].Acquire, ctxT(t))
+	fakeQueued(t, f, "/rr", 2)
+	connB := connOf(t, f, cs[1])
+	var revoked atomic.Bool
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == connB && op.Name == "Register" && revoked.CompareAndSwap(false, true) {
+			must(t, zklock.Revoke(ctxT(t), cs[0], op.Paths[0]))
+		}
+		return nil
+	}})
+	release(t, la)
+	lb := await(t, rb)
+	if !revoked.Load() {
+		t.Fatal("B never registered")
+	}
+	if got := f.Children("/rr/_holders"); len(got) != 1 {
+		t.Fatalf("registry %v; want B's entry, made on the version the revocation left", got)
+	}
+	data, _, err := connB.Get(lb.Node())
+	must(t, err)
+	if string(data) != "__REVOKE__" {
+		t.Fatalf("B's node says %q after its registration; want the revocation kept", data)
+	}
+	release(t, lb)
+	fakeQueued(t, f, "/rr", 0)
+}
