@@ -275,10 +275,7 @@ func (p *participant) markSize(w *waiter, ahead []Child, first bool) error {
 // than w's, else "".
 func (p *participant) markerOf(w *waiter, ahead []Child) string {
 	size := w.l.pol.registers()
-	seq, ok := nodeSeq(w.nodes[0])
-	if !ok {
-		return ""
-	}
+	seq, _ := nodeSeq(w.nodes[0]) // ours: always a zklock name with a sequence
 	for _, k := range ahead {
 		if s, sized := idSize(k.Owner); sized && s > size {
 			return w.l.path + "/" + registryName + "/" + itemName(entryMarker, seq, size)

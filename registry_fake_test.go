@@ -107,10 +107,17 @@ func TestFakeRegistryChainedDrain(t *testing.T) {
 	}
 	counting.Store(true)
 	for i, r := range rs {
-		release(t, held[0]) // the oldest holder goes
-		held = append(held[1:], await(t, r))
+		gone := held[0].Token() // read while held (a chained grant's is read when first asked)
+		release(t, held[0])     // the oldest holder goes
+		l := await(t, r)
+		held = append(held[1:], l)
 		if got := len(queuedOn(f.Children("/rd"))); got != n-i-1 {
 			t.Fatalf("%d nodes queued after %d handoffs, want %d", got, i+1, n-i-1)
+		}
+		// The lease that took the slot of the one that went has a larger
+		// token (docs/design.md, "Tokens").
+		if tok := l.Token(); tok <= gone {
+			t.Fatalf("handoff %d: token %d after the released lease's %d", i+1, tok, gone)
 		}
 	}
 	for _, l := range held {
@@ -284,4 +291,29 @@ func TestFakeRegistryRegisterAfterARevocation(t *testing.T) {
 	}
 	release(t, lb)
 	fakeQueued(t, f, "/rr", 0)
+}
+
+// TestFakeRegistryIgnoresStrays: a child of the registry that is no entry
+// or marker of any zklock (written by hand, or by a later version) counts
+// for nothing: the chained waiter behind a registered holder takes its
+// turn.
+func TestFakeRegistryIgnoresStrays(t *testing.T) {
+	f := zkfake.New()
+	_, s := fakeSems(t, f, "/st", 1, 1, 1)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	must(t, f.Create("/st/_holders", nil))
+	must(t, f.Create("/st/_holders/stray", nil))
+	rb := async(s[1].Acquire, ctxT(t))
+	fakeQueued(t, f, "/st", 2)
+	rc := async(s[2].Acquire, ctxT(t))
+	fakeQueued(t, f, "/st", 3)
+	release(t, la)
+	lb := await(t, rb) // it registers; C, behind it, is chained
+	pending(t, rc)
+	release(t, lb)
+	lc := await(t, rc)
+	release(t, lc)
+	must(t, f.Delete("/st/_holders/stray"))
+	fakeQueued(t, f, "/st", 0)
 }
