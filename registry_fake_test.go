@@ -5,6 +5,7 @@ package zklock_test
 // each of which a waiter gets through only if the rule it breaks holds.
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -316,4 +317,64 @@ func TestFakeRegistryIgnoresStrays(t *testing.T) {
 	release(t, lc)
 	must(t, f.Delete("/st/_holders/stray"))
 	fakeQueued(t, f, "/st", 0)
+}
+
+// entryWatches lists the watches the live sessions of f keep on registry
+// entries (r_...) under path.
+func entryWatches(f *zkfake.Server, path string) []string {
+	var out []string
+	for _, p := range f.Watched() {
+		if strings.HasPrefix(p, path+"/_holders/r_") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestFakeRegistryEntryWatchMovesOnceHeard: a waiter whose predecessor
+// changes fires its watch on the old predecessor's entry before it arms
+// the new one, and moves on only once the watch heard the fire. After a
+// reconnect whose setWatches comes late (go-zookeeper sends it from a
+// goroutine of its own), the first fire goes through unheard: the watch
+// was not on the server yet, and the late setWatches sets it again on the
+// missing entry. A waiter that moved on then would leave it for the
+// session's life: nobody else may make that entry.
+func TestFakeRegistryEntryWatchMovesOnceHeard(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/rw", 1, 1, 1, 1)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	rb := async(s[1].Acquire, ctxT(t))
+	fakeQueued(t, f, "/rw", 2)
+	ctxC, cancelC := context.WithCancel(ctxT(t))
+	defer cancelC()
+	rc := async(s[2].Acquire, ctxC)
+	fakeQueued(t, f, "/rw", 3)
+	rd := async(s[3].Acquire, ctxT(t))
+	fakeQueued(t, f, "/rw", 4)
+	eventually(t, func() bool { return len(entryWatches(f, "/rw")) == 2 }, "C and D watch the entries of B and C: %v", entryWatches(f, "/rw"))
+	connD := connOf(t, f, cs[3])
+	var fires atomic.Int32
+	f.SetHooks(zkfake.Hooks{After: func(op zkfake.Op, err error) error {
+		if op.Conn == connD && op.Name == "Fire" && err == nil && fires.Add(1) == 1 {
+			connD.SetWatches() // the late setWatches, right after the first fire
+		}
+		return err
+	}})
+	connD.Disconnect()
+	cancelC() // [A B D]: D's predecessor is B now
+	mustIs(t, returned(t, rc).err, context.Canceled, "C's acquire")
+	fakeQueued(t, f, "/rw", 3)
+	connD.LateWatches()
+	connD.Reconnect()
+	eventually(t, func() bool { return fires.Load() >= 2 }, "D did not fire C's entry again once its first fire went unheard")
+	release(t, la)
+	lb := await(t, rb)
+	pending(t, rd)
+	release(t, lb)
+	release(t, await(t, rd))
+	fakeQueued(t, f, "/rw", 0)
+	if w := entryWatches(f, "/rw"); len(w) != 0 {
+		t.Fatalf("entry watches left: %v", w)
+	}
 }
