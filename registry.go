@@ -365,17 +365,13 @@ func (p *participant) register(w *waiter, h *session.Hold) {
 	h.Attach(entry)
 	node := w.nodes[0]
 	sent := time.Now()
-	data, version := w.l.data, int32(0)
-	err := p.ensureRegistry(w, func(zc session.Conn) error {
-		return zc.Register(node, entry, data, version, p.c.s.ACL(entry))
-	})
+	// Register makes a missing _holders itself (session.Door.Register).
+	zc := p.c.s.Conn()
+	err := zc.Register(node, entry, w.l.data, 0, p.c.s.ACL(entry))
 	for session.BadVersion(err) {
-		var st session.Stat
-		if data, st, err = p.c.s.Conn().Get(node); err == nil {
-			version = st.Version
-			err = p.ensureRegistry(w, func(zc session.Conn) error {
-				return zc.Register(node, entry, data, version, p.c.s.ACL(entry))
-			})
+		data, st, gerr := zc.Get(node)
+		if err = gerr; err == nil {
+			err = zc.Register(node, entry, data, st.Version, p.c.s.ACL(entry))
 		}
 	}
 	if err != nil && !session.NodeExists(err) {
@@ -383,17 +379,6 @@ func (p *participant) register(w *waiter, h *session.Hold) {
 		return
 	}
 	p.c.s.Confirm(sent, p.session)
-}
-
-// surveyRegistered is the start of a registering waiter's survey after its
-// first look: a chained one decides from the registry if it can (v.fromReg);
-// otherwise r is a read of the registry for the read of the queue that
-// follows it (see chainedBy).
-func (p *participant) surveyRegistered(w *waiter) (v view, r registry, err error) {
-	if !w.chained {
-		return v, r, nil // read with the queue (readQueueAndRegistry)
-	}
-	return p.surveyRegistry(w)
 }
 
 // readWithRegistry is [participant.read] with the registry read beside it,

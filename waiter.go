@@ -88,8 +88,9 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	}
 	first := !w.looked
 	var reg registry
-	if p.registers() && !first {
-		if v, reg, err = p.surveyRegistered(w); v.fromReg || err != nil {
+	if p.registers() && !first && w.chained {
+		// Chained: decided from the registry if it can (registry.go).
+		if v, reg, err = p.surveyRegistry(w); v.fromReg || err != nil {
 			return v, err
 		}
 	}
