@@ -264,7 +264,7 @@ func (p *participant) disarm(w *waiter) error {
 		return nil
 	}
 	own := w.nodes[len(w.nodes)-1]
-	err := p.c.s.Conn().Fire(own, w.armed, p.c.s.ACL(w.armed))
+	err := p.c.s.Conn().Fire(own, w.armed, p.c.s.ACL)
 	switch {
 	case err == nil:
 		// Fired only if our own watch heard it (a notification comes

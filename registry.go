@@ -367,11 +367,11 @@ func (p *participant) register(w *waiter, h *session.Hold) {
 	sent := time.Now()
 	// Register makes a missing _holders itself (session.Door.Register).
 	zc := p.c.s.Conn()
-	err := zc.Register(node, entry, w.l.data, 0, p.c.s.ACL(entry))
+	err := zc.Register(node, entry, w.l.data, 0, p.c.s.ACL)
 	for session.BadVersion(err) {
 		data, st, gerr := zc.Get(node)
 		if err = gerr; err == nil {
-			err = zc.Register(node, entry, data, st.Version, p.c.s.ACL(entry))
+			err = zc.Register(node, entry, data, st.Version, p.c.s.ACL)
 		}
 	}
 	if err != nil && !session.NodeExists(err) {

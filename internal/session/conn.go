@@ -262,12 +262,13 @@ func (d *Door) HandOff(node, grant string, acl []zk.ACL) error {
 // then grant created and deleted, in one multi. If guard is gone it fails
 // whole, [GoneAt] guard. If grant's parent is missing (a registry, a
 // container the server reaps when empty), Fire makes it, as
-// CreateContainer does, and fires again. If grant exists (a registry's
-// entry, made by its owner meanwhile), it returns nil: an exists watch set
-// while grant was missing heard NodeCreated when it was made, and one set
-// again after a reconnect hears it at once (DataTree.setWatches).
-func (d *Door) Fire(guard, grant string, acl []zk.ACL) error {
-	return d.run(Request{Op: OpFire, Paths: []string{guard, grant}, ACL: [][]zk.ACL{acl}})
+// CreateContainer does (with acl's ACL for it), and fires again. If grant
+// exists (a registry's entry, made by its owner meanwhile), it returns
+// nil: an exists watch set while grant was missing heard NodeCreated when
+// it was made, and one set again after a reconnect hears it at once
+// (DataTree.setWatches).
+func (d *Door) Fire(guard, grant string, acl func(path string) []zk.ACL) error {
+	return d.run(Request{Op: OpFire, Paths: []string{guard, grant}, ACL: withParentACL(grant, acl)})
 }
 
 // Register makes entry, a plain ephemeral node with no data, and sets
@@ -279,11 +280,21 @@ func (d *Door) Fire(guard, grant string, acl []zk.ACL) error {
 // made if it fails: [GoneAt](err, node) if node is gone, [BadVersion] if
 // its version differs, [NodeExists] if entry exists. If entry's parent is
 // missing (a container the server reaps when empty), Register makes it, as
-// CreateContainer does with acl, and sends the multi again; the check
-// keeps it from making one for a node that is gone.
-func (d *Door) Register(node, entry string, data []byte, version int32, acl []zk.ACL) error {
-	return d.run(Request{Op: OpRegister, Paths: []string{node, entry}, Data: data, Version: version, ACL: [][]zk.ACL{acl}})
+// CreateContainer does, and sends the multi again; the check keeps it
+// from making one for a node that is gone. acl gives each node it makes
+// its ACL, by its path.
+func (d *Door) Register(node, entry string, data []byte, version int32, acl func(path string) []zk.ACL) error {
+	return d.run(Request{Op: OpRegister, Paths: []string{node, entry}, Data: data, Version: version, ACL: withParentACL(entry, acl)})
 }
+
+// withParentACL is the ACLs of a create under a parent it may make: the
+// node's, then the parent's, each as acl gives it for its path.
+func withParentACL(path string, acl func(path string) []zk.ACL) [][]zk.ACL {
+	return [][]zk.ACL{acl(path), acl(parentOf(path))}
+}
+
+// parentOf is path's parent ("/" for a top-level node).
+func parentOf(path string) string { return path[:max(strings.LastIndexByte(path, '/'), 1)] }
 
 // SessionID is the current session's id, 0 while there is none.
 func (d *Door) SessionID() int64 { return d.b.SessionID() }
@@ -470,7 +481,7 @@ func zkHandOff(c *zk.Conn, r Request) (Result, error) {
 // [Door.Fire]).
 func zkFire(c *zk.Conn, r Request) (Result, error) {
 	guard, grant := r.Paths[0], r.Paths[1]
-	err := withParent(c, grant, r.ACL[0], func() error {
+	err := withParent(c, grant, r.ACL[1], func() error {
 		return zkGuarded(c, guard, grant, r.ACL[0], &zk.DeleteRequest{Path: grant, Version: -1})
 	})
 	return Result{}, existsFine(err)
@@ -480,7 +491,7 @@ func zkFire(c *zk.Conn, r Request) (Result, error) {
 // with entry's parent made when missing.
 func zkRegister(c *zk.Conn, r Request) (Result, error) {
 	node, entry := r.Paths[0], r.Paths[1]
-	return Result{}, withParent(c, entry, r.ACL[0], func() error {
+	return Result{}, withParent(c, entry, r.ACL[1], func() error {
 		return zkGuarded(c, node, entry, r.ACL[0], &zk.SetDataRequest{Path: node, Data: r.Data, Version: r.Version})
 	})
 }
@@ -519,12 +530,12 @@ func zkGuarded(c *zk.Conn, guard, path string, acl []zk.ACL, then any) error {
 const maxParentTries = 3
 
 // withParent sends send, and while it finds path's parent missing
-// (noParent), makes the parent as a container (one that exists is fine)
-// and sends it again, up to maxParentTries in all. A parent that cannot be
-// made for its own parent missing (the lock path gone, and the guard with
-// it) is left to the next send to report.
+// (noParent), makes the parent as a container with acl (one that exists
+// is fine) and sends it again, up to maxParentTries in all. A parent that
+// cannot be made for its own parent missing (the lock path gone, and the
+// guard with it) is left to the next send to report.
 func withParent(c *zk.Conn, path string, acl []zk.ACL, send func() error) error {
-	parent := path[:max(strings.LastIndexByte(path, '/'), 1)]
+	parent := parentOf(path)
 	for try := 1; ; try++ {
 		err := send()
 		var np noParent

@@ -237,7 +237,7 @@ var errUnheard = errors.New("zklock: the grant watch did not hear its fire; the 
 // waiter behind it.
 // TestFakeHandoffGiveUpWithTheWatchesLost.
 func (j *janitor) fire(zc Conn, jb Job, node string) (d deletion, fired bool) {
-	err := zc.Fire(node, jb.Grant, j.c.ACL(jb.Grant))
+	err := zc.Fire(node, jb.Grant, j.c.ACL)
 	switch {
 	case err == nil && Heard(jb.Heard):
 		return deletion{}, true
