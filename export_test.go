@@ -10,3 +10,7 @@ func WithFakeForTest(f *zkfake.Server) Option {
 		return nil
 	}
 }
+
+// DeepQueue is deepQueue: the queue from which a lock whose tokens are
+// asked for still hands off where grants come without their zxid.
+const DeepQueue = deepQueue

@@ -80,8 +80,8 @@ import (
 // -1 there, and the lease reads the lock path's pzxid when its token is
 // first asked for, while its node is still there (session.Hold.Token), or
 // at the grant if its lock's tokens were asked for before
-// ([participant.granted]; then the lock stops taking part:
-// [participant.handsOff]). The multi deleted X, so that is at least the
+// ([participant.granted]; then the lock stops taking part while its queue
+// is short: [participant.handsOff]). The multi deleted X, so that is at least the
 // multi's zxid. Either is
 // above X's token (X's token was of a state before X's release), and S's
 // next holder's token is at least the zxid of S's own release or
@@ -100,22 +100,32 @@ func grantName(name string) string {
 
 // handsOff reports whether p takes part in the handoff: one node on one
 // path of a queue, under a policy that hands off ([policy].handsOff),
-// unless its lock's tokens are asked for and grants come without their
-// zxid (ZooKeeper before 3.9: [participant.zxidless]). A grant is then
-// followed by a read of the token, a round trip as long as the read of the
-// queue that decides a waiter and gives its token together: the grant's
-// two watches and its multi would cost requests and save no time (on
-// loopback, 7 requests an acquisition instead of 5). Taking part or not is
-// each participant's own choice, safe either way: a waiter whose
-// predecessor releases with a plain delete reads the queue, and a grant
-// nobody watches tells nobody anything (the proof above).
+// unless its lock's tokens are asked for, grants come without their zxid
+// (ZooKeeper before 3.9: [participant.zxidless]) and its last read of the
+// queue listed fewer than deepQueue nodes. A grant is then followed by a
+// read of the token, a round trip as long as the read of the queue that
+// decides a waiter and gives its token together: in a short queue, the
+// grant's watches and its multi would cost requests and save no time (on
+// loopback, 7 requests an acquisition instead of 5). In a deep one, the
+// read of the token (the path's stat) is what the grant saves against a
+// read of every node's name, at each handoff. Taking part or not is each
+// participant's own choice, safe either way: a waiter whose predecessor
+// releases with a plain delete reads the queue, and a grant nobody
+// watches tells nobody anything (the proof above).
 func (p *participant) handsOff() bool {
 	if p.claim != claim(&p.queue) || len(p.ws) != 1 || len(p.ws[0].nodes) != 1 {
 		return false
 	}
-	l := p.ws[0].l
-	return l.pol.handsOff() && !(l.tokens.Load() && p.zxidless())
+	w := p.ws[0]
+	return w.l.pol.handsOff() && !(w.l.tokens.Load() && p.zxidless() && !w.deep)
 }
+
+// deepQueue is the number of nodes from which a read of the queue costs
+// more than the grant's requests ([participant.handsOff]): about 60 bytes
+// a node to send and to parse, against a request (the grant's exists
+// watch) whose round trip through the server's pipeline costs more than a
+// few kilobytes' copy. The figures: docs/bench/README.md.
+const deepQueue = 32
 
 // zxidless reports that grants come without their zxid: as the wire's
 // notifications showed it (none carried one: [session.Session.NotificationZxids]),

@@ -70,7 +70,8 @@ func TestFakeHandoffTokens(t *testing.T) {
 
 // TestFakeNoHandoffForTokensWithoutZxid: once a Client has had a grant
 // without its zxid (the fake's, as ZooKeeper 3.8's), its locks whose
-// tokens are asked for take no part in the handoff: a waiter sets no
+// tokens are asked for take no part in the handoff in a short queue
+// (TestFakeHandoffForTokensInADeepQueue: a deep one): a waiter sets no
 // grant watch and, woken, reads the queue, which decides it and gives its
 // token in one round trip (a grant would be followed by a read of the
 // token all the same); its lease releases with a plain delete. Tokens
@@ -336,6 +337,68 @@ func asleep(t testing.TB, n int) {
 	t.Helper()
 	count := func() int { return strings.Count(goroutines(), "zklock.(*participant).sleep(") }
 	eventually(t, func() bool { return count() == n }, "want %d acquires asleep, have %d", n, count())
+}
+
+// TestFakeHandoffForTokensInADeepQueue: a lock whose tokens are asked for,
+// on a Client whose grants come without their zxid, still takes part in
+// the handoff where its read of the queue listed deepQueue nodes or more
+// (handoff.go, participant.handsOff): its waiter watches its predecessor's
+// grant and, granted, reads the path's stat for its token, not the
+// queue. The token is above its predecessor's.
+func TestFakeHandoffForTokensInADeepQueue(t *testing.T) {
+	f := zkfake.New()
+	const path = "/hd/lock"
+	ca, cb, ma, mb := fakeMutexes(t, f, path)
+	// cb learns that grants come without their zxid; mb's tokens are
+	// asked for.
+	la, err := ma.Acquire(ctxT(t))
+	must(t, err)
+	ch := async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, path, 2)
+	asleep(t, 1)
+	heard(t, ca, path)
+	release(t, la)
+	lb := await(t, ch)
+	lb.Token()
+
+	// Fillers of a third Client queue behind lb, then mb's waiter behind
+	// them: its first look lists deepQueue nodes, no more.
+	cf := fakeClient(t, f)
+	mf, err := zklock.NewMutex(cf, path)
+	must(t, err)
+	const fillers = zklock.DeepQueue - 2
+	var fill []<-chan result
+	for i := 0; i < fillers; i++ {
+		fill = append(fill, async(mf.Acquire, ctxT(t)))
+		fakeQueued(t, f, path, i+2)
+	}
+	log := logOps(f, connOf(t, f, cb), nil)
+	ch = async(mb.Acquire, ctxT(t))
+	fakeQueued(t, f, path, fillers+2)
+	asleep(t, fillers+1)
+	if !slices.ContainsFunc(log.since(0), func(op string) bool { return strings.HasPrefix(op, "ExistsW "+path+"/_g_") }) {
+		t.Fatalf("the waiter of a deep queue made %v; want a watch on its predecessor's grant", log.since(0))
+	}
+	release(t, lb)
+	var last *zklock.Lease
+	for i, fc := range fill {
+		last = await(t, fc)
+		if i < fillers-1 {
+			release(t, last)
+		}
+	}
+	heard(t, cf, path)
+	at := log.len()
+	release(t, last)
+	lw := await(t, ch)
+	woken := log.since(at)
+	if slices.Contains(woken, "ChildrenStat "+path) || !slices.Contains(woken, "Get "+path) {
+		t.Fatalf("granted, the waiter made %v; want the path's stat read, and no read of the queue", woken)
+	}
+	if lw.Token() <= last.Token() {
+		t.Fatalf("token %d, not above its predecessor's %d", lw.Token(), last.Token())
+	}
+	release(t, lw)
 }
 
 // TestFakeHandoffTokenReadFails: a handed-over lease whose lock's tokens

@@ -76,9 +76,11 @@ func (l *Lease) Node() string { return l.node }
 // whose token is asked for reads it on that call, while it is held (two
 // reads, and a wait for their replies); a lease that has ended first has
 // the token 0, which a fenced resource must refuse as it refuses a missing
-// one. From then on that lock takes no part in the handoff: its waiters
-// read the queue, which gives their tokens (one read: the cost every
-// handoff had before).
+// one. From then on that lock takes no part in the handoff while its
+// queue is short (below 32 nodes): its waiters read the queue, which gives
+// their tokens (one read: the cost every handoff had before). In a deeper
+// queue it still hands off, and each handed-over lease reads the path's
+// stat for its token as it is granted, instead of every node's name.
 //
 // Under [Do] and [Election.Lead], fn reaches its lease, and so its token,
 // with [LeaseFrom]. The docs/semantics.md section "Fencing" says more.

@@ -40,6 +40,7 @@ type waiter struct {
 	armed, armedFor string
 	grant           <-chan session.Event
 	alone           bool // the read that decided we hold listed nobody behind us
+	deep            bool // our last read of the queue listed deepQueue nodes or more ([participant.handsOff])
 
 	// The registry's (registry.go): whether every live node ahead is known
 	// to be registered, the entry of the predecessor whose hold we await,
@@ -106,6 +107,7 @@ func (p *participant) surveyQueue(w *waiter, epoch uint64) (v view, err error) {
 	if err != nil {
 		return v, err
 	}
+	w.deep = len(v.kids) >= deepQueue
 	if v, err = p.decideOn(w, v, reg, first); err != nil {
 		return v, err
 	}
