@@ -8,6 +8,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -377,4 +378,163 @@ func TestFakeRegistryEntryWatchMovesOnceHeard(t *testing.T) {
 	if w := entryWatches(f, "/rw"); len(w) != 0 {
 		t.Fatalf("entry watches left: %v", w)
 	}
+}
+
+// TestFakeRegistryTokensOnceAsked: once a lease of a semaphore has been
+// asked for its token, its waiters granted from the registry read theirs
+// as they are granted (participant.surveyRegistry), so a lease released
+// before anyone asks still has its token (where it would have 0 had it
+// waited to be asked: Lease.Token), above that of the lease whose slot it
+// took. A failed read of that token is made again.
+func TestFakeRegistryTokensOnceAsked(t *testing.T) {
+	f := zkfake.New()
+	const path, waiters = "/rt", 6
+	s, err := zklock.NewSemaphore(fakeClient(t, f), path, 2)
+	must(t, err)
+	held := make([]*zklock.Lease, 2)
+	for i := range held {
+		held[i], err = s.Acquire(ctxT(t))
+		must(t, err)
+	}
+	held[0].Token() // the lock's tokens are asked for
+	// Every other read of the path's stat (a chained grant's token) fails,
+	// unapplied: the decision is made again, never granted without it.
+	var gets atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Name == "Get" && op.Paths[0] == path && gets.Add(1)%2 == 1 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	var rs []<-chan result
+	for i := 0; i < waiters; i++ {
+		had := f.Children(path)
+		rs = append(rs, async(s.Acquire, ctxT(t)))
+		fakeNewNode(t, f, path, had)
+	}
+	// A lease's token must be above the token of the one whose release
+	// let it hold (after[l]), and is read only once the lease has ended.
+	after := map[*zklock.Lease]int64{}
+	check := func(l *zklock.Lease) int64 {
+		tok := l.Token()
+		if tok <= after[l] {
+			t.Fatalf("a lease released before it was asked has the token %d; want one above %d", tok, after[l])
+		}
+		return tok
+	}
+	results := mergeResults(rs)
+	for range rs {
+		gone := held[0]
+		release(t, gone)
+		tok := check(gone)
+		var l *zklock.Lease
+		select {
+		case r := <-results:
+			must(t, r.err)
+			l = r.lease
+		case <-ctxT(t).Done():
+			t.Fatal("no waiter holds after a release")
+		}
+		after[l] = tok
+		held = append(held[1:], l)
+	}
+	for _, l := range held {
+		release(t, l)
+		check(l)
+	}
+	fakeQueued(t, f, path, 0)
+	if gets.Load() == 0 {
+		t.Fatal("no grant read its token from the path's stat: none was granted from the registry")
+	}
+}
+
+// mergeResults is one channel of the results of rs, each read once.
+func mergeResults(rs []<-chan result) <-chan result {
+	out := make(chan result, len(rs))
+	for _, r := range rs {
+		go func(r <-chan result) {
+			if res, ok := <-r; ok {
+				out <- res
+			}
+		}(r)
+	}
+	return out
+}
+
+// TestFakeRegistryReadFailsDecidesNothing: a chained waiter whose read of
+// the registry fails decides nothing on it (an unread registry lists no
+// holder ahead) and reads it again: with a semaphore of 1, C, chained
+// behind B's entry and watching the registry, wakes as the registry
+// changes, its read fails, and it still waits for B.
+func TestFakeRegistryReadFailsDecidesNothing(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/rf", 1, 1, 1)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	rb := async(s[1].Acquire, ctxT(t))
+	fakeQueued(t, f, "/rf", 2)
+	rc := async(s[2].Acquire, ctxT(t))
+	fakeQueued(t, f, "/rf", 3)
+	connC := connOf(t, f, cs[2])
+	var fail atomic.Bool
+	var reads atomic.Int32
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn != connC || op.Name != "ChildrenW" || op.Paths[0] != "/rf/_holders" {
+			return nil
+		}
+		reads.Add(1)
+		if fail.CompareAndSwap(true, false) {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	}})
+	release(t, la)
+	lb := await(t, rb) // it registers; C, behind it, is chained
+	eventually(t, func() bool { return reads.Load() >= 1 }, "C, chained, reads the registry and waits on it")
+	asleep(t, 1)
+	base := reads.Load()
+	fail.Store(true)
+	must(t, f.Create("/rf/_holders/stray", nil)) // C wakes, and its read fails
+	eventually(t, func() bool { return reads.Load() >= base+2 }, "C reads the registry again")
+	asleep(t, 1)
+	pending(t, rc)
+	release(t, lb)
+	lc := await(t, rc)
+	release(t, lc)
+	must(t, f.Delete("/rf/_holders/stray"))
+	fakeQueued(t, f, "/rf", 0)
+}
+
+// TestFakeRegistryMarkerCostsOneRequest: where the registry exists, a
+// marker is one create; the registry is made (and the create sent again)
+// only when the create finds it missing.
+func TestFakeRegistryMarkerCostsOneRequest(t *testing.T) {
+	f := zkfake.New()
+	cs, s := fakeSems(t, f, "/m1", 3, 2)
+	la, err := s[0].Acquire(ctxT(t))
+	must(t, err)
+	must(t, f.Create("/m1/_holders", nil))
+	connB := connOf(t, f, cs[1])
+	var ops []string
+	var mu sync.Mutex
+	f.SetHooks(zkfake.Hooks{Before: func(op zkfake.Op) error {
+		if op.Conn == connB && strings.HasPrefix(op.Paths[len(op.Paths)-1], "/m1/_holders") {
+			mu.Lock()
+			ops = append(ops, op.Name+" "+op.Paths[len(op.Paths)-1])
+			mu.Unlock()
+		}
+		return nil
+	}})
+	lb, err := s[1].Acquire(ctxT(t)) // within both sizes: it holds, with its marker
+	must(t, err)
+	mu.Lock()
+	got := slices.Clone(ops)
+	mu.Unlock()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "CreateEphemeralIf /m1/_holders/z_") {
+		t.Fatalf("B's marker cost %v; want one create", got)
+	}
+	release(t, lb)
+	release(t, la)
+	must(t, f.Delete("/m1/_holders"))
+	fakeQueued(t, f, "/m1", 0)
 }
