@@ -36,8 +36,9 @@ type Lock struct {
 
 	// tokens: a lease of this lock was asked for its token. Where grants
 	// come without their zxid (ZooKeeper before 3.9), the lock then takes
-	// no part in the handoff ([participant.handsOff]); until then a lease
-	// handed over reads its token only if asked ([Lease.Token]).
+	// no part in the handoff while its queue is short
+	// ([participant.handsOff]); until then a lease handed over reads its
+	// token only if asked ([Lease.Token]).
 	tokens atomic.Bool
 }
 
