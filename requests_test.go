@@ -175,3 +175,52 @@ func countedWaiter(t *testing.T) (path string, holder, waiter *zklock.Mutex, rc 
 	waiter = newMutex(t, connect(t, zklock.WithDialer(rc.dial), zklock.WithSessionTimeout(time.Minute)), path)
 	return path, holder, waiter, rc, connect(t)
 }
+
+// TestHandoffDeepQueueTokens: a queue deeper than deepQueue, every lease
+// asked for its token, drained over several Clients: on ZooKeeper 3.8 its
+// handed-over leases read their tokens at the grant (handoff.go,
+// participant.handsOff), on 3.9 take them from the grant. Either way each
+// token is above the one before, every lease's, whether asked while held
+// or after its release.
+func TestHandoffDeepQueueTokens(t *testing.T) {
+	t.Parallel()
+	path := lockPath(t)
+	ctx := ctxT(t)
+	const clients, waiters = 4, zklock.DeepQueue + 8
+	ms := make([]*zklock.Mutex, clients)
+	for i := range ms {
+		m, err := zklock.NewMutex(connect(t), path)
+		must(t, err)
+		ms[i] = m
+		l, err := m.Acquire(ctx) // each lock is asked for its tokens once
+		must(t, err)
+		l.Token()
+		release(t, l)
+	}
+	holder, err := ms[0].Acquire(ctx)
+	must(t, err)
+	watcher := connect(t)
+	var rs []<-chan result
+	for i := 0; i < waiters; i++ {
+		rs = append(rs, async(ms[i%clients].Acquire, ctx))
+		queued(t, watcher, path, i+2)
+	}
+	prev := holder.Token()
+	release(t, holder)
+	for i, r := range rs {
+		l := await(t, r)
+		var tok int64
+		if i%2 == 0 {
+			tok = l.Token() // while held
+			release(t, l)
+		} else {
+			release(t, l)
+			tok = l.Token() // after its release
+		}
+		if tok <= prev {
+			t.Fatalf("lease %d of the drain: token %d, not above the one before, %d", i, tok, prev)
+		}
+		prev = tok
+	}
+	queued(t, watcher, path, 0)
+}
