@@ -57,7 +57,11 @@ func TestFakeRegistryUnchainedHolderChainsNobody(t *testing.T) {
 	if got := f.Children("/ru/_holders"); len(got) != 1 || got[0][0] != 'u' {
 		t.Fatalf("registry %v once C holds behind B, which has no entry; want C's unchained entry alone", got)
 	}
-	awaitWatch(t, watched, cs[3], lb.Node()) // D decided on the queue: it waits for B and C
+	// D decided on the queue: it waits for B and C, watching both (in
+	// that order) before the revocation below, which it would otherwise
+	// not hear: a watch set after a write reads what it wrote.
+	awaitWatch(t, watched, cs[3], lb.Node())
+	awaitWatch(t, watched, cs[3], nodeC)
 	pending(t, rd)
 
 	must(t, zklock.Revoke(ctxT(t), cs[1], lc.Node())) // D wakes, and must read the queue again
