@@ -120,11 +120,13 @@ func (p *participant) handsOff() bool {
 	return w.l.pol.handsOff() && !(w.l.tokens.Load() && p.zxidless() && !w.deep)
 }
 
-// deepQueue is the number of nodes from which a read of the queue costs
-// more than the grant's requests ([participant.handsOff]): about 60 bytes
-// a node to send and to parse, against a request (the grant's exists
-// watch) whose round trip through the server's pipeline costs more than a
-// few kilobytes' copy. The figures: docs/bench/README.md.
+// deepQueue is the number of nodes from which a read of the queue is
+// taken to cost more than the grant's requests ([participant.handsOff]):
+// about 60 bytes a node to send and to parse, against a request (the
+// grant's exists watch) whose round trip through the server's pipeline
+// costs more than a few kilobytes' copy. An estimate: the crossover is not
+// measured; docs/bench/README.md has W2 (8 nodes: the read wins) and
+// drains of 100 and more (the grant wins). Either side is safe.
 const deepQueue = 32
 
 // zxidless reports that grants come without their zxid: as the wire's
