@@ -133,9 +133,18 @@ const (
 	// (chaosShared) read through its shared RWMutex at once: its RWMutex
 	// worker and chaosSharedReaders-1 that only read.
 	chaosSharedReaders = 3
-	// chaosDepth is how many workers of each client take the mutex, and
-	// the RWMutex: 8 clients make queues of up to 24 on each.
+	// chaosDepth is how many workers of each client take the RWMutex and
+	// each of its semaphores: 8 clients make queues of up to 24 on each.
 	chaosDepth = 3
+	// chaosMutexDepth is how many workers of each client take the mutex:
+	// 8 clients make a queue of up to 40, deeper than the handoff's
+	// deepQueue (32 nodes). Every chaos lease asks for its token, and on
+	// ZooKeeper 3.8, whose notifications carry no zxid, a lock whose
+	// tokens are asked for hands off only in a queue that deep (handoff.go,
+	// participant.handsOff): so the mutex runs that handoff, with its
+	// token read at the grant, under the faults, and the RWMutex's shorter
+	// queue runs the read of the queue at each wake.
+	chaosMutexDepth = 5
 )
 
 // chaosShared reports whether client i takes the RWMutex through one made
@@ -658,11 +667,16 @@ func runChaos(t *testing.T, plan chaosPlan, total *chaosFigures) {
 	var workers sync.WaitGroup
 	for _, cl := range clients {
 		for j, lock := range []string{"mutex", "rw"} {
-			// chaosDepth workers of each client on each: deep queues, where
-			// the mutex's and the write side's successors hold by their
-			// predecessors' grants (handoff.go), and one Client has many
-			// waiters on one path (CURATOR-716's case).
-			for d := range chaosDepth {
+			// chaosMutexDepth or chaosDepth workers of each client on
+			// each: deep queues, where the mutex's and the write side's
+			// successors hold by their predecessors' grants (handoff.go),
+			// and one Client has many waiters on one path (CURATOR-716's
+			// case).
+			depth := chaosDepth
+			if lock == "mutex" {
+				depth = chaosMutexDepth
+			}
+			for d := range depth {
 				rng := rand.New(rand.NewPCG(plan.seed, uint64(100+2*cl.i+j+1000*d)))
 				workers.Go(func() { cl.work(work, rec, lock, rng) })
 			}
