@@ -81,19 +81,18 @@ import (
 // first asked for, while its node is still there (session.Hold.Token), or
 // at the grant if its lock's tokens were asked for before
 // ([participant.granted]; then the lock stops taking part while its queue
-// is short: [participant.handsOff]). The multi deleted X, so that is at least the
-// multi's zxid. Either is
-// above X's token (X's token was of a state before X's release), and S's
-// next holder's token is at least the zxid of S's own release or
-// deletion, which comes after. Tokens still strictly increase across
-// holders (docs/design.md, "Tokens").
+// is short: [participant.handsOff]). The multi deleted X, so that is at
+// least the multi's zxid. Either is above X's token (X's token was of a
+// state before X's release), and S's next holder's token is at least the
+// zxid of S's own release or deletion, which comes after. Tokens still
+// strictly increase across holders (docs/design.md, "Tokens").
 
 // grantName is the name of the grant of the node named (or at the path)
-// name: its sequence (the last ten characters), between "_g_" and "_", so that even if it were ever listed, no library
-// would count it (Curator sorts a name with no lock name in it whole, "_"
-// after every digit, so behind every participant; kazoo matches its own
-// names only; zklock, and go-zookeeper's zk.Lock, read only names that end
-// in a sequence).
+// name: its sequence (the last ten characters), between "_g_" and "_", so
+// that even if it were ever listed, no library would count it (Curator
+// sorts a name with no lock name in it whole, "_" after every digit, so
+// behind every participant; kazoo matches its own names only; zklock, and
+// go-zookeeper's zk.Lock, read only names that end in a sequence).
 func grantName(name string) string {
 	return "_g_" + name[len(name)-seqLen:] + "_"
 }
