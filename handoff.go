@@ -119,13 +119,14 @@ func (p *participant) handsOff() bool {
 	return w.l.pol.handsOff() && !(w.l.tokens.Load() && p.zxidless() && !w.deep)
 }
 
-// deepQueue is the number of nodes from which a read of the queue is
-// taken to cost more than the grant's requests ([participant.handsOff]):
-// about 60 bytes a node to send and to parse, against a request (the
-// grant's exists watch) whose round trip through the server's pipeline
-// costs more than a few kilobytes' copy. An estimate: the crossover is not
-// measured; docs/bench/README.md has W2 (8 nodes: the read wins) and
-// drains of 100 and more (the grant wins). Either side is safe.
+// deepQueue is the number of nodes from which a lock whose tokens are
+// asked for hands off on ZooKeeper 3.8 ([participant.handsOff]). Measured
+// (docs/bench/README.md, "Where a short queue ends"): W2 with a queue of 8
+// to 128 runs level whether every wake reads the queue or is granted (the
+// grant costs 2 requests more an acquisition); from 256 the grant is
+// faster. Below 128 the rate does not choose; 32 bounds what a wake reads
+// to about 2 KB of names, so that the bytes of a handoff do not grow with
+// the queue. Either side is safe.
 const deepQueue = 32
 
 // zxidless reports that grants come without their zxid: as the wire's
